@@ -1,0 +1,351 @@
+#include "common/protocol/codec.h"
+
+#include <cstring>
+#include <limits>
+#include <sstream>
+#include <type_traits>
+
+#include <msgpack.hpp>
+
+namespace ztune::protocol {
+namespace {
+
+constexpr int kMaxJsonDepth = 64;
+
+// ---------- encoding ----------
+
+using Packer = msgpack::packer<msgpack::sbuffer>;
+
+void PackJson(Packer& pk, const Json& j) {
+  switch (j.type()) {
+    case Json::value_t::null:
+    case Json::value_t::discarded: pk.pack_nil(); break;
+    case Json::value_t::boolean: pk.pack(j.get<bool>()); break;
+    case Json::value_t::number_integer: pk.pack(j.get<int64_t>()); break;
+    case Json::value_t::number_unsigned: pk.pack(j.get<uint64_t>()); break;
+    case Json::value_t::number_float: pk.pack(j.get<double>()); break;
+    case Json::value_t::string: pk.pack(j.get_ref<const std::string&>()); break;
+    case Json::value_t::binary: {
+      const auto& b = j.get_binary();
+      pk.pack_bin(static_cast<uint32_t>(b.size()));
+      pk.pack_bin_body(reinterpret_cast<const char*>(b.data()), static_cast<uint32_t>(b.size()));
+      break;
+    }
+    case Json::value_t::array:
+      pk.pack_array(static_cast<uint32_t>(j.size()));
+      for (const auto& e : j) PackJson(pk, e);
+      break;
+    case Json::value_t::object:
+      pk.pack_map(static_cast<uint32_t>(j.size()));
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        pk.pack(it.key());
+        PackJson(pk, it.value());
+      }
+      break;
+  }
+}
+
+struct Encoder {
+  Packer& pk;
+
+  void Value(const uint64_t& v) { pk.pack(v); }
+  void Value(const int64_t& v) { pk.pack(v); }
+  void Value(const double& v) { pk.pack(v); }
+  void Value(const bool& v) { pk.pack(v); }
+  void Value(const std::string& v) { pk.pack(v); }
+  void Value(const Json& v) { PackJson(pk, v); }
+  void Value(const std::map<std::string, double>& m) {
+    pk.pack_map(static_cast<uint32_t>(m.size()));
+    for (const auto& [k, v] : m) {
+      pk.pack(k);
+      pk.pack(v);
+    }
+  }
+  template <class T>
+  void Value(const std::vector<T>& vec) {
+    pk.pack_array(static_cast<uint32_t>(vec.size()));
+    for (const auto& e : vec) Value(e);
+  }
+  template <class T>
+    requires requires(T t, Encoder e) { t.Visit(e); }
+  void Value(const T& s) {
+    FieldCounter c;
+    const_cast<T&>(s).Visit(c);
+    pk.pack_map(c.n);
+    const_cast<T&>(s).Visit(*this);
+  }
+  template <class T>
+  void operator()(const char* key, const T& v, Need) {
+    pk.pack(std::string_view(key));
+    Value(v);
+  }
+
+  struct FieldCounter {
+    uint32_t n = 0;
+    template <class T>
+    void operator()(const char*, const T&, Need) { ++n; }
+  };
+};
+
+// ---------- decoding ----------
+
+Status TypeError(const std::string& path, const char* want) {
+  return Status::InvalidArgument("field '" + path + "' must be " + want);
+}
+
+Result<Json> ObjectToJson(const msgpack::object& o, int depth) {
+  if (depth > kMaxJsonDepth) return Status::InvalidArgument("value nested too deeply");
+  switch (o.type) {
+    case msgpack::type::NIL: return Json(nullptr);
+    case msgpack::type::BOOLEAN: return Json(o.via.boolean);
+    case msgpack::type::POSITIVE_INTEGER: return Json(o.via.u64);
+    case msgpack::type::NEGATIVE_INTEGER: return Json(o.via.i64);
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64: return Json(o.via.f64);
+    case msgpack::type::STR: return Json(std::string(o.via.str.ptr, o.via.str.size));
+    case msgpack::type::BIN: {
+      std::vector<uint8_t> bytes(o.via.bin.ptr, o.via.bin.ptr + o.via.bin.size);
+      return Json::binary(std::move(bytes));
+    }
+    case msgpack::type::ARRAY: {
+      Json arr = Json::array();
+      for (uint32_t i = 0; i < o.via.array.size; ++i) {
+        ASSIGN_OR_RETURN(Json e, ObjectToJson(o.via.array.ptr[i], depth + 1));
+        arr.push_back(std::move(e));
+      }
+      return arr;
+    }
+    case msgpack::type::MAP: {
+      Json obj = Json::object();
+      for (uint32_t i = 0; i < o.via.map.size; ++i) {
+        const auto& kv = o.via.map.ptr[i];
+        if (kv.key.type != msgpack::type::STR) {
+          return Status::InvalidArgument("map keys must be strings");
+        }
+        ASSIGN_OR_RETURN(Json v, ObjectToJson(kv.val, depth + 1));
+        obj[std::string(kv.key.via.str.ptr, kv.key.via.str.size)] = std::move(v);
+      }
+      return obj;
+    }
+    case msgpack::type::EXT: return Status::InvalidArgument("msgpack ext types are not allowed");
+  }
+  return Status::InvalidArgument("unknown msgpack type");
+}
+
+struct Decoder {
+  const msgpack::object& map;  // precondition: type MAP
+  std::string prefix;
+  Status status;
+
+  const msgpack::object* Find(const char* key) const {
+    size_t len = std::strlen(key);
+    for (uint32_t i = 0; i < map.via.map.size; ++i) {
+      const auto& k = map.via.map.ptr[i].key;
+      if (k.type == msgpack::type::STR && k.via.str.size == len &&
+          std::memcmp(k.via.str.ptr, key, len) == 0) {
+        return &map.via.map.ptr[i].val;
+      }
+    }
+    return nullptr;
+  }
+
+  static Status Read(const msgpack::object& o, const std::string& path, uint64_t& out) {
+    if (o.type != msgpack::type::POSITIVE_INTEGER) return TypeError(path, "a non-negative integer");
+    out = o.via.u64;
+    return Status::Ok();
+  }
+  static Status Read(const msgpack::object& o, const std::string& path, int64_t& out) {
+    if (o.type == msgpack::type::NEGATIVE_INTEGER) {
+      out = o.via.i64;
+    } else if (o.type == msgpack::type::POSITIVE_INTEGER &&
+               o.via.u64 <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      out = static_cast<int64_t>(o.via.u64);
+    } else {
+      return TypeError(path, "an integer");
+    }
+    return Status::Ok();
+  }
+  static Status Read(const msgpack::object& o, const std::string& path, double& out) {
+    switch (o.type) {
+      case msgpack::type::FLOAT32:
+      case msgpack::type::FLOAT64: out = o.via.f64; break;
+      case msgpack::type::POSITIVE_INTEGER: out = static_cast<double>(o.via.u64); break;
+      case msgpack::type::NEGATIVE_INTEGER: out = static_cast<double>(o.via.i64); break;
+      default: return TypeError(path, "a number");
+    }
+    return Status::Ok();
+  }
+  static Status Read(const msgpack::object& o, const std::string& path, bool& out) {
+    if (o.type != msgpack::type::BOOLEAN) return TypeError(path, "a boolean");
+    out = o.via.boolean;
+    return Status::Ok();
+  }
+  static Status Read(const msgpack::object& o, const std::string& path, std::string& out) {
+    if (o.type != msgpack::type::STR) return TypeError(path, "a string");
+    out.assign(o.via.str.ptr, o.via.str.size);
+    return Status::Ok();
+  }
+  static Status Read(const msgpack::object& o, const std::string& path, Json& out) {
+    auto j = ObjectToJson(o, 0);
+    if (!j.ok()) return Status::InvalidArgument("field '" + path + "': " + j.status().message());
+    out = std::move(j).value();
+    return Status::Ok();
+  }
+  static Status Read(const msgpack::object& o, const std::string& path,
+                     std::map<std::string, double>& out) {
+    if (o.type != msgpack::type::MAP) return TypeError(path, "a map of numbers");
+    out.clear();
+    for (uint32_t i = 0; i < o.via.map.size; ++i) {
+      const auto& kv = o.via.map.ptr[i];
+      std::string key;
+      RETURN_IF_ERROR(Read(kv.key, path + " key", key));
+      double v = 0;
+      RETURN_IF_ERROR(Read(kv.val, path + "." + key, v));
+      out[key] = v;
+    }
+    return Status::Ok();
+  }
+  template <class T>
+  static Status Read(const msgpack::object& o, const std::string& path, std::vector<T>& out) {
+    if (o.type != msgpack::type::ARRAY) return TypeError(path, "an array");
+    out.clear();
+    out.resize(o.via.array.size);
+    for (uint32_t i = 0; i < o.via.array.size; ++i) {
+      RETURN_IF_ERROR(Read(o.via.array.ptr[i], path + "[" + std::to_string(i) + "]", out[i]));
+    }
+    return Status::Ok();
+  }
+  template <class T>
+    requires requires(T t, Decoder d) { t.Visit(d); }
+  static Status Read(const msgpack::object& o, const std::string& path, T& out) {
+    if (o.type != msgpack::type::MAP) return TypeError(path, "a map");
+    Decoder inner{o, path + ".", Status::Ok()};
+    out.Visit(inner);
+    return inner.status;
+  }
+
+  template <class T>
+  void operator()(const char* key, T& out, Need need) {
+    if (!status.ok()) return;
+    const msgpack::object* o = Find(key);
+    if (o == nullptr || o->type == msgpack::type::NIL) {
+      if (need == Need::kRequired) {
+        status = Status::InvalidArgument("missing required field '" + prefix + key + "'");
+      }
+      return;
+    }
+    status = Read(*o, prefix + key, out);
+  }
+};
+
+template <class T>
+Result<Body> DecodeBody(const msgpack::object& header) {
+  T body;
+  Decoder d{header, "", Status::Ok()};
+  body.Visit(d);
+  if (!d.status.ok()) return d.status;
+  return Body(std::move(body));
+}
+
+template <size_t I = 0>
+Result<Body> DecodeByIndex(size_t index, const msgpack::object& header) {
+  if constexpr (I < std::variant_size_v<Body>) {
+    if (index == I) return DecodeBody<std::variant_alternative_t<I, Body>>(header);
+    return DecodeByIndex<I + 1>(index, header);
+  } else {
+    return Status::InvalidArgument("unknown command");
+  }
+}
+
+// Bounds what a hostile header can make the unpacker allocate.
+msgpack::unpack_limit HeaderLimits() {
+  return msgpack::unpack_limit(/*array=*/1'000'000, /*map=*/100'000, /*str=*/64 << 20,
+                               /*bin=*/64 << 20, /*ext=*/0, /*depth=*/kMaxJsonDepth + 8);
+}
+
+Result<msgpack::object_handle> Unpack(std::string_view bytes) {
+  try {
+    size_t offset = 0;
+    msgpack::object_handle oh =
+        msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, HeaderLimits());
+    if (offset != bytes.size()) return Status::InvalidArgument("trailing bytes after msgpack value");
+    return oh;
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("malformed msgpack: ") + e.what());
+  }
+}
+
+constexpr const char* kCommandNames[] = {
+    "REGISTER", "REPLY", "RESULT", "HEARTBEAT", "DISCONNECT", "REGISTERED", "CREATE_ACTOR",
+    "TRAIN",    "SAVE",  "RESTORE", "RESET",    "STOP",       "EXPORT",     "ACK"};
+static_assert(std::size(kCommandNames) == std::variant_size_v<Body>);
+
+}  // namespace
+
+const char* CommandName(const Body& body) { return kCommandNames[body.index()]; }
+
+const char* CommandNameByByte(uint8_t command) {
+  if (command == 0 || command > std::size(kCommandNames)) return "UNKNOWN";
+  return kCommandNames[command - 1];
+}
+
+std::vector<std::string> Encode(const Message& message) {
+  msgpack::sbuffer buf;
+  Packer pk(buf);
+  Encoder enc{pk};
+  std::visit([&](const auto& body) { enc.Value(body); }, message.body);
+  std::vector<std::string> frames;
+  frames.reserve(4);
+  frames.emplace_back(kVersion);
+  frames.emplace_back(1, static_cast<char>(message.body.index() + 1));
+  frames.emplace_back(buf.data(), buf.size());
+  if (!message.payload.empty()) frames.push_back(message.payload);
+  return frames;
+}
+
+Result<Message> Decode(std::span<const std::string_view> frames) {
+  if (frames.size() < 3 || frames.size() > 4) {
+    return Status::InvalidArgument("expected 3 or 4 frames, got " + std::to_string(frames.size()));
+  }
+  if (frames[0] != kVersion) {
+    return Status::InvalidArgument("unsupported protocol version frame (want " +
+                                   std::string(kVersion) + ")");
+  }
+  if (frames[1].size() != 1) return Status::InvalidArgument("command frame must be one byte");
+  auto command = static_cast<uint8_t>(frames[1][0]);
+  if (command == 0 || command > std::variant_size_v<Body>) {
+    return Status::InvalidArgument("unknown command byte " + std::to_string(command));
+  }
+  ASSIGN_OR_RETURN(msgpack::object_handle oh, Unpack(frames[2]));
+  if (oh.get().type != msgpack::type::MAP) {
+    return Status::InvalidArgument(std::string(CommandNameByByte(command)) +
+                                   ": header must be a msgpack map");
+  }
+  auto body = DecodeByIndex(command - 1, oh.get());
+  if (!body.ok()) {
+    return Status::InvalidArgument(std::string(CommandNameByByte(command)) + ": " +
+                                   body.status().message());
+  }
+  Message m{std::move(body).value(), {}};
+  if (frames.size() == 4) m.payload.assign(frames[3]);
+  return m;
+}
+
+Result<Message> Decode(const std::vector<std::string>& frames) {
+  std::vector<std::string_view> views(frames.begin(), frames.end());
+  return Decode(std::span<const std::string_view>(views));
+}
+
+std::string JsonToMsgpack(const Json& j) {
+  msgpack::sbuffer buf;
+  Packer pk(buf);
+  PackJson(pk, j);
+  return std::string(buf.data(), buf.size());
+}
+
+Result<Json> MsgpackToJson(std::string_view bytes) {
+  ASSIGN_OR_RETURN(msgpack::object_handle oh, Unpack(bytes));
+  return ObjectToJson(oh.get(), 0);
+}
+
+}  // namespace ztune::protocol

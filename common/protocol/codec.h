@@ -1,0 +1,31 @@
+// The msgpack codec for head <-> worker messages. The only place that knows
+// msgpack; every msgpack exception is caught here and becomes a Status.
+// Stateless and thread-safe.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/protocol/messages.h"
+#include "common/status.h"
+
+namespace ztune::protocol {
+
+// Frames: version, command byte, header map, and the payload if non-empty.
+std::vector<std::string> Encode(const Message& message);
+
+// Validates the version, the command byte, the header (a msgpack map whose
+// required keys are present with the right types; unknown keys ignored) and the
+// frame count. InvalidArgument names what is wrong; never throws.
+Result<Message> Decode(std::span<const std::string_view> frames);
+
+// Convenience for tests: decode owned frames.
+Result<Message> Decode(const std::vector<std::string>& frames);
+
+// JSON <-> msgpack bytes (results, configs) for code that stores msgpack.
+std::string JsonToMsgpack(const Json& j);
+Result<Json> MsgpackToJson(std::string_view bytes);
+
+}  // namespace ztune::protocol

@@ -1,0 +1,290 @@
+// Head <-> worker messages. The contract is docs/protocol.md; this header is its
+// C++ form. Each message is a plain struct plus a field visitor that the codec
+// (codec.cc, the only file that knows msgpack) uses to encode and decode it.
+//
+// Frames on the wire: [version "ZTUNE1"][command: 1 byte][msgpack header map]
+// [optional raw payload: checkpoint bytes, never re-encoded]. Unknown header keys
+// are ignored; missing optional keys take the struct default. Plain values.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/json.h"
+
+namespace ztune::protocol {
+
+inline constexpr char kVersion[] = "ZTUNE1";
+
+// Field presence for decoding.
+enum class Need { kRequired, kOptional };
+
+// ---- worker -> head ----
+
+// A live actor the worker hosts (re-attach after a head restart).
+struct LiveActor {
+  std::string trial_id;
+  uint64_t attempt = 0;
+  uint64_t acked_seq = 0;
+  int64_t iteration = 0;
+  template <class V>
+  void Visit(V& v) {
+    v("trial_id", trial_id, Need::kRequired);
+    v("attempt", attempt, Need::kRequired);
+    v("acked_seq", acked_seq, Need::kOptional);
+    v("iteration", iteration, Need::kOptional);
+  }
+};
+
+struct Register {
+  std::string worker_id;  // stable for the worker process' lifetime
+  uint64_t incarnation = 0;
+  std::string name;
+  std::string host;
+  int64_t pid = 0;
+  std::map<std::string, double> resources;  // totals: CPU, GPU, memory, custom
+  std::vector<int64_t> gpu_ids;             // device ids behind GPU
+  std::vector<std::string> trainables;      // names this worker can host
+  std::vector<LiveActor> live_actors;
+  template <class V>
+  void Visit(V& v) {
+    v("worker_id", worker_id, Need::kRequired);
+    v("incarnation", incarnation, Need::kOptional);
+    v("name", name, Need::kOptional);
+    v("host", host, Need::kOptional);
+    v("pid", pid, Need::kOptional);
+    v("resources", resources, Need::kRequired);
+    v("gpu_ids", gpu_ids, Need::kOptional);
+    v("trainables", trainables, Need::kOptional);
+    v("live_actors", live_actors, Need::kOptional);
+  }
+};
+
+// The answer to every request but TRAIN. For SAVE the payload frame holds the
+// checkpoint bytes and `data` holds {"iteration": N, ...}.
+struct Reply {
+  uint64_t rid = 0;
+  std::string trial_id;
+  uint64_t attempt = 0;
+  bool ok = true;
+  std::string error;
+  Json data;
+  template <class V>
+  void Visit(V& v) {
+    v("rid", rid, Need::kRequired);
+    v("trial_id", trial_id, Need::kOptional);
+    v("attempt", attempt, Need::kOptional);
+    v("ok", ok, Need::kRequired);
+    v("error", error, Need::kOptional);
+    v("data", data, Need::kOptional);
+  }
+};
+
+struct ResultRecord {
+  uint64_t seq = 0;  // per (trial, attempt), from 1
+  Json result;       // a JSON object with the auto-filled fields
+  template <class V>
+  void Visit(V& v) {
+    v("seq", seq, Need::kRequired);
+    v("result", result, Need::kRequired);
+  }
+};
+
+// The answer to TRAIN: the buffered results, and the step error if one happened
+// after them (`failed`).
+struct ResultBatch {
+  uint64_t rid = 0;
+  std::string trial_id;
+  uint64_t attempt = 0;
+  std::vector<ResultRecord> results;
+  bool failed = false;
+  std::string error;
+  template <class V>
+  void Visit(V& v) {
+    v("rid", rid, Need::kRequired);
+    v("trial_id", trial_id, Need::kRequired);
+    v("attempt", attempt, Need::kRequired);
+    v("results", results, Need::kOptional);
+    v("failed", failed, Need::kOptional);
+    v("error", error, Need::kOptional);
+  }
+};
+
+// ---- both directions ----
+
+struct Heartbeat {
+  template <class V>
+  void Visit(V&) {}
+};
+
+// Head -> worker: "I do not know you, register again". Worker -> head: leaving.
+struct Disconnect {
+  std::string reason;
+  template <class V>
+  void Visit(V& v) {
+    v("reason", reason, Need::kOptional);
+  }
+};
+
+// ---- head -> worker ----
+
+struct Registered {
+  std::string worker_id;
+  int64_t heartbeat_ms = 1000;
+  int64_t liveness = 3;
+  uint64_t head_epoch = 0;
+  template <class V>
+  void Visit(V& v) {
+    v("worker_id", worker_id, Need::kRequired);
+    v("heartbeat_ms", heartbeat_ms, Need::kOptional);
+    v("liveness", liveness, Need::kOptional);
+    v("head_epoch", head_epoch, Need::kOptional);
+  }
+};
+
+struct CreateActor {
+  uint64_t rid = 0;
+  std::string trial_id;
+  uint64_t attempt = 0;
+  std::string trainable;
+  Json config;
+  std::map<std::string, double> resources;  // bundle 0 (the actor's own)
+  std::vector<int64_t> gpu_ids;             // devices of all bundles on this worker
+  template <class V>
+  void Visit(V& v) {
+    v("rid", rid, Need::kRequired);
+    v("trial_id", trial_id, Need::kRequired);
+    v("attempt", attempt, Need::kRequired);
+    v("trainable", trainable, Need::kRequired);
+    v("config", config, Need::kOptional);
+    v("resources", resources, Need::kOptional);
+    v("gpu_ids", gpu_ids, Need::kOptional);
+  }
+};
+
+// Run up to `buffer_length` steps (at least one) within `buffer_time_s`; stop
+// early at `done` or `should_checkpoint`. Answered by a ResultBatch.
+struct Train {
+  uint64_t rid = 0;
+  std::string trial_id;
+  uint64_t attempt = 0;
+  int64_t buffer_length = 1;
+  double buffer_time_s = 0;
+  template <class V>
+  void Visit(V& v) {
+    v("rid", rid, Need::kRequired);
+    v("trial_id", trial_id, Need::kRequired);
+    v("attempt", attempt, Need::kRequired);
+    v("buffer_length", buffer_length, Need::kOptional);
+    v("buffer_time_s", buffer_time_s, Need::kOptional);
+  }
+};
+
+struct Save {
+  uint64_t rid = 0;
+  std::string trial_id;
+  uint64_t attempt = 0;
+  std::string storage = "persistent";  // "memory" | "persistent"
+  template <class V>
+  void Visit(V& v) {
+    v("rid", rid, Need::kRequired);
+    v("trial_id", trial_id, Need::kRequired);
+    v("attempt", attempt, Need::kRequired);
+    v("storage", storage, Need::kOptional);
+  }
+};
+
+// The payload frame holds checkpoint bytes produced by an earlier SAVE.
+struct Restore {
+  uint64_t rid = 0;
+  std::string trial_id;
+  uint64_t attempt = 0;
+  template <class V>
+  void Visit(V& v) {
+    v("rid", rid, Need::kRequired);
+    v("trial_id", trial_id, Need::kRequired);
+    v("attempt", attempt, Need::kRequired);
+  }
+};
+
+// Actor reuse: the actor of (trial_id, attempt) becomes the actor of
+// (new_trial_id, new_attempt) with `config`. Reply data {"reset": bool}.
+struct Reset {
+  uint64_t rid = 0;
+  std::string trial_id;
+  uint64_t attempt = 0;
+  std::string new_trial_id;
+  uint64_t new_attempt = 0;
+  Json config;
+  template <class V>
+  void Visit(V& v) {
+    v("rid", rid, Need::kRequired);
+    v("trial_id", trial_id, Need::kRequired);
+    v("attempt", attempt, Need::kRequired);
+    v("new_trial_id", new_trial_id, Need::kRequired);
+    v("new_attempt", new_attempt, Need::kRequired);
+    v("config", config, Need::kOptional);
+  }
+};
+
+// Stop and destroy the actor; if cleanup has not finished after `kill_after_ms`
+// the worker abandons it and replies anyway (ok=false, error names the timeout).
+struct Stop {
+  uint64_t rid = 0;
+  std::string trial_id;
+  uint64_t attempt = 0;
+  int64_t kill_after_ms = 600'000;
+  template <class V>
+  void Visit(V& v) {
+    v("rid", rid, Need::kRequired);
+    v("trial_id", trial_id, Need::kRequired);
+    v("attempt", attempt, Need::kRequired);
+    v("kill_after_ms", kill_after_ms, Need::kOptional);
+  }
+};
+
+// Reply data: {"exports": {format: content}}.
+struct Export {
+  uint64_t rid = 0;
+  std::string trial_id;
+  uint64_t attempt = 0;
+  std::vector<std::string> formats;
+  template <class V>
+  void Visit(V& v) {
+    v("rid", rid, Need::kRequired);
+    v("trial_id", trial_id, Need::kRequired);
+    v("attempt", attempt, Need::kRequired);
+    v("formats", formats, Need::kOptional);
+  }
+};
+
+// Results of (trial_id, attempt) up to `seq` are durable; the worker may drop them.
+struct Ack {
+  std::string trial_id;
+  uint64_t attempt = 0;
+  uint64_t seq = 0;
+  template <class V>
+  void Visit(V& v) {
+    v("trial_id", trial_id, Need::kRequired);
+    v("attempt", attempt, Need::kRequired);
+    v("seq", seq, Need::kRequired);
+  }
+};
+
+// The variant order fixes the command byte (index + 1); append only.
+using Body = std::variant<Register, Reply, ResultBatch, Heartbeat, Disconnect, Registered,
+                          CreateActor, Train, Save, Restore, Reset, Stop, Export, Ack>;
+
+struct Message {
+  Body body;
+  std::string payload;  // optional raw frame (checkpoint bytes)
+};
+
+// Command name for logs ("REGISTER", "TRAIN", ...).
+const char* CommandName(const Body& body);
+const char* CommandNameByByte(uint8_t command);
+
+}  // namespace ztune::protocol

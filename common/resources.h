@@ -1,0 +1,79 @@
+// Resource amounts, bundles and placement requests (Ray's PlacementGroupFactory).
+//
+// Amounts are fixed-point (1/10000 units, as Ray core) so that fractional GPUs
+// add and subtract exactly. A ResourceSet never holds a zero or negative amount:
+// zero keys are dropped on construction, which makes requests that differ only
+// by zero-valued keys or key order compare equal. Plain values, thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "common/status.h"
+
+namespace ztune {
+
+class ResourceSet {
+ public:
+  static constexpr int64_t kUnit = 10000;
+
+  ResourceSet() = default;
+  // Rejects negative or non-finite amounts and empty names.
+  static Result<ResourceSet> FromJson(const Json& j);
+  static ResourceSet FromDoubles(const std::map<std::string, double>& m);
+
+  Json ToJson() const;
+  std::map<std::string, double> ToDoubles() const;
+
+  double Get(const std::string& name) const;
+  int64_t GetFixed(const std::string& name) const;
+  void SetFixed(const std::string& name, int64_t amount);
+  bool empty() const { return amounts_.empty(); }
+  const std::map<std::string, int64_t>& amounts() const { return amounts_; }
+
+  // True if every amount of `need` is available here.
+  bool Contains(const ResourceSet& need) const;
+  void Add(const ResourceSet& other);
+  // Precondition: Contains(other).
+  void Subtract(const ResourceSet& other);
+
+  bool operator==(const ResourceSet& o) const { return amounts_ == o.amounts_; }
+  bool operator!=(const ResourceSet& o) const { return !(*this == o); }
+
+  // "CPU 2, GPU 0.5, memory 1e9" for messages.
+  std::string ToString() const;
+
+ private:
+  std::map<std::string, int64_t> amounts_;
+};
+
+enum class PlacementStrategy { kPack, kSpread, kStrictPack, kStrictSpread };
+
+const char* PlacementStrategyName(PlacementStrategy s);
+Result<PlacementStrategy> ParsePlacementStrategy(const std::string& s);
+
+// A trial's resource request: bundles plus a strategy. Bundle 0 hosts the actor
+// unless `head_bundle_empty`, in which case the first element of `bundles` is
+// the first worker bundle and the actor itself takes nothing.
+struct PlacementRequest {
+  std::vector<ResourceSet> bundles;
+  PlacementStrategy strategy = PlacementStrategy::kPack;
+  bool head_bundle_empty = false;
+
+  // Parses {"bundles": [...], "strategy": "PACK"} with Ray's normalisation.
+  // A missing object gives the default [{CPU: 1}], PACK.
+  static Result<PlacementRequest> FromJson(const Json& j);
+  Json ToJson() const;
+  // The sum over all bundles.
+  ResourceSet Total() const;
+  // Canonical text: equal requests have equal keys (pool key of the PG manager).
+  std::string Key() const;
+  std::string ToString() const;
+
+  bool operator==(const PlacementRequest& o) const { return Key() == o.Key(); }
+};
+
+}  // namespace ztune

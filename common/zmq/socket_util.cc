@@ -1,0 +1,91 @@
+#include "common/zmq/socket_util.h"
+
+namespace ztune::zmqutil {
+
+Status SendFrames(zmq::socket_t& socket, const std::vector<std::string>& frames,
+                  std::string_view routing_id) {
+  try {
+    if (!routing_id.empty()) {
+      if (!socket.send(zmq::buffer(routing_id.data(), routing_id.size()),
+                       zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+        return Status::Unavailable("send would block");
+      }
+    }
+    for (size_t i = 0; i < frames.size(); ++i) {
+      auto flags = zmq::send_flags::dontwait;
+      if (i + 1 < frames.size()) flags = flags | zmq::send_flags::sndmore;
+      if (!socket.send(zmq::buffer(frames[i].data(), frames[i].size()), flags)) {
+        return Status::Unavailable("send would block");
+      }
+    }
+    return Status::Ok();
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EHOSTUNREACH) return Status::Unavailable("peer unreachable");
+    return Status::IOError(std::string("zmq send: ") + e.what());
+  }
+}
+
+Result<std::vector<zmq::message_t>> RecvMultipart(zmq::socket_t& socket) {
+  std::vector<zmq::message_t> parts;
+  try {
+    while (true) {
+      zmq::message_t msg;
+      auto r = socket.recv(msg, parts.empty() ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
+      if (!r) return parts;  // EAGAIN on the first frame: nothing ready
+      bool more = msg.more();
+      parts.push_back(std::move(msg));
+      if (!more) return parts;
+    }
+  } catch (const zmq::error_t& e) {
+    return Status::IOError(std::string("zmq recv: ") + e.what());
+  }
+}
+
+Result<std::string> LastEndpoint(zmq::socket_t& socket) {
+  try {
+    return socket.get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    return Status::IOError(std::string("zmq last_endpoint: ") + e.what());
+  }
+}
+
+Status Bind(zmq::socket_t& socket, const std::string& endpoint) {
+  try {
+    socket.bind(endpoint);
+    return Status::Ok();
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable("cannot bind " + endpoint + ": " + e.what());
+  }
+}
+
+Status Connect(zmq::socket_t& socket, const std::string& endpoint) {
+  try {
+    socket.connect(endpoint);
+    return Status::Ok();
+  } catch (const zmq::error_t& e) {
+    return Status::InvalidArgument("cannot connect to " + endpoint + ": " + e.what());
+  }
+}
+
+Status SetIntOption(zmq::socket_t& socket, int option, int value) {
+  if (zmq_setsockopt(socket.handle(), option, &value, sizeof(value)) != 0) {
+    return Status::InvalidArgument(std::string("zmq_setsockopt: ") + zmq_strerror(zmq_errno()));
+  }
+  return Status::Ok();
+}
+
+Status SetInt64Option(zmq::socket_t& socket, int option, int64_t value) {
+  if (zmq_setsockopt(socket.handle(), option, &value, sizeof(value)) != 0) {
+    return Status::InvalidArgument(std::string("zmq_setsockopt: ") + zmq_strerror(zmq_errno()));
+  }
+  return Status::Ok();
+}
+
+Status SetBytesOption(zmq::socket_t& socket, int option, std::string_view value) {
+  if (zmq_setsockopt(socket.handle(), option, value.data(), value.size()) != 0) {
+    return Status::InvalidArgument(std::string("zmq_setsockopt: ") + zmq_strerror(zmq_errno()));
+  }
+  return Status::Ok();
+}
+
+}  // namespace ztune::zmqutil

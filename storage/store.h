@@ -1,0 +1,72 @@
+// The durable store seam. The head writes every state change of a loop turn
+// into one WriteBatch and commits it with one fsync; after a crash the store
+// holds the whole batch or none of it. Implementations: RocksDbStore (RocksDB,
+// production) and InMemoryStore (unit tests). Not thread-safe: the head loop
+// thread owns the store.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace ztune::storage {
+
+// One column family per record kind (docs/storage.md).
+enum class Family { kMeta = 0, kExperiments, kTrials, kResults, kCheckpoints };
+inline constexpr int kNumFamilies = 5;
+const char* FamilyName(Family f);
+
+// An ordered list of puts and deletes; applied atomically by Store::Commit.
+class WriteBatch {
+ public:
+  struct Op {
+    Family family;
+    bool is_delete;
+    std::string key;
+    std::string value;
+  };
+
+  void Put(Family f, std::string key, std::string value) {
+    bytes_ += key.size() + value.size();
+    ops_.push_back({f, false, std::move(key), std::move(value)});
+  }
+  void Delete(Family f, std::string key) {
+    bytes_ += key.size();
+    ops_.push_back({f, true, std::move(key), {}});
+  }
+  bool empty() const { return ops_.empty(); }
+  size_t size() const { return ops_.size(); }
+  size_t bytes() const { return bytes_; }
+  const std::vector<Op>& ops() const { return ops_; }
+  void Clear() {
+    ops_.clear();
+    bytes_ = 0;
+  }
+
+ private:
+  std::vector<Op> ops_;
+  size_t bytes_ = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Applies the batch atomically; returns only after it is durable (fsync).
+  // IOError if the write failed (nothing of the batch is applied).
+  virtual Status Commit(const WriteBatch& batch) = 0;
+
+  // The value, std::nullopt if absent, or IOError/Corruption.
+  virtual Result<std::optional<std::string>> Get(Family f, std::string_view key) = 0;
+
+  // Calls `fn(key, value)` for each key starting with `prefix`, in key order,
+  // until `fn` returns false.
+  virtual Status Scan(Family f, std::string_view prefix,
+                      const std::function<bool(std::string_view, std::string_view)>& fn) = 0;
+};
+
+}  // namespace ztune::storage
