@@ -1,0 +1,138 @@
+// bench/throughput: durable result throughput of a real head with 2 workers.
+//
+// Workload (docs/benchmarks.md): for each (T trials x I iterations) shape, a
+// fresh head (fsync'd RocksDB in a temp dir) and 2 ztune-worker processes with
+// --cpus C each run one experiment of `noop` trials (each trial asks for 1 CPU,
+// so 2C run at once), stop at training_iteration I. The clock runs from submit
+// to the experiment being finished (every result durable). Prints one JSON
+// document with results/s per shape and the head's CPU time.
+//
+//   throughput [--shapes 100x100,1000x10] [--cpus-per-worker 16] [--buffer 1]
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "bench/cluster_process.h"
+#include "client/client.h"
+#include "common/json.h"
+
+namespace {
+
+using ztune::Json;
+using ztune::bench::ChildProcess;
+
+struct Shape {
+  int64_t trials;
+  int64_t iterations;
+};
+
+Json RunShape(const Shape& shape, int cpus_per_worker, int64_t buffer) {
+  std::string dir = ztune::bench::MakeTempDir("throughput");
+  std::string endpoints = dir + "/endpoints.json";
+  ChildProcess head(ZTUNE_HEAD_BIN,
+                    {"--data-dir", dir + "/data", "--worker-endpoint", "tcp://127.0.0.1:*",
+                     "--client-endpoint", "tcp://127.0.0.1:*", "--endpoints-file", endpoints,
+                     "--log-level", "warn"},
+                    dir + "/head.log");
+  for (int i = 0; i < 500 && !std::filesystem::exists(endpoints); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  Json ep = Json::parse(ztune::bench::ReadAll(endpoints), nullptr, false);
+  if (ep.is_discarded()) return Json{{"error", "head did not start"}};
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (int w = 0; w < 2; ++w) {
+    workers.push_back(std::make_unique<ChildProcess>(
+        ZTUNE_WORKER_BIN,
+        std::vector<std::string>{"--head", ep["worker_endpoint"], "--cpus",
+                                 std::to_string(cpus_per_worker), "--name",
+                                 "bench-" + std::to_string(w), "--work-dir",
+                                 dir + "/work-" + std::to_string(w), "--log-level", "warn"},
+        dir + "/worker-" + std::to_string(w) + ".log"));
+  }
+  ztune::client::HeadClient client(
+      ztune::client::HeadClientOptions{ep["client_endpoint"].get<std::string>(), 30000, 0});
+  for (int i = 0; i < 500; ++i) {
+    auto w = client.Call("workers");
+    int alive = 0;
+    if (w.ok()) {
+      for (const auto& x : (*w)["workers"]) alive += x["alive"].get<bool>() ? 1 : 0;
+    }
+    if (alive == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  Json spec{{"name", "throughput"},
+            {"trainable", "noop"},
+            {"num_samples", shape.trials},
+            {"stop", {{"training_iteration", shape.iterations}}},
+            {"result_buffer_length", buffer}};
+  double cpu_before = ztune::bench::ProcessCpuSeconds(head.pid());
+  auto t0 = std::chrono::steady_clock::now();
+  auto submitted = client.Call("submit", Json{{"spec", spec}});
+  if (!submitted.ok()) return Json{{"error", submitted.status().ToString()}};
+  std::string exp = (*submitted)["experiment_id"];
+  Json last;
+  while (true) {
+    auto e = client.Call("experiment", Json{{"experiment_id", exp}});
+    if (!e.ok()) return Json{{"error", e.status().ToString()}};
+    last = (*e)["experiment"];
+    if (last["finished"].get<bool>()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double head_cpu = ztune::bench::ProcessCpuSeconds(head.pid()) - cpu_before;
+  int64_t results = shape.trials * shape.iterations;
+  Json out{{"trials", shape.trials},
+           {"iterations", shape.iterations},
+           {"results", results},
+           {"buffer_length", buffer},
+           {"concurrent_trials", 2 * cpus_per_worker},
+           {"seconds", seconds},
+           {"results_per_s", results / seconds},
+           {"trials_per_s", shape.trials / seconds},
+           {"head_cpu_s", head_cpu},
+           {"head_cpu_us_per_result", 1e6 * head_cpu / results},
+           {"terminated", last["trial_counts"]["TERMINATED"]}};
+  workers.clear();
+  head.Stop();
+  std::filesystem::remove_all(dir);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ztune throughput benchmark: noop trials on a real head and 2 workers"};
+  std::string shapes_arg = "100x100,1000x10";
+  int cpus_per_worker = 16;
+  std::vector<int64_t> buffers = {1};
+  app.add_option("--shapes", shapes_arg, "comma-separated TRIALSxITERATIONS")->capture_default_str();
+  app.add_option("--cpus-per-worker", cpus_per_worker, "CPUs each worker advertises")
+      ->capture_default_str();
+  app.add_option("--buffer", buffers, "result_buffer_length values to run")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  std::vector<Shape> shapes;
+  std::string rest = shapes_arg;
+  while (!rest.empty()) {
+    std::string item = rest.substr(0, rest.find(','));
+    rest = rest.find(',') == std::string::npos ? "" : rest.substr(rest.find(',') + 1);
+    auto x = item.find('x');
+    if (x == std::string::npos) {
+      std::cerr << "bad shape '" << item << "' (want TRIALSxITERATIONS)\n";
+      return 2;
+    }
+    shapes.push_back({std::stoll(item.substr(0, x)), std::stoll(item.substr(x + 1))});
+  }
+  Json runs = Json::array();
+  for (int64_t b : buffers) {
+    for (const auto& s : shapes) runs.push_back(RunShape(s, cpus_per_worker, b));
+  }
+  std::cout << Json{{"benchmark", "throughput"}, {"runs", runs}}.dump(2) << std::endl;
+  return 0;
+}

@@ -1,0 +1,206 @@
+#include "client/client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "client/json_util.h"
+#include "common/check.h"
+#include "common/clock.h"
+#include "common/zmq/socket_util.h"
+
+namespace ztune::client {
+namespace {
+
+// zmq_ctx_new fails only when the process is out of memory or file
+// descriptors; there is nothing sensible to return at that point.
+std::unique_ptr<zmq::context_t> MakeContext() {
+  try {
+    return std::make_unique<zmq::context_t>();
+  } catch (const zmq::error_t& e) {
+    spdlog::critical("cannot create a zmq context: {}", e.what());
+    CHECK(false);
+  }
+  return nullptr;
+}
+
+std::string FrameString(const zmq::message_t& m) {
+  return std::string(static_cast<const char*>(m.data()), m.size());
+}
+
+}  // namespace
+
+std::optional<StatusCode> StatusCodeFromName(std::string_view name) {
+  // StatusCodeName answers "Unknown" past the last code, so new codes are found.
+  for (int c = 0;; ++c) {
+    const auto code = static_cast<StatusCode>(c);
+    const std::string_view known = StatusCodeName(code);
+    if (known == "Unknown") return std::nullopt;
+    if (name == known) return code;
+  }
+}
+
+HeadClient::HeadClient(zmq::context_t& context, HeadClientOptions options)
+    : context_(context), options_(std::move(options)) {}
+
+HeadClient::HeadClient(HeadClientOptions options)
+    : owned_context_(MakeContext()), context_(*owned_context_), options_(std::move(options)) {}
+
+HeadClient::~HeadClient() { CloseSocket(); }
+
+bool HeadClient::IsReadOnlyOp(const std::string& op) {
+  return op == "experiments" || op == "experiment" || op == "status" || op == "trials" ||
+         op == "trial" || op == "results" || op == "workers";
+}
+
+Status HeadClient::EnsureSocket() {
+  if (socket_.has_value()) return Status::Ok();
+  try {
+    socket_.emplace(context_, zmq::socket_type::dealer);
+  } catch (const zmq::error_t& e) {
+    socket_.reset();
+    return Status::Unavailable(std::string("cannot create a client socket: ") + e.what());
+  }
+  // LINGER 0: a request the head never took must not keep the process alive.
+  Status s = zmqutil::SetIntOption(*socket_, ZMQ_LINGER, 0);
+  if (s.ok()) s = zmqutil::Connect(*socket_, options_.endpoint);
+  if (!s.ok()) {
+    CloseSocket();
+    return s;
+  }
+  return Status::Ok();
+}
+
+void HeadClient::CloseSocket() {
+  if (!socket_.has_value()) return;
+  zmqutil::SetIntOption(*socket_, ZMQ_LINGER, 0).IgnoreError();
+  socket_->close();
+  socket_.reset();
+}
+
+Result<Json> HeadClient::Call(const std::string& op, Json args) {
+  head_answered_ = false;
+  if (args.is_null()) args = Json::object();
+  if (!args.is_object()) return Status::InvalidArgument("request args must be a JSON object");
+  if (args.contains("op") || args.contains("rid")) {
+    return Status::InvalidArgument("request args must not contain \"op\" or \"rid\"");
+  }
+  if (options_.timeout_ms <= 0) return Status::InvalidArgument("timeout must be positive");
+
+  const int attempts = 1 + (IsReadOnlyOp(op) ? std::max(0, options_.read_retries) : 0);
+  for (int attempt = 1;; ++attempt) {
+    const uint64_t rid = next_rid_++;
+    Json request = std::move(args);
+    request["op"] = op;
+    request["rid"] = rid;
+    std::string frame = DumpJson(request);
+    if (frame.size() > kMaxRequestBytes) {
+      return Status::InvalidArgument("request is " + std::to_string(frame.size()) +
+                                     " bytes; the head accepts at most " +
+                                     std::to_string(kMaxRequestBytes) + " bytes");
+    }
+    bool timed_out = false;
+    Result<Json> r = Attempt(rid, frame, &timed_out);
+    if (!timed_out) return r;
+    // Lazy Pirate: abandon the socket, so a late reply cannot reach a later call.
+    CloseSocket();
+    if (attempt >= attempts) {
+      std::string msg = "no reply from head at " + options_.endpoint + " within " +
+                        std::to_string(options_.timeout_ms) + " ms";
+      if (attempts > 1) msg += " (" + std::to_string(attempts) + " attempts)";
+      return Status::Unavailable(std::move(msg));
+    }
+    // Rebuild the args for the resend.
+    args = std::move(request);
+    args.erase("op");
+    args.erase("rid");
+  }
+}
+
+Result<Json> HeadClient::Attempt(uint64_t rid, const std::string& frame, bool* timed_out) {
+  *timed_out = false;
+  RETURN_IF_ERROR(EnsureSocket());
+  Status sent = zmqutil::SendFrames(*socket_, {kClientProtocolVersion, frame});
+  if (!sent.ok()) {
+    // A DEALER only refuses when its queue is full; treat like no reply.
+    CloseSocket();
+    return Status::Unavailable("cannot send to head at " + options_.endpoint + ": " +
+                               sent.message());
+  }
+  SteadyClock clock;
+  const TimeMs deadline = clock.NowMs() + options_.timeout_ms;
+  while (true) {
+    const TimeMs remaining = deadline - clock.NowMs();
+    if (remaining <= 0) {
+      *timed_out = true;
+      return Status::Unavailable("timed out");
+    }
+    zmq_pollitem_t item{};
+    item.socket = socket_->handle();
+    item.events = ZMQ_POLLIN;
+    const int rc = zmq_poll(&item, 1, static_cast<long>(remaining));
+    if (rc < 0) {
+      if (zmq_errno() == EINTR) continue;
+      const std::string err = zmq_strerror(zmq_errno());
+      CloseSocket();
+      return Status::IOError("poll on head socket: " + err);
+    }
+    if (rc == 0 || (item.revents & ZMQ_POLLIN) == 0) continue;
+    // Drain everything ready; the reply may sit behind stale ones.
+    while (true) {
+      auto frames = zmqutil::RecvMultipart(*socket_);
+      if (!frames.ok()) {
+        CloseSocket();
+        return frames.status();
+      }
+      if (frames->empty()) break;
+      std::optional<Result<Json>> reply = MatchReply(*frames, rid);
+      if (reply.has_value()) return std::move(*reply);
+    }
+  }
+}
+
+std::optional<Result<Json>> HeadClient::MatchReply(std::vector<zmq::message_t>& frames,
+                                                   uint64_t rid) {
+  size_t first = 0;
+  // Tolerate a REQ-style empty delimiter in front of the version frame.
+  if (frames.size() == 3 && frames[0].size() == 0) first = 1;
+  if (frames.size() - first != 2) return std::nullopt;
+  const std::string version = FrameString(frames[first]);
+  Result<Json> parsed = ParseJson(FrameString(frames[first + 1]));
+  if (!parsed.ok() || !parsed->is_object()) return std::nullopt;
+  Json& reply = *parsed;
+  const Json* rid_field = FindField(reply, "rid");
+  if (rid_field == nullptr) {
+    // The head answers a request it could not parse (bad frames, version,
+    // size, JSON) with an error that has no rid. This socket carries one
+    // request at a time and every earlier one got its reply, so such an error
+    // is about this request.
+    if (BoolField(reply, "ok", true)) return std::nullopt;
+  } else if (!rid_field->is_number_unsigned() || rid_field->get<uint64_t>() != rid) {
+    return std::nullopt;  // stale, or not addressed to this call
+  }
+  head_answered_ = true;
+  if (version != kClientProtocolVersion) {
+    return Result<Json>(Status::FailedPrecondition("head at " + options_.endpoint +
+                                                   " speaks protocol \"" + version +
+                                                   "\", this client " + kClientProtocolVersion));
+  }
+  const Json* ok = FindField(reply, "ok");
+  if (ok == nullptr || !ok->is_boolean()) {
+    return Result<Json>(Status::Internal("malformed reply from head: no boolean \"ok\""));
+  }
+  if (ok->get<bool>()) return Result<Json>(std::move(reply));
+  const Json& error = ObjectField(reply, "error");
+  const std::string code_name = StringField(error, "code", "Internal");
+  std::string message = StringField(error, "message");
+  std::optional<StatusCode> code = StatusCodeFromName(code_name);
+  if (!code.has_value() || *code == StatusCode::kOk) {
+    return Result<Json>(Status::Internal(code_name + ": " + message));
+  }
+  return Result<Json>(Status(*code, std::move(message)));
+}
+
+}  // namespace ztune::client

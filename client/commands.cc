@@ -1,0 +1,723 @@
+#include "client/commands.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "client/json_util.h"
+#include "client/table.h"
+
+namespace ztune::client {
+namespace {
+
+// Trial states in the order the reports list them.
+constexpr const char* kStatusOrder[] = {"RUNNING", "PENDING", "PAUSED", "TERMINATED", "ERROR"};
+
+// Which rows a truncated table keeps first (Ray shows live trials first).
+int DisplayPriority(const std::string& status) {
+  if (status == "RUNNING") return 0;
+  if (status == "ERROR") return 1;
+  if (status == "PAUSED") return 2;
+  if (status == "PENDING") return 3;
+  if (status == "TERMINATED") return 4;
+  return 5;
+}
+
+constexpr size_t kMaxCellChars = 32;
+constexpr size_t kMaxErrorChars = 100;
+
+void PrintJson(std::ostream& out, const Json& j) { out << DumpJson(j, 2) << '\n'; }
+
+// Cuts a table cell to kMaxCellChars (params can be long strings or lists).
+std::string Cell(const Json& v) { return FirstLine(FormatCell(v), kMaxCellChars); }
+
+// Calls `op`; on failure reports and sets *exit_code.
+std::optional<Json> CallOrReport(const CommandContext& ctx, const std::string& op, Json args,
+                                 int* exit_code) {
+  Result<Json> r = ctx.client.Call(op, std::move(args));
+  if (!r.ok()) {
+    *exit_code = ReportCallError(ctx, r.status());
+    return std::nullopt;
+  }
+  *exit_code = kExitOk;
+  return std::move(r).value();
+}
+
+// "16 trials: 4 RUNNING, 8 PENDING, 4 TERMINATED".
+std::string TrialCountsText(const Json& experiment) {
+  const int64_t total = IntField(experiment, "total_trials");
+  std::string text = std::to_string(total) + (total == 1 ? " trial" : " trials");
+  const Json& counts = ObjectField(experiment, "trial_counts");
+  std::vector<std::string> parts;
+  std::set<std::string> known;
+  for (const char* s : kStatusOrder) {
+    known.insert(s);
+    const int64_t n = IntField(counts, s);
+    if (n != 0) parts.push_back(std::to_string(n) + " " + s);
+  }
+  for (const auto& [name, value] : counts.items()) {
+    if (known.count(name) != 0) continue;
+    const int64_t n = IntField(counts, name);
+    if (n != 0) parts.push_back(std::to_string(n) + " " + name);
+  }
+  for (size_t i = 0; i < parts.size(); ++i) text += (i == 0 ? ": " : ", ") + parts[i];
+  return text;
+}
+
+// "Experiment e0001 (name): RUNNING — 16 trials: 4 RUNNING, ...".
+std::string ExperimentLine(const Json& experiment) {
+  std::string line = "Experiment " + StringField(experiment, "experiment_id", "?");
+  const std::string name = StringField(experiment, "name");
+  if (!name.empty()) line += " (" + name + ")";
+  line += ": " + StringField(experiment, "status", "?") + " \u2014 " + TrialCountsText(experiment);
+  return line;
+}
+
+// "e0001_00003 loss=0.00121 (iteration 50)", or "" when there is no best trial.
+std::string BestTrialText(const Json& experiment) {
+  const Json* best = FindField(experiment, "best_trial");
+  if (best == nullptr || !best->is_object()) return "";
+  std::string text = StringField(*best, "trial_id", "?");
+  const std::string metric = StringField(*best, "metric", StringField(experiment, "metric"));
+  const Json* value = FindField(*best, "value");
+  if (!metric.empty() && value != nullptr) text += " " + metric + "=" + FormatCell(*value);
+  if (FindField(*best, "iteration") != nullptr) {
+    text += " (iteration " + std::to_string(IntField(*best, "iteration")) + ")";
+  }
+  return text;
+}
+
+// The metric column of trial tables: the experiment's metric, else "loss" if
+// any trial reports it, else none.
+std::string MetricColumn(const Json& experiment, const Json& trials) {
+  const std::string metric = StringField(experiment, "metric");
+  if (!metric.empty()) return metric;
+  for (const Json& t : trials) {
+    const Json* last = FindField(t, "last_result");
+    if (last != nullptr && Flatten(*last).count("loss") != 0) return "loss";
+  }
+  return "";
+}
+
+// A trial's value of `metric` in its last result, flattened ("a/b" nests).
+Json LastMetric(const Json& trial, const std::string& metric) {
+  const Json* last = FindField(trial, "last_result");
+  if (last == nullptr || metric.empty()) return nullptr;
+  std::map<std::string, Json> flat = Flatten(*last);
+  auto it = flat.find(metric);
+  return it == flat.end() ? Json(nullptr) : it->second;
+}
+
+std::string WorkerCell(const Json& trial) { return StringField(trial, "worker", "-"); }
+
+// Trial, status, worker, <params...>, iter, <metric>[, failures].
+Table TrialTable(const std::vector<const Json*>& trials, const std::string& metric,
+                 bool with_failures) {
+  std::vector<std::map<std::string, Json>> configs;
+  std::set<std::string> param_keys;
+  configs.reserve(trials.size());
+  for (const Json* t : trials) {
+    configs.push_back(Flatten(ObjectField(*t, "config")));
+    for (const auto& [k, v] : configs.back()) param_keys.insert(k);
+  }
+  std::vector<std::string> headers = {"Trial", "status", "worker"};
+  headers.insert(headers.end(), param_keys.begin(), param_keys.end());
+  headers.push_back("iter");
+  if (!metric.empty()) headers.push_back(metric);
+  if (with_failures) headers.push_back("failures");
+  Table table(headers);
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const Json& t = *trials[i];
+    std::vector<std::string> row = {StringField(t, "trial_id", "?"), StringField(t, "status", "?"),
+                                    WorkerCell(t)};
+    for (const std::string& k : param_keys) {
+      auto it = configs[i].find(k);
+      row.push_back(it == configs[i].end() ? "" : Cell(it->second));
+    }
+    row.push_back(std::to_string(IntField(t, "iteration")));
+    if (!metric.empty()) {
+      Json v = LastMetric(t, metric);
+      row.push_back(v.is_null() ? "" : Cell(v));
+    }
+    if (with_failures) row.push_back(std::to_string(IntField(t, "num_failures")));
+    table.AddRow(std::move(row));
+  }
+  return table;
+}
+
+// Picks at most `max_rows` trials, live ones first, kept in their original
+// order; the rest are counted per status in *hidden.
+std::vector<const Json*> SelectRows(const std::vector<const Json*>& trials, size_t max_rows,
+                                    std::map<std::string, int>* hidden) {
+  if (trials.size() <= max_rows) return trials;
+  std::vector<size_t> order(trials.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return DisplayPriority(StringField(*trials[a], "status")) <
+           DisplayPriority(StringField(*trials[b], "status"));
+  });
+  std::vector<bool> shown(trials.size(), false);
+  for (size_t i = 0; i < max_rows; ++i) shown[order[i]] = true;
+  std::vector<const Json*> rows;
+  for (size_t i = 0; i < trials.size(); ++i) {
+    if (shown[i]) {
+      rows.push_back(trials[i]);
+    } else {
+      ++(*hidden)[StringField(*trials[i], "status", "?")];
+    }
+  }
+  return rows;
+}
+
+void RenderExperimentStatus(const Json& experiment, const std::vector<const Json*>& trials,
+                            const Json& resources, int64_t workers_alive,
+                            const StatusOptions& options, std::ostream& out) {
+  out << "== Status ==\n";
+  out << ExperimentLine(experiment) << '\n';
+  out << "Resources: " << FormatResources(resources) << '\n';
+  out << "Workers alive: " << workers_alive << '\n';
+  const std::string mode = StringField(experiment, "mode");
+  const std::string metric_name = StringField(experiment, "metric");
+  if (!metric_name.empty()) {
+    out << "Metric: " << metric_name << (mode.empty() ? "" : " (" + mode + ")") << '\n';
+  }
+  const std::string best = BestTrialText(experiment);
+  if (!best.empty()) out << "Best trial: " << best << '\n';
+  if (trials.empty()) {
+    out << "No trials yet.\n";
+    return;
+  }
+  Json trial_array = Json::array();
+  for (const Json* t : trials) trial_array.push_back(*t);
+  const std::string metric = MetricColumn(experiment, trial_array);
+
+  std::map<std::string, int> hidden;
+  std::vector<const Json*> rows =
+      options.all ? trials : SelectRows(trials, options.max_rows, &hidden);
+  out << '\n';
+  TrialTable(rows, metric, /*with_failures=*/false).Render(out);
+  if (!hidden.empty()) {
+    int n = 0;
+    std::string detail;
+    for (const char* s : kStatusOrder) {
+      auto it = hidden.find(s);
+      if (it == hidden.end()) continue;
+      n += it->second;
+      detail += (detail.empty() ? "" : ", ") + std::to_string(it->second) + " " + s;
+      hidden.erase(it);
+    }
+    for (const auto& [s, c] : hidden) {
+      n += c;
+      detail += (detail.empty() ? "" : ", ") + std::to_string(c) + " " + s;
+    }
+    out << "... " << n << " more trials not shown (" << detail << "); use --all to list them\n";
+  }
+
+  std::vector<const Json*> errored;
+  for (const Json* t : trials) {
+    if (StringField(*t, "status") == "ERROR") errored.push_back(t);
+  }
+  if (!errored.empty()) {
+    out << "\nNumber of errored trials: " << errored.size() << '\n';
+    Table errors({"Trial", "failures", "error"});
+    for (const Json* t : errored) {
+      errors.AddRow({StringField(*t, "trial_id", "?"), std::to_string(IntField(*t, "num_failures")),
+                     FirstLine(StringField(*t, "error", "-"), kMaxErrorChars)});
+    }
+    errors.Render(out);
+  }
+}
+
+Result<std::string> ReadWholeFile(const std::string& path) {
+  if (path == "-") {
+    std::string data((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+    if (std::cin.bad()) return Status::IOError("cannot read standard input");
+    return data;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::IOError("cannot read " + path + ": " + std::strerror(errno));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) return Status::IOError("cannot read " + path);
+  return buf.str();
+}
+
+std::string ResourceName(const std::string& name, const Json& used, const Json& total) {
+  return name + " " + FormatAmount(NumberField(used, name).value_or(0)) + "/" +
+         FormatAmount(NumberField(total, name).value_or(0));
+}
+
+}  // namespace
+
+int ExitCodeFor(const HeadClient& client, const Status& status) {
+  if (status.ok()) return kExitOk;
+  if (client.head_answered()) return kExitHeadError;
+  switch (status.code()) {
+    case StatusCode::kUnavailable:
+    case StatusCode::kTimedOut:
+    case StatusCode::kIOError:
+      return kExitUnreachable;
+    default:
+      return kExitUsage;
+  }
+}
+
+int ReportCallError(const CommandContext& ctx, const Status& status) {
+  if (ctx.client.head_answered()) {
+    ctx.err << "error: " << StatusCodeName(status.code()) << ": " << status.message() << '\n';
+  } else {
+    ctx.err << "error: " << status.message() << '\n';
+  }
+  return ExitCodeFor(ctx.client, status);
+}
+
+Json StripEnvelope(Json reply) {
+  if (reply.is_object()) {
+    reply.erase("rid");
+    reply.erase("ok");
+  }
+  return reply;
+}
+
+std::string FormatResources(const Json& resources) {
+  const Json& used = ObjectField(resources, "used");
+  const Json& total = ObjectField(resources, "total");
+  std::string text = ResourceName("CPU", used, total) + ", " + ResourceName("GPU", used, total);
+  std::set<std::string> others;
+  for (const Json* side : {&used, &total}) {
+    for (const auto& [k, v] : side->items()) {
+      if (k != "CPU" && k != "GPU") others.insert(k);
+    }
+  }
+  for (const std::string& k : others) text += ", " + ResourceName(k, used, total);
+  return text;
+}
+
+std::string RenderStatus(const Json& status_reply, const StatusOptions& options) {
+  std::ostringstream out;
+  const Json& experiments = ArrayField(status_reply, "experiments");
+  const Json& trials = ArrayField(status_reply, "trials");
+  const Json& resources = ObjectField(status_reply, "resources");
+  const int64_t workers_alive = IntField(status_reply, "workers_alive");
+  if (experiments.empty()) {
+    out << "== Status ==\n";
+    out << "Resources: " << FormatResources(resources) << '\n';
+    out << "Workers alive: " << workers_alive << '\n';
+    out << "No experiments.\n";
+    return out.str();
+  }
+  // Group trials by experiment once (no per-experiment scans of all trials).
+  std::map<std::string, std::vector<const Json*>> by_experiment;
+  for (const Json& t : trials) by_experiment[StringField(t, "experiment_id")].push_back(&t);
+  bool first = true;
+  for (const Json& e : experiments) {
+    if (!first) out << '\n';
+    first = false;
+    const auto it = by_experiment.find(StringField(e, "experiment_id"));
+    static const std::vector<const Json*> kNone;
+    RenderExperimentStatus(e, it == by_experiment.end() ? kNone : it->second, resources,
+                           workers_alive, options, out);
+  }
+  return out.str();
+}
+
+std::string ResultsCsv(const Json& results) {
+  std::vector<std::map<std::string, Json>> rows;
+  std::set<std::string> keys;
+  if (results.is_array()) {
+    rows.reserve(results.size());
+    for (const Json& r : results) {
+      rows.push_back(Flatten(r));
+      for (const auto& [k, v] : rows.back()) keys.insert(k);
+    }
+  }
+  std::vector<std::string> header = {"training_iteration"};
+  for (const std::string& k : keys) {
+    if (k != "training_iteration") header.push_back(k);
+  }
+  std::string csv = CsvLine(header);
+  for (const auto& row : rows) {
+    std::vector<std::string> fields;
+    fields.reserve(header.size());
+    for (const std::string& k : header) {
+      auto it = row.find(k);
+      fields.push_back(it == row.end() ? "" : CsvValue(it->second));
+    }
+    csv += CsvLine(fields);
+  }
+  return csv;
+}
+
+// ---- commands ----
+
+int RunSubmit(const CommandContext& ctx, const std::string& spec_path, bool json) {
+  Result<std::string> text = ReadWholeFile(spec_path);
+  if (!text.ok()) {
+    ctx.err << "error: cannot read spec file: " << text.status().message() << '\n';
+    return kExitUsage;
+  }
+  Result<Json> spec = ParseJson(*text);
+  if (!spec.ok()) {
+    ctx.err << "error: spec file " << spec_path << " is not valid JSON: " << spec.status().message()
+            << '\n';
+    return kExitUsage;
+  }
+  if (!spec->is_object()) {
+    ctx.err << "error: spec file " << spec_path << " must hold a JSON object, not "
+            << spec->type_name() << '\n';
+    return kExitUsage;
+  }
+  int code = kExitOk;
+  std::optional<Json> reply = CallOrReport(ctx, "submit", Json{{"spec", std::move(*spec)}}, &code);
+  if (!reply) return code;
+  if (json) {
+    PrintJson(ctx.out, StripEnvelope(std::move(*reply)));
+  } else {
+    ctx.out << StringField(*reply, "experiment_id") << '\n';
+  }
+  return kExitOk;
+}
+
+int RunAddTrial(const CommandContext& ctx, const std::string& experiment_id,
+                const std::string& config_text, bool json) {
+  Result<Json> config = ParseJson(config_text);
+  if (!config.ok()) {
+    ctx.err << "error: CONFIG_JSON is not valid JSON: " << config.status().message() << '\n';
+    return kExitUsage;
+  }
+  if (!config->is_object()) {
+    ctx.err << "error: CONFIG_JSON must be a JSON object, not " << config->type_name() << '\n';
+    return kExitUsage;
+  }
+  int code = kExitOk;
+  std::optional<Json> reply =
+      CallOrReport(ctx, "add_trial",
+                   Json{{"experiment_id", experiment_id}, {"config", std::move(*config)}}, &code);
+  if (!reply) return code;
+  if (json) {
+    PrintJson(ctx.out, StripEnvelope(std::move(*reply)));
+  } else {
+    ctx.out << StringField(*reply, "trial_id") << '\n';
+  }
+  return kExitOk;
+}
+
+int RunExperiments(const CommandContext& ctx, bool json) {
+  int code = kExitOk;
+  std::optional<Json> reply = CallOrReport(ctx, "experiments", Json::object(), &code);
+  if (!reply) return code;
+  if (json) {
+    PrintJson(ctx.out, StripEnvelope(std::move(*reply)));
+    return kExitOk;
+  }
+  const Json& experiments = ArrayField(*reply, "experiments");
+  if (experiments.empty()) {
+    ctx.out << "No experiments.\n";
+    return kExitOk;
+  }
+  Table table({"Experiment", "name", "trainable", "status", "trials", "running", "pending",
+               "paused", "terminated", "error", "best", "created"});
+  for (const Json& e : experiments) {
+    const Json& counts = ObjectField(e, "trial_counts");
+    const std::string best = BestTrialText(e);
+    table.AddRow(
+        {StringField(e, "experiment_id", "?"), StringField(e, "name"), StringField(e, "trainable"),
+         StringField(e, "status", "?"), std::to_string(IntField(e, "total_trials")),
+         std::to_string(IntField(counts, "RUNNING")), std::to_string(IntField(counts, "PENDING")),
+         std::to_string(IntField(counts, "PAUSED")), std::to_string(IntField(counts, "TERMINATED")),
+         std::to_string(IntField(counts, "ERROR")), best.empty() ? "-" : best,
+         FormatTime(FieldOrNull(e, "created_at"))});
+  }
+  table.Render(ctx.out);
+  return kExitOk;
+}
+
+int RunStatus(const CommandContext& ctx, const std::string& experiment_id,
+              const StatusOptions& options) {
+  Json args = Json::object();
+  if (!experiment_id.empty()) args["experiment_id"] = experiment_id;
+  int code = kExitOk;
+  std::optional<Json> reply = CallOrReport(ctx, "status", std::move(args), &code);
+  if (!reply) return code;
+  if (options.json) {
+    PrintJson(ctx.out, StripEnvelope(std::move(*reply)));
+  } else {
+    ctx.out << RenderStatus(*reply, options);
+  }
+  return kExitOk;
+}
+
+int RunTrials(const CommandContext& ctx, const std::string& experiment_id, bool json) {
+  int code = kExitOk;
+  std::optional<Json> reply =
+      CallOrReport(ctx, "trials", Json{{"experiment_id", experiment_id}}, &code);
+  if (!reply) return code;
+  if (json) {
+    PrintJson(ctx.out, StripEnvelope(std::move(*reply)));
+    return kExitOk;
+  }
+  const Json& trials = ArrayField(*reply, "trials");
+  if (trials.empty()) {
+    ctx.out << "No trials.\n";
+    return kExitOk;
+  }
+  // The experiment names the metric column; without it fall back to "loss".
+  Json experiment = Json::object();
+  Result<Json> exp_reply = ctx.client.Call("experiment", Json{{"experiment_id", experiment_id}});
+  if (exp_reply.ok()) experiment = ObjectField(*exp_reply, "experiment");
+  std::vector<const Json*> rows;
+  rows.reserve(trials.size());
+  for (const Json& t : trials) rows.push_back(&t);
+  TrialTable(rows, MetricColumn(experiment, trials), /*with_failures=*/true).Render(ctx.out);
+  return kExitOk;
+}
+
+int RunTrial(const CommandContext& ctx, const std::string& trial_id, bool json) {
+  int code = kExitOk;
+  std::optional<Json> reply = CallOrReport(ctx, "trial", Json{{"trial_id", trial_id}}, &code);
+  if (!reply) return code;
+  if (json) {
+    PrintJson(ctx.out, StripEnvelope(std::move(*reply)));
+    return kExitOk;
+  }
+  const Json& t = ObjectField(*reply, "trial");
+  auto field = [&](const char* key) {
+    const Json* f = FindField(t, key);
+    return f == nullptr ? std::string("-") : FormatCell(*f);
+  };
+  const std::vector<std::pair<std::string, std::string>> fields = {
+      {"trial_id", field("trial_id")},
+      {"experiment_id", field("experiment_id")},
+      {"status", field("status")},
+      {"worker", field("worker")},
+      {"attempt", field("attempt")},
+      {"num_failures", field("num_failures")},
+      {"iteration", field("iteration")},
+      {"start_time", FormatTime(FieldOrNull(t, "start_time"))},
+      {"end_time", FormatTime(FieldOrNull(t, "end_time"))},
+      {"resources", field("resources")},
+  };
+  std::ostream& out = ctx.out;
+  size_t width = 0;
+  for (const auto& [k, v] : fields) width = std::max(width, k.size());
+  for (const auto& [k, v] : fields) {
+    out << k << ':' << std::string(width - k.size() + 2, ' ') << v << '\n';
+  }
+
+  out << "config:\n";
+  std::map<std::string, Json> config = Flatten(ObjectField(t, "config"));
+  if (config.empty()) out << "  (empty)\n";
+  for (const auto& [k, v] : config) out << "  " << k << ": " << FormatCell(v) << '\n';
+
+  out << "last_result:\n";
+  const Json* last = FindField(t, "last_result");
+  if (last == nullptr || !last->is_object()) {
+    out << "  (none)\n";
+  } else {
+    for (const auto& [k, v] : Flatten(*last)) out << "  " << k << ": " << FormatCell(v) << '\n';
+  }
+
+  out << "checkpoints:\n";
+  const Json& checkpoints = ArrayField(t, "checkpoints");
+  if (checkpoints.empty()) {
+    out << "  (none)\n";
+  } else {
+    Table ck({"id", "iteration", "storage"});
+    for (const Json& c : checkpoints) {
+      const Json* id = FindField(c, "id");
+      ck.AddRow({id ? FormatCell(*id) : "?", std::to_string(IntField(c, "iteration")),
+                 StringField(c, "storage", "-")});
+    }
+    std::istringstream lines(ck.ToString());
+    for (std::string line; std::getline(lines, line);) out << "  " << line << '\n';
+  }
+
+  const std::string error = StringField(t, "error");
+  out << "error:";
+  if (error.empty()) {
+    out << " -\n";
+  } else {
+    out << '\n';
+    std::istringstream lines(error);
+    for (std::string line; std::getline(lines, line);) out << "  " << line << '\n';
+  }
+  return kExitOk;
+}
+
+int RunResults(const CommandContext& ctx, const std::string& trial_id, ResultsFormat format) {
+  int code = kExitOk;
+  std::optional<Json> reply = CallOrReport(ctx, "results", Json{{"trial_id", trial_id}}, &code);
+  if (!reply) return code;
+  if (format == ResultsFormat::kJson) {
+    PrintJson(ctx.out, StripEnvelope(std::move(*reply)));
+    return kExitOk;
+  }
+  const Json& results = ArrayField(*reply, "results");
+  if (format == ResultsFormat::kCsv) {
+    ctx.out << ResultsCsv(results);
+    return kExitOk;
+  }
+  if (results.empty()) {
+    ctx.out << "No results.\n";
+    return kExitOk;
+  }
+  // Auto-filled bookkeeping fields (and the echoed config) are left to --csv.
+  static const std::set<std::string> kHidden = {"training_iteration",
+                                                "trial_id",
+                                                "timestamp",
+                                                "date",
+                                                "hostname",
+                                                "pid",
+                                                "node_ip",
+                                                "done",
+                                                "time_this_iter_s",
+                                                "iterations_since_restore",
+                                                "time_since_restore",
+                                                "timesteps_since_restore",
+                                                "experiment_id",
+                                                "experiment_tag"};
+  std::vector<std::map<std::string, Json>> rows;
+  std::set<std::string> metrics;
+  rows.reserve(results.size());
+  for (const Json& r : results) {
+    rows.push_back(Flatten(r));
+    for (const auto& [k, v] : rows.back()) {
+      if (kHidden.count(k) == 0 && k.rfind("config/", 0) != 0) metrics.insert(k);
+    }
+  }
+  std::vector<std::string> columns;
+  if (metrics.erase("time_total_s") != 0) columns.push_back("time_total_s");
+  columns.insert(columns.end(), metrics.begin(), metrics.end());
+  std::vector<std::string> headers = {"iter"};
+  headers.insert(headers.end(), columns.begin(), columns.end());
+  Table table(headers);
+  for (const auto& row : rows) {
+    auto it = row.find("training_iteration");
+    std::vector<std::string> cells = {it == row.end() ? "?" : FormatCell(it->second)};
+    for (const std::string& c : columns) {
+      auto v = row.find(c);
+      cells.push_back(v == row.end() ? "" : Cell(v->second));
+    }
+    table.AddRow(std::move(cells));
+  }
+  table.Render(ctx.out);
+  return kExitOk;
+}
+
+int RunWorkers(const CommandContext& ctx, bool json) {
+  int code = kExitOk;
+  std::optional<Json> reply = CallOrReport(ctx, "workers", Json::object(), &code);
+  if (!reply) return code;
+  if (json) {
+    PrintJson(ctx.out, StripEnvelope(std::move(*reply)));
+    return kExitOk;
+  }
+  const Json& workers = ArrayField(*reply, "workers");
+  if (workers.empty()) {
+    ctx.out << "No workers.\n";
+    return kExitOk;
+  }
+  Table table({"Worker", "name", "host", "pid", "alive", "CPU", "GPU", "other", "gpu_ids", "actors",
+               "last_seen"});
+  for (const Json& w : workers) {
+    const Json& total = ObjectField(w, "resources_total");
+    const Json& avail = ObjectField(w, "resources_available");
+    // used = total - available, shown as used/total.
+    Json used = Json::object();
+    for (const auto& [k, v] : total.items()) {
+      used[k] = AsNumber(v).value_or(0) - NumberField(avail, k).value_or(0);
+    }
+    auto usage = [&](const std::string& k) {
+      return FormatAmount(NumberField(used, k).value_or(0)) + "/" +
+             FormatAmount(NumberField(total, k).value_or(0));
+    };
+    std::string other;
+    for (const auto& [k, v] : total.items()) {
+      if (k == "CPU" || k == "GPU") continue;
+      other += (other.empty() ? "" : ", ") + k + " " + usage(k);
+    }
+    const Json* gpu_ids = FindField(w, "gpu_ids");
+    const int64_t seen_ms = IntField(w, "last_seen_ms_ago");
+    table.AddRow(
+        {StringField(w, "worker_id", "?"), StringField(w, "name"), StringField(w, "host"),
+         std::to_string(IntField(w, "pid")), BoolField(w, "alive") ? "yes" : "no", usage("CPU"),
+         usage("GPU"), other.empty() ? "-" : other,
+         gpu_ids != nullptr && gpu_ids->is_array() && !gpu_ids->empty() ? DumpJson(*gpu_ids) : "-",
+         std::to_string(IntField(w, "actors")),
+         FormatNumber(static_cast<double>(seen_ms) / 1000.0) + "s ago"});
+  }
+  table.Render(ctx.out);
+  return kExitOk;
+}
+
+int RunStop(const CommandContext& ctx, const std::string& id, bool json) {
+  int code = kExitOk;
+  std::optional<Json> reply = CallOrReport(ctx, "stop", Json{{"id", id}}, &code);
+  if (!reply) return code;
+  if (json) {
+    PrintJson(ctx.out, StripEnvelope(std::move(*reply)));
+    return kExitOk;
+  }
+  const Json& stopped = ArrayField(*reply, "stopped");
+  if (stopped.empty()) ctx.err << "nothing to stop: no live trials under " << id << '\n';
+  for (const Json& t : stopped) ctx.out << FormatCell(t) << '\n';
+  return kExitOk;
+}
+
+int RunWait(const CommandContext& ctx, const std::string& experiment_id, const WaitOptions& options,
+            const Clock& clock) {
+  const TimeMs start = clock.NowMs();
+  const bool has_deadline = options.timeout_s.has_value();
+  const TimeMs deadline =
+      has_deadline ? start + static_cast<TimeMs>(options.timeout_s.value_or(0) * 1000.0) : 0;
+  const int interval_ms = std::max(1, options.interval_ms);
+  std::string last_progress;
+  while (true) {
+    int code = kExitOk;
+    std::optional<Json> reply =
+        CallOrReport(ctx, "experiment", Json{{"experiment_id", experiment_id}}, &code);
+    if (!reply) return code;
+    const Json& experiment = ObjectField(*reply, "experiment");
+    const bool finished = BoolField(experiment, "finished");
+    if (finished) {
+      if (options.json) {
+        PrintJson(ctx.out, experiment);
+      } else {
+        ctx.out << ExperimentLine(experiment) << '\n';
+        const std::string best = BestTrialText(experiment);
+        if (!best.empty()) ctx.out << "Best trial: " << best << '\n';
+      }
+      return kExitOk;
+    }
+    if (!options.json) {
+      // Progress goes to stderr, once per change, so stdout stays the result.
+      const std::string progress = ExperimentLine(experiment);
+      if (progress != last_progress) ctx.err << progress << '\n';
+      last_progress = progress;
+    }
+    TimeMs sleep_ms = interval_ms;
+    if (has_deadline) {
+      const TimeMs remaining = deadline - clock.NowMs();
+      if (remaining <= 0) {
+        ctx.err << "error: experiment " << experiment_id << " not finished after "
+                << FormatNumber(options.timeout_s.value_or(0)) << " s ("
+                << TrialCountsText(experiment) << ")\n";
+        if (options.json) PrintJson(ctx.out, experiment);
+        return kExitWaitTimeout;
+      }
+      sleep_ms = std::min(sleep_ms, remaining);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+  }
+}
+
+}  // namespace ztune::client

@@ -1,0 +1,111 @@
+// The ztune subcommands (docs/cli.md), one function each. A command talks to
+// the head through a HeadClient, writes its result to ctx.out and diagnostics
+// to ctx.err, and returns the process exit code; main.cc only parses flags.
+// Tests call these directly against a fake head.
+//
+// Exit codes (stable, documented in docs/cli.md):
+//   0 ok; 1 the head answered with an error; 2 usage or local input error
+//   (nothing useful was sent); 3 head unreachable or no reply in time;
+//   4 `wait` timed out before the experiment finished.
+//
+// Thread affinity: that of the HeadClient passed in.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "client/client.h"
+#include "common/clock.h"
+#include "common/json.h"
+#include "common/status.h"
+
+namespace ztune::client {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitHeadError = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitUnreachable = 3;
+inline constexpr int kExitWaitTimeout = 4;
+
+// Rows `status` shows per experiment unless --all.
+inline constexpr size_t kDefaultMaxStatusRows = 20;
+
+struct CommandContext {
+  HeadClient& client;
+  std::ostream& out;
+  std::ostream& err;
+};
+
+// Exit code for a failed Call: 1 if the head answered, 3 for Unavailable /
+// TimedOut / IOError, 2 otherwise (bad endpoint, oversized request, ...).
+int ExitCodeFor(const HeadClient& client, const Status& status);
+
+// Writes the error line to ctx.err and returns ExitCodeFor(...). Head errors
+// print "error: <Code>: <message>", local ones "error: <message>".
+int ReportCallError(const CommandContext& ctx, const Status& status);
+
+// The reply minus the envelope fields "rid" and "ok".
+Json StripEnvelope(Json reply);
+
+// ---- commands ----
+
+// Reads SPEC_PATH ("-" = stdin), which must hold a JSON object, and submits it.
+// Prints the experiment id (or {experiment_id, total_trials} with json).
+int RunSubmit(const CommandContext& ctx, const std::string& spec_path, bool json);
+
+// `config_text` must be a JSON object literal. Prints the trial id (or
+// {trial_id} with json).
+int RunAddTrial(const CommandContext& ctx, const std::string& experiment_id,
+                const std::string& config_text, bool json);
+
+int RunExperiments(const CommandContext& ctx, bool json);
+
+struct StatusOptions {
+  bool json = false;
+  // Show every trial row instead of at most max_rows per experiment.
+  bool all = false;
+  size_t max_rows = kDefaultMaxStatusRows;
+};
+
+// `experiment_id` empty = every experiment.
+int RunStatus(const CommandContext& ctx, const std::string& experiment_id,
+              const StatusOptions& options);
+int RunTrials(const CommandContext& ctx, const std::string& experiment_id, bool json);
+int RunTrial(const CommandContext& ctx, const std::string& trial_id, bool json);
+
+enum class ResultsFormat { kTable, kCsv, kJson };
+int RunResults(const CommandContext& ctx, const std::string& trial_id, ResultsFormat format);
+
+int RunWorkers(const CommandContext& ctx, bool json);
+
+// `id` is an experiment id or a trial id. Prints the stopped trial ids, one a line.
+int RunStop(const CommandContext& ctx, const std::string& id, bool json);
+
+struct WaitOptions {
+  // Give up after this many seconds (exit 4); nullopt = wait forever.
+  std::optional<double> timeout_s;
+  int interval_ms = 1000;
+  bool json = false;
+};
+
+// Polls `experiment` until finished. Exit 0 when finished (even if some trials
+// ended in ERROR), 4 on timeout. With json prints the last ExperimentDoc seen.
+// `clock` measures the timeout; the polling sleeps are real.
+int RunWait(const CommandContext& ctx, const std::string& experiment_id, const WaitOptions& options,
+            const Clock& clock);
+
+// ---- rendering (exposed for tests) ----
+
+// The human `status` report for a `status` reply.
+std::string RenderStatus(const Json& status_reply, const StatusOptions& options);
+
+// "CPU 3/4, GPU 0/0[, name used/total ...]" from {used, total}.
+std::string FormatResources(const Json& resources);
+
+// The CSV for an array of result objects: header = union of flattened keys,
+// training_iteration first, then sorted; one row per result.
+std::string ResultsCsv(const Json& results);
+
+}  // namespace ztune::client

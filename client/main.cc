@@ -1,0 +1,182 @@
+// ztune: the command-line client of ztune-head (docs/cli.md). Parses flags,
+// builds a HeadClient and runs one command from commands.h; nothing else.
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "client/client.h"
+#include "client/commands.h"
+#include "common/clock.h"
+#include "common/logging.h"
+
+namespace {
+
+using ztune::client::CommandContext;
+
+std::string DefaultHead() {
+  const char* env = std::getenv("ZTUNE_HEAD");
+  return (env != nullptr && *env != '\0') ? env : ztune::client::kDefaultHeadEndpoint;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace zc = ztune::client;
+  // Diagnostics (if any) go to stderr; stdout carries command output only.
+  ztune::InitLogging("warn", "ztune").IgnoreError();
+
+  CLI::App app{"ztune: submit and inspect hyperparameter-tuning experiments on a ztune-head"};
+  app.require_subcommand(1);
+  app.fallthrough();
+
+  zc::HeadClientOptions client_options;
+  client_options.endpoint = DefaultHead();
+  app.add_option("--head", client_options.endpoint,
+                 "head client endpoint (env ZTUNE_HEAD, default tcp://127.0.0.1:7500)")
+      ->capture_default_str();
+  app.add_option("--timeout-ms", client_options.timeout_ms, "how long to wait for each reply")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  app.add_option("--retries", client_options.read_retries,
+                 "resend read-only requests this many times after a timeout")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+
+  // The command chosen by the parse; runs after the client exists.
+  std::function<int(const CommandContext&)> run;
+
+  // submit
+  std::string spec_path;
+  bool submit_json = false;
+  auto* submit = app.add_subcommand("submit", "submit an experiment spec; prints its id");
+  submit->add_option("SPEC", spec_path, "spec file (JSON object), - for stdin")->required();
+  submit->add_flag("--json", submit_json, "print {experiment_id, total_trials}");
+  submit->callback([&] {
+    run = [&](const CommandContext& ctx) { return zc::RunSubmit(ctx, spec_path, submit_json); };
+  });
+
+  // add-trial
+  std::string add_exp, add_config;
+  bool add_json = false;
+  auto* add = app.add_subcommand("add-trial", "add a trial with a given config; prints its id");
+  add->add_option("EXP", add_exp, "experiment id")->required();
+  add->add_option("CONFIG_JSON", add_config, "trial config, a JSON object literal")->required();
+  add->add_flag("--json", add_json, "print {trial_id}");
+  add->callback([&] {
+    run = [&](const CommandContext& ctx) {
+      return zc::RunAddTrial(ctx, add_exp, add_config, add_json);
+    };
+  });
+
+  // experiments
+  bool experiments_json = false;
+  auto* experiments = app.add_subcommand("experiments", "list experiments");
+  experiments->add_flag("--json", experiments_json, "print {experiments}");
+  experiments->callback([&] {
+    run = [&](const CommandContext& ctx) { return zc::RunExperiments(ctx, experiments_json); };
+  });
+
+  // status
+  std::string status_exp;
+  zc::StatusOptions status_options;
+  auto* status = app.add_subcommand("status", "progress report of one or all experiments");
+  status->add_option("EXP", status_exp, "experiment id (default: all)");
+  status->add_flag("--json", status_options.json,
+                   "print {experiments, trials, resources, workers_alive}");
+  status->add_flag("--all", status_options.all, "list every trial (default: at most 20 each)");
+  status->callback([&] {
+    run = [&](const CommandContext& ctx) { return zc::RunStatus(ctx, status_exp, status_options); };
+  });
+
+  // trials
+  std::string trials_exp;
+  bool trials_json = false;
+  auto* trials = app.add_subcommand("trials", "list the trials of an experiment");
+  trials->add_option("EXP", trials_exp, "experiment id")->required();
+  trials->add_flag("--json", trials_json, "print {trials}");
+  trials->callback([&] {
+    run = [&](const CommandContext& ctx) { return zc::RunTrials(ctx, trials_exp, trials_json); };
+  });
+
+  // trial
+  std::string trial_id;
+  bool trial_json = false;
+  auto* trial = app.add_subcommand("trial", "show one trial");
+  trial->add_option("ID", trial_id, "trial id")->required();
+  trial->add_flag("--json", trial_json, "print {trial}");
+  trial->callback([&] {
+    run = [&](const CommandContext& ctx) { return zc::RunTrial(ctx, trial_id, trial_json); };
+  });
+
+  // results
+  std::string results_id;
+  bool results_csv = false;
+  bool results_json = false;
+  auto* results = app.add_subcommand("results", "the results a trial reported");
+  results->add_option("ID", results_id, "trial id")->required();
+  auto* csv_flag = results->add_flag("--csv", results_csv, "CSV of every (flattened) field");
+  results->add_flag("--json", results_json, "print {trial_id, results}")->excludes(csv_flag);
+  results->callback([&] {
+    run = [&](const CommandContext& ctx) {
+      const zc::ResultsFormat format = results_json  ? zc::ResultsFormat::kJson
+                                       : results_csv ? zc::ResultsFormat::kCsv
+                                                     : zc::ResultsFormat::kTable;
+      return zc::RunResults(ctx, results_id, format);
+    };
+  });
+
+  // workers
+  bool workers_json = false;
+  auto* workers = app.add_subcommand("workers", "list workers and their resources");
+  workers->add_flag("--json", workers_json, "print {workers}");
+  workers->callback(
+      [&] { run = [&](const CommandContext& ctx) { return zc::RunWorkers(ctx, workers_json); }; });
+
+  // stop
+  std::string stop_id;
+  bool stop_json = false;
+  auto* stop = app.add_subcommand("stop", "stop an experiment or one trial");
+  stop->add_option("ID", stop_id, "experiment id or trial id")->required();
+  stop->add_flag("--json", stop_json, "print {stopped}");
+  stop->callback([&] {
+    run = [&](const CommandContext& ctx) { return zc::RunStop(ctx, stop_id, stop_json); };
+  });
+
+  // wait
+  std::string wait_exp;
+  zc::WaitOptions wait_options;
+  double wait_timeout_s = -1;
+  auto* wait_cmd = app.add_subcommand("wait", "block until an experiment finishes");
+  wait_cmd->add_option("EXP", wait_exp, "experiment id")->required();
+  wait_cmd->add_option("--timeout", wait_timeout_s, "give up after S seconds (exit 4)")
+      ->check(CLI::NonNegativeNumber);
+  wait_cmd->add_option("--interval-ms", wait_options.interval_ms, "poll interval")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  wait_cmd->add_flag("--json", wait_options.json, "print the final ExperimentDoc");
+  wait_cmd->callback([&] {
+    if (wait_timeout_s >= 0) wait_options.timeout_s = wait_timeout_s;
+    run = [&](const CommandContext& ctx) {
+      return zc::RunWait(ctx, wait_exp, wait_options, ztune::SteadyClock());
+    };
+  });
+
+  // CLI11 reports bad usage by exception; this is its seam.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? zc::kExitOk : zc::kExitUsage;
+  }
+  if (!run) return zc::kExitUsage;
+
+  zc::HeadClient client(client_options);
+  const CommandContext ctx{client, std::cout, std::cerr};
+  const int rc = run(ctx);
+  std::cout.flush();
+  return rc;
+}

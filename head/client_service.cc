@@ -1,0 +1,228 @@
+#include "head/client_service.h"
+
+#include "storage/keys.h"
+
+namespace ztune::head {
+namespace {
+
+Result<std::string> StringArg(const Json& request, const char* key) {
+  auto it = request.find(key);
+  if (it == request.end() || !it->is_string() || it->get<std::string>().empty()) {
+    return ztune::Status::InvalidArgument(std::string("missing string argument '") + key + "'");
+  }
+  return it->get<std::string>();
+}
+
+Json NullIfEmpty(const std::string& s) { return s.empty() ? Json() : Json(s); }
+
+}  // namespace
+
+bool ClientService::IsMutation(const std::string& op) {
+  return op == "submit" || op == "add_trial" || op == "stop";
+}
+
+Json ClientService::Handle(const Json& request) {
+  Json reply;
+  if (request.is_object() && request.contains("rid")) reply["rid"] = request["rid"];
+  if (!request.is_object() || !request.contains("op") || !request["op"].is_string()) {
+    reply["ok"] = false;
+    reply["error"] = {{"code", "InvalidArgument"},
+                      {"message", "a request is a JSON object with a string \"op\""}};
+    return reply;
+  }
+  auto result = Dispatch(request["op"].get<std::string>(), request);
+  if (!result.ok()) {
+    reply["ok"] = false;
+    reply["error"] = {{"code", StatusCodeName(result.status().code())},
+                      {"message", result.status().message()}};
+    return reply;
+  }
+  Json out = std::move(result).value();
+  for (auto it = out.begin(); it != out.end(); ++it) reply[it.key()] = it.value();
+  reply["ok"] = true;
+  return reply;
+}
+
+Result<Json> ClientService::Dispatch(const std::string& op, const Json& request) {
+  if (op == "submit") {
+    if (!request.contains("spec")) return ztune::Status::InvalidArgument("missing argument 'spec'");
+    return runner_.Submit(request["spec"]);
+  }
+  if (op == "add_trial") {
+    ASSIGN_OR_RETURN(std::string exp, StringArg(request, "experiment_id"));
+    if (!request.contains("config")) return ztune::Status::InvalidArgument("missing argument 'config'");
+    ASSIGN_OR_RETURN(std::string id, runner_.AddTrial(exp, request["config"]));
+    return Json{{"trial_id", id}};
+  }
+  if (op == "stop") {
+    ASSIGN_OR_RETURN(std::string id, StringArg(request, "id"));
+    ASSIGN_OR_RETURN(auto stopped, runner_.Stop(id));
+    return Json{{"stopped", stopped}};
+  }
+  if (op == "experiments") {
+    Json list = Json::array();
+    for (const auto& [id, e] : runner_.experiments()) list.push_back(ExperimentDoc(e));
+    return Json{{"experiments", list}};
+  }
+  if (op == "experiment") {
+    ASSIGN_OR_RETURN(std::string id, StringArg(request, "experiment_id"));
+    const Experiment* e = runner_.FindExperiment(id);
+    if (e == nullptr) return ztune::Status::NotFound("unknown experiment '" + id + "'");
+    return Json{{"experiment", ExperimentDoc(*e)}};
+  }
+  if (op == "status") return Status(request);
+  if (op == "trials") {
+    ASSIGN_OR_RETURN(std::string id, StringArg(request, "experiment_id"));
+    const Experiment* e = runner_.FindExperiment(id);
+    if (e == nullptr) return ztune::Status::NotFound("unknown experiment '" + id + "'");
+    Json list = Json::array();
+    for (const auto& tid : e->trial_ids) list.push_back(TrialDoc(*runner_.FindTrial(tid)));
+    return Json{{"trials", list}};
+  }
+  if (op == "trial") {
+    ASSIGN_OR_RETURN(std::string id, StringArg(request, "trial_id"));
+    const Trial* t = runner_.FindTrial(id);
+    if (t == nullptr) return ztune::Status::NotFound("unknown trial '" + id + "'");
+    return Json{{"trial", TrialDoc(*t)}};
+  }
+  if (op == "results") {
+    ASSIGN_OR_RETURN(std::string id, StringArg(request, "trial_id"));
+    return Results(id);
+  }
+  if (op == "workers") return Workers();
+  return ztune::Status::InvalidArgument(
+      "unknown op '" + op +
+      "' (known: submit, add_trial, experiments, experiment, status, trials, trial, results, "
+      "workers, stop)");
+}
+
+Result<Json> ClientService::Status(const Json& request) {
+  Json exps = Json::array();
+  Json trials = Json::array();
+  auto add = [&](const Experiment& e) {
+    exps.push_back(ExperimentDoc(e));
+    for (const auto& tid : e.trial_ids) trials.push_back(TrialDoc(*runner_.FindTrial(tid)));
+  };
+  if (request.contains("experiment_id") && !request["experiment_id"].is_null()) {
+    ASSIGN_OR_RETURN(std::string id, StringArg(request, "experiment_id"));
+    const Experiment* e = runner_.FindExperiment(id);
+    if (e == nullptr) return ztune::Status::NotFound("unknown experiment '" + id + "'");
+    add(*e);
+  } else {
+    for (const auto& [id, e] : runner_.experiments()) add(e);
+  }
+  return Json{{"experiments", exps},
+              {"trials", trials},
+              {"resources", ResourcesDoc()},
+              {"workers_alive", runner_.registry().NumAlive()}};
+}
+
+Result<Json> ClientService::Results(const std::string& trial_id) {
+  if (runner_.FindTrial(trial_id) == nullptr) {
+    return ztune::Status::NotFound("unknown trial '" + trial_id + "'");
+  }
+  Json list = Json::array();
+  ztune::Status parse_error;
+  RETURN_IF_ERROR(runner_.store().Scan(
+      storage::Family::kResults, storage::TrialPrefix(trial_id),
+      [&](std::string_view, std::string_view v) {
+        Json r = Json::parse(v, nullptr, false);
+        if (r.is_discarded()) {
+          parse_error = ztune::Status::Corruption("stored result of " + trial_id + " is not JSON");
+          return false;
+        }
+        list.push_back(std::move(r));
+        return true;
+      }));
+  RETURN_IF_ERROR(parse_error);
+  return Json{{"trial_id", trial_id}, {"results", list}};
+}
+
+Json ClientService::Workers() const {
+  Json list = Json::array();
+  for (const auto& [id, w] : runner_.registry().workers()) {
+    list.push_back(Json{{"worker_id", id},
+                        {"name", w.name},
+                        {"host", w.host},
+                        {"pid", w.pid},
+                        {"alive", w.alive},
+                        {"resources_total", w.total.ToJson()},
+                        {"resources_available",
+                         w.alive ? runner_.ledger().AvailableOf(id).ToJson() : Json::object()},
+                        {"gpu_ids", w.gpu_ids},
+                        {"actors", runner_.ActorsOn(id)},
+                        {"last_seen_ms_ago", SteadyClock().NowMs() - w.last_seen}});
+  }
+  return Json{{"workers", list}};
+}
+
+Json ClientService::ResourcesDoc() const {
+  ResourceSet total = runner_.ledger().Total();
+  ResourceSet used = runner_.groups().OccupiedResources();
+  Json t = total.ToJson();
+  Json u = used.ToJson();
+  for (const char* k : {"CPU", "GPU"}) {
+    if (!t.contains(k)) t[k] = 0;
+    if (!u.contains(k)) u[k] = 0;
+  }
+  for (auto it = t.begin(); it != t.end(); ++it) {
+    if (!u.contains(it.key())) u[it.key()] = 0;
+  }
+  return Json{{"used", u}, {"total", t}};
+}
+
+Json ClientService::ExperimentDoc(const Experiment& e) const {
+  Json counts = Json::object();
+  for (auto s : {TrialStatus::kPending, TrialStatus::kRunning, TrialStatus::kPaused,
+                 TrialStatus::kTerminated, TrialStatus::kError}) {
+    auto it = e.counts.find(s);
+    counts[TrialStatusName(s)] = it == e.counts.end() ? 0 : it->second;
+  }
+  Json best;
+  if (const Trial* b = runner_.BestTrial(e)) {
+    best = Json{{"trial_id", b->trial_id},
+                {"metric", e.spec.metric},
+                {"value", *FindFlatKey(b->last_result, e.spec.metric)},
+                {"iteration", b->iteration},
+                {"config", b->config}};
+  }
+  return Json{{"experiment_id", e.experiment_id},
+              {"name", e.spec.name},
+              {"trainable", e.spec.trainable},
+              {"status", e.finished ? "TERMINATED" : "RUNNING"},
+              {"metric", NullIfEmpty(e.spec.metric)},
+              {"mode", NullIfEmpty(e.spec.mode)},
+              {"created_at", e.created_at},
+              {"total_trials", e.total_variants},
+              {"trial_counts", counts},
+              {"finished", e.finished},
+              {"stopped", e.stopped},
+              {"best_trial", best},
+              {"spec", e.spec.ToJson()}};
+}
+
+Json ClientService::TrialDoc(const Trial& t) const {
+  const Experiment* e = runner_.FindExperiment(t.experiment_id);
+  Json cps = Json::array();
+  for (const auto& c : t.checkpoints) {
+    cps.push_back(Json{{"id", c.id}, {"iteration", c.iteration}, {"storage", "persistent"}});
+  }
+  return Json{{"trial_id", t.trial_id},
+              {"experiment_id", t.experiment_id},
+              {"status", TrialStatusName(t.status)},
+              {"config", t.config},
+              {"num_failures", t.num_failures},
+              {"attempt", t.attempt},
+              {"iteration", t.iteration},
+              {"last_result", t.last_result},
+              {"worker", NullIfEmpty(runner_.WorkerNameOf(t))},
+              {"error", NullIfEmpty(t.error)},
+              {"error_log", t.error_log},
+              {"resources", e == nullptr ? Json() : e->spec.resources.ToJson()},
+              {"checkpoints", cps},
+              {"num_restores", t.num_restores},
+              {"start_time", t.start_time == 0 ? Json() : Json(t.start_time)},
+              {"end_time", t.end_time == 0 ? Json() : Json(t.end_time)}};
+}
+
+}  // namespace ztune::head

@@ -1,0 +1,161 @@
+#include "head/executor.h"
+
+#include <algorithm>
+
+namespace ztune::head {
+namespace {
+// Time a worker gets beyond the kill deadline to report that it killed the actor.
+constexpr TimeMs kStopReplyGraceMs = 5000;
+}  // namespace
+
+const char* FutureTypeName(FutureType t) {
+  switch (t) {
+    case FutureType::kCreate: return "CREATE_ACTOR";
+    case FutureType::kRestore: return "RESTORE";
+    case FutureType::kTrain: return "TRAIN";
+    case FutureType::kSave: return "SAVE";
+    case FutureType::kStop: return "STOP";
+    case FutureType::kExport: return "EXPORT";
+    case FutureType::kReset: return "RESET";
+  }
+  return "?";
+}
+
+uint64_t Executor::Send(const std::string& worker_id, Future f, protocol::Body body,
+                        std::string payload, SendTiming timing) {
+  uint64_t rid = next_rid_++;
+  std::visit(
+      [rid](auto& b) {
+        if constexpr (requires { b.rid; }) b.rid = rid;
+      },
+      body);
+  f.worker_id = worker_id;
+  if (f.type == FutureType::kStop) {
+    stop_deadlines_.emplace(f.deadline, rid);
+  } else {
+    by_trial_[f.trial_id].insert(rid);
+  }
+  futures_.emplace(rid, std::move(f));
+  sink_.SendToWorker(worker_id, protocol::Message{std::move(body), std::move(payload)}, timing);
+  return rid;
+}
+
+void Executor::StartTrial(const Trial& trial, const std::string& trainable,
+                          const std::string& worker_id,
+                          const std::map<std::string, double>& bundle0,
+                          const std::vector<int64_t>& gpu_ids, const std::string* checkpoint,
+                          const TrainBuffer& buffer) {
+  protocol::CreateActor create;
+  create.trial_id = trial.trial_id;
+  create.attempt = trial.attempt;
+  create.trainable = trainable;
+  create.config = trial.config;
+  create.resources = bundle0;
+  create.gpu_ids = gpu_ids;
+  Future f{FutureType::kCreate, trial.trial_id, trial.attempt, {}, 0, {}, 0};
+  Send(worker_id, f, create, {}, SendTiming::kNow);
+  if (checkpoint != nullptr) {
+    protocol::Restore restore;
+    restore.trial_id = trial.trial_id;
+    restore.attempt = trial.attempt;
+    f.type = FutureType::kRestore;
+    Send(worker_id, f, restore, *checkpoint, SendTiming::kNow);
+  }
+  protocol::Train train;
+  train.trial_id = trial.trial_id;
+  train.attempt = trial.attempt;
+  train.buffer_length = buffer.length;
+  train.buffer_time_s = buffer.time_s;
+  f.type = FutureType::kTrain;
+  Send(worker_id, f, train, {}, SendTiming::kNow);
+}
+
+void Executor::ContinueTraining(const Trial& trial, const TrainBuffer& buffer) {
+  protocol::Train train;
+  train.trial_id = trial.trial_id;
+  train.attempt = trial.attempt;
+  train.buffer_length = buffer.length;
+  train.buffer_time_s = buffer.time_s;
+  Send(trial.worker_id, Future{FutureType::kTrain, trial.trial_id, trial.attempt, {}, 0, {}, 0},
+       train, {}, SendTiming::kNow);
+}
+
+void Executor::Save(const Trial& trial, const std::string& storage) {
+  protocol::Save save;
+  save.trial_id = trial.trial_id;
+  save.attempt = trial.attempt;
+  save.storage = storage;
+  Send(trial.worker_id,
+       Future{FutureType::kSave, trial.trial_id, trial.attempt, {}, 0, storage, 0}, save, {},
+       SendTiming::kNow);
+}
+
+void Executor::StopActor(const Trial& trial, int64_t kill_after_ms) {
+  DropTrialFutures(trial.trial_id);
+  protocol::Stop stop;
+  stop.trial_id = trial.trial_id;
+  stop.attempt = trial.attempt;
+  stop.kill_after_ms = kill_after_ms;
+  Future f{FutureType::kStop, trial.trial_id, trial.attempt, {}, trial.group_id, {},
+           clock_.NowMs() + kill_after_ms + kStopReplyGraceMs};
+  Send(trial.worker_id, f, stop, {}, SendTiming::kAfterCommit);
+}
+
+std::optional<Future> Executor::Take(uint64_t rid) {
+  auto it = futures_.find(rid);
+  if (it == futures_.end()) return std::nullopt;
+  Future f = std::move(it->second);
+  futures_.erase(it);
+  if (f.type != FutureType::kStop) {
+    auto bt = by_trial_.find(f.trial_id);
+    if (bt != by_trial_.end()) {
+      bt->second.erase(rid);
+      if (bt->second.empty()) by_trial_.erase(bt);
+    }
+  }
+  // Stop deadlines are dropped lazily in TakeExpiredStops.
+  return f;
+}
+
+std::vector<Future> Executor::TakeExpiredStops() {
+  std::vector<Future> out;
+  TimeMs now = clock_.NowMs();
+  while (!stop_deadlines_.empty() && stop_deadlines_.begin()->first <= now) {
+    uint64_t rid = stop_deadlines_.begin()->second;
+    stop_deadlines_.erase(stop_deadlines_.begin());
+    auto it = futures_.find(rid);
+    if (it == futures_.end()) continue;
+    out.push_back(std::move(it->second));
+    futures_.erase(it);
+  }
+  return out;
+}
+
+std::vector<Future> Executor::TakeStopsOnWorker(const std::string& worker_id) {
+  std::vector<Future> out;
+  for (auto it = stop_deadlines_.begin(); it != stop_deadlines_.end();) {
+    auto f = futures_.find(it->second);
+    if (f != futures_.end() && f->second.worker_id == worker_id) {
+      out.push_back(std::move(f->second));
+      futures_.erase(f);
+      it = stop_deadlines_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
+}
+
+void Executor::DropTrialFutures(const std::string& trial_id) {
+  auto bt = by_trial_.find(trial_id);
+  if (bt == by_trial_.end()) return;
+  for (uint64_t rid : bt->second) futures_.erase(rid);
+  by_trial_.erase(bt);
+}
+
+double Executor::BufferTime(double min_s, double max_s) const {
+  double by_load = static_cast<double>(futures_.size() / 10);
+  return std::max(min_s, std::min(max_s, by_load));
+}
+
+}  // namespace ztune::head

@@ -1,0 +1,81 @@
+// Executor: Ray's RayTrialExecutor over the worker protocol. Sends actor
+// commands through the CommandSink and tracks each outstanding request as a
+// future keyed by request id, indexed by trial as well (no scans: Ray's
+// _find_future is a scan, ours is a map lookup). Knows nothing about
+// experiments, scheduling or the store. Lives on the head loop thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "common/clock.h"
+#include "common/json.h"
+#include "head/command_sink.h"
+#include "head/trial.h"
+
+namespace ztune::head {
+
+enum class FutureType { kCreate, kRestore, kTrain, kSave, kStop, kExport, kReset };
+const char* FutureTypeName(FutureType t);
+
+struct Future {
+  FutureType type = FutureType::kTrain;
+  std::string trial_id;
+  uint64_t attempt = 0;
+  std::string worker_id;
+  uint64_t group_id = 0;    // kStop: the group released when the stop completes
+  std::string storage;      // kSave: "memory" | "persistent"
+  TimeMs deadline = 0;      // kStop: release the group by then regardless
+};
+
+struct TrainBuffer {
+  int64_t length = 1;
+  double time_s = 0;
+};
+
+class Executor {
+ public:
+  Executor(CommandSink& sink, const Clock& clock) : sink_(sink), clock_(clock) {}
+
+  // Creates the actor of `trial`'s current attempt on `worker_id` and, when
+  // `checkpoint` is non-null, restores it; then starts training. The caller
+  // has bumped the attempt and assigned the group. Pipelined: the worker runs
+  // an actor's commands in order, so no round trip is waited for.
+  void StartTrial(const Trial& trial, const std::string& trainable, const std::string& worker_id,
+                  const std::map<std::string, double>& bundle0, const std::vector<int64_t>& gpu_ids,
+                  const std::string* checkpoint, const TrainBuffer& buffer);
+  void ContinueTraining(const Trial& trial, const TrainBuffer& buffer);
+  void Save(const Trial& trial, const std::string& storage);
+  // Forgets the trial's outstanding futures (their replies are dropped) and
+  // stops its actor; the group is released when the stop completes or at
+  // now + kill_after_ms + grace.
+  void StopActor(const Trial& trial, int64_t kill_after_ms);
+
+  // Removes and returns the future of `rid`; nullopt for unknown or dropped.
+  std::optional<Future> Take(uint64_t rid);
+  // Stop futures past their deadline (removed); their groups must be released.
+  std::vector<Future> TakeExpiredStops();
+  // Stop futures addressed to `worker_id` (removed): the worker is gone.
+  std::vector<Future> TakeStopsOnWorker(const std::string& worker_id);
+
+  size_t NumFutures() const { return futures_.size(); }
+  // Ray's buffer time: max(min, min(max, outstanding futures // 10)).
+  double BufferTime(double min_s, double max_s) const;
+
+ private:
+  uint64_t Send(const std::string& worker_id, Future f, protocol::Body body, std::string payload,
+                SendTiming timing);
+  void DropTrialFutures(const std::string& trial_id);
+
+  CommandSink& sink_;
+  const Clock& clock_;
+  uint64_t next_rid_ = 1;
+  std::unordered_map<uint64_t, Future> futures_;
+  std::unordered_map<std::string, std::set<uint64_t>> by_trial_;  // excludes stops
+  std::multimap<TimeMs, uint64_t> stop_deadlines_;
+};
+
+}  // namespace ztune::head

@@ -1,0 +1,230 @@
+#include "head/experiment_spec.h"
+
+#include <cmath>
+#include <set>
+
+#include "head/search_space.h"
+
+namespace ztune::head {
+namespace {
+
+Status Bad(const std::string& key, const std::string& what) {
+  return Status::InvalidArgument("spec." + key + ": " + what);
+}
+
+Result<int64_t> ReadInt(const Json& j, const std::string& key, int64_t min) {
+  if (!j.is_number_integer()) return Bad(key, "must be an integer");
+  int64_t v = j.get<int64_t>();
+  if (v < min) return Bad(key, "must be >= " + std::to_string(min) + ", got " + std::to_string(v));
+  return v;
+}
+
+Result<double> ReadNonNegative(const Json& j, const std::string& key) {
+  if (!j.is_number()) return Bad(key, "must be a number");
+  double v = j.get<double>();
+  if (!std::isfinite(v) || v < 0) return Bad(key, "must be a finite number >= 0");
+  return v;
+}
+
+Status CheckKeys(const Json& j, const std::string& where, const std::set<std::string>& allowed) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!allowed.count(it.key())) {
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      return Status::InvalidArgument("spec" + (where.empty() ? "" : "." + where) +
+                                     ": unknown key '" + it.key() + "' (allowed: " + list + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+void FlattenStop(const Json& j, const std::string& prefix,
+                 std::vector<std::pair<std::string, double>>& out, Status& status) {
+  for (auto it = j.begin(); it != j.end() && status.ok(); ++it) {
+    std::string key = prefix.empty() ? it.key() : prefix + "/" + it.key();
+    if (it.value().is_object()) {
+      FlattenStop(it.value(), key, out, status);
+    } else if (it.value().is_number() && std::isfinite(it.value().get<double>())) {
+      out.emplace_back(key, it.value().get<double>());
+    } else if (it.value().is_boolean()) {
+      out.emplace_back(key, it.value().get<bool>() ? 1.0 : 0.0);
+    } else {
+      status = Bad("stop." + key, "must be a number (stop when result[key] >= value)");
+    }
+  }
+}
+
+}  // namespace
+
+const Json* FindFlatKey(const Json& result, const std::string& flat_key) {
+  if (!result.is_object()) return nullptr;
+  auto direct = result.find(flat_key);
+  if (direct != result.end()) return &*direct;
+  const Json* cur = &result;
+  size_t start = 0;
+  while (true) {
+    size_t slash = flat_key.find('/', start);
+    std::string part = flat_key.substr(start, slash == std::string::npos ? std::string::npos
+                                                                          : slash - start);
+    if (!cur->is_object()) return nullptr;
+    auto it = cur->find(part);
+    if (it == cur->end()) return nullptr;
+    cur = &*it;
+    if (slash == std::string::npos) return cur;
+    start = slash + 1;
+  }
+}
+
+Result<ExperimentSpec> ExperimentSpec::Parse(const Json& j, uint64_t default_seed) {
+  if (!j.is_object()) return Status::InvalidArgument("spec must be a JSON object");
+  RETURN_IF_ERROR(CheckKeys(
+      j, "",
+      {"name", "trainable", "param_space", "num_samples", "metric", "mode", "stop", "resources",
+       "checkpoint", "max_failures", "max_concurrent_trials", "seed", "fail_fast",
+       "result_buffer_length", "result_buffer_min_time_s", "result_buffer_max_time_s"}));
+  ExperimentSpec s;
+  if (!j.contains("trainable") || !j["trainable"].is_string() ||
+      j["trainable"].get<std::string>().empty()) {
+    return Bad("trainable", "required: the name of a trainable the workers host");
+  }
+  s.trainable = j["trainable"].get<std::string>();
+  if (j.contains("name")) {
+    if (!j["name"].is_string()) return Bad("name", "must be a string");
+    s.name = j["name"].get<std::string>();
+    if (s.name.size() > 200) return Bad("name", "must be at most 200 characters");
+  }
+  if (s.name.empty()) s.name = s.trainable;
+  if (j.contains("param_space")) {
+    if (!j["param_space"].is_object()) return Bad("param_space", "must be an object");
+    s.param_space = j["param_space"];
+    auto space = SearchSpace::Parse(s.param_space);
+    if (!space.ok()) return space.status();
+  }
+  if (j.contains("num_samples")) {
+    ASSIGN_OR_RETURN(s.num_samples, ReadInt(j["num_samples"], "num_samples", 1));
+  }
+  if (j.contains("metric") && !j["metric"].is_null()) {
+    if (!j["metric"].is_string() || j["metric"].get<std::string>().empty()) {
+      return Bad("metric", "must be a non-empty string");
+    }
+    s.metric = j["metric"].get<std::string>();
+  }
+  if (j.contains("mode") && !j["mode"].is_null()) {
+    if (!j["mode"].is_string() ||
+        (j["mode"].get<std::string>() != "min" && j["mode"].get<std::string>() != "max")) {
+      return Bad("mode", "must be \"min\" or \"max\"");
+    }
+    s.mode = j["mode"].get<std::string>();
+  }
+  if (!s.metric.empty() && s.mode.empty()) return Bad("mode", "required when metric is set");
+  if (s.metric.empty() && !s.mode.empty()) return Bad("metric", "required when mode is set");
+  if (j.contains("stop")) {
+    if (!j["stop"].is_object()) return Bad("stop", "must be an object of criteria");
+    Status st;
+    FlattenStop(j["stop"], "", s.stop, st);
+    RETURN_IF_ERROR(st);
+  }
+  if (j.contains("resources")) {
+    auto r = PlacementRequest::FromJson(j["resources"]);
+    if (!r.ok()) return Status::InvalidArgument("spec." + r.status().message());
+    s.resources = std::move(r).value();
+  } else {
+    s.resources = PlacementRequest::FromJson(Json()).value();
+  }
+  if (j.contains("checkpoint")) {
+    const Json& c = j["checkpoint"];
+    if (!c.is_object()) return Bad("checkpoint", "must be an object");
+    RETURN_IF_ERROR(CheckKeys(c, "checkpoint",
+                              {"frequency", "at_end", "num_to_keep", "score_attribute",
+                               "score_order"}));
+    if (c.contains("frequency")) {
+      ASSIGN_OR_RETURN(s.checkpoint.frequency, ReadInt(c["frequency"], "checkpoint.frequency", 0));
+    }
+    if (c.contains("at_end")) {
+      if (!c["at_end"].is_boolean()) return Bad("checkpoint.at_end", "must be true or false");
+      s.checkpoint.at_end = c["at_end"].get<bool>();
+    }
+    if (c.contains("num_to_keep") && !c["num_to_keep"].is_null()) {
+      ASSIGN_OR_RETURN(s.checkpoint.num_to_keep,
+                       ReadInt(c["num_to_keep"], "checkpoint.num_to_keep", 1));
+    }
+    if (c.contains("score_attribute")) {
+      if (!c["score_attribute"].is_string() || c["score_attribute"].get<std::string>().empty()) {
+        return Bad("checkpoint.score_attribute", "must be a non-empty string");
+      }
+      s.checkpoint.score_attribute = c["score_attribute"].get<std::string>();
+    }
+    if (c.contains("score_order")) {
+      if (!c["score_order"].is_string() || (c["score_order"] != "max" && c["score_order"] != "min")) {
+        return Bad("checkpoint.score_order", "must be \"min\" or \"max\"");
+      }
+      s.checkpoint.score_max = c["score_order"] == "max";
+    }
+  }
+  if (j.contains("max_failures")) {
+    ASSIGN_OR_RETURN(s.max_failures, ReadInt(j["max_failures"], "max_failures", -1));
+  }
+  if (j.contains("max_concurrent_trials")) {
+    ASSIGN_OR_RETURN(s.max_concurrent_trials,
+                     ReadInt(j["max_concurrent_trials"], "max_concurrent_trials", 0));
+  }
+  if (j.contains("seed")) {
+    if (!j["seed"].is_number_integer() || j["seed"].get<int64_t>() < 0) {
+      return Bad("seed", "must be a non-negative integer");
+    }
+    s.seed = j["seed"].get<uint64_t>();
+  } else {
+    s.seed = default_seed;
+  }
+  if (j.contains("fail_fast")) {
+    if (!j["fail_fast"].is_boolean()) return Bad("fail_fast", "must be true or false");
+    s.fail_fast = j["fail_fast"].get<bool>();
+    if (s.fail_fast && s.max_failures != 0) {
+      return Bad("fail_fast", "cannot be combined with max_failures != 0");
+    }
+  }
+  if (j.contains("result_buffer_length")) {
+    ASSIGN_OR_RETURN(s.result_buffer_length,
+                     ReadInt(j["result_buffer_length"], "result_buffer_length", 1));
+  }
+  if (j.contains("result_buffer_min_time_s")) {
+    ASSIGN_OR_RETURN(s.result_buffer_min_time_s,
+                     ReadNonNegative(j["result_buffer_min_time_s"], "result_buffer_min_time_s"));
+  }
+  if (j.contains("result_buffer_max_time_s")) {
+    ASSIGN_OR_RETURN(s.result_buffer_max_time_s,
+                     ReadNonNegative(j["result_buffer_max_time_s"], "result_buffer_max_time_s"));
+  }
+  if (s.result_buffer_min_time_s > s.result_buffer_max_time_s) {
+    return Bad("result_buffer_min_time_s", "must not exceed result_buffer_max_time_s");
+  }
+  return s;
+}
+
+Json ExperimentSpec::ToJson() const {
+  Json stop_json = Json::object();
+  for (const auto& [k, v] : stop) stop_json[k] = v;
+  Json ckpt{{"frequency", checkpoint.frequency},
+            {"at_end", checkpoint.at_end},
+            {"num_to_keep", checkpoint.num_to_keep == 0 ? Json() : Json(checkpoint.num_to_keep)},
+            {"score_attribute", checkpoint.score_attribute},
+            {"score_order", checkpoint.score_max ? "max" : "min"}};
+  return Json{{"name", name},
+              {"trainable", trainable},
+              {"param_space", param_space},
+              {"num_samples", num_samples},
+              {"metric", metric.empty() ? Json() : Json(metric)},
+              {"mode", mode.empty() ? Json() : Json(mode)},
+              {"stop", stop_json},
+              {"resources", resources.ToJson()},
+              {"checkpoint", ckpt},
+              {"max_failures", max_failures},
+              {"max_concurrent_trials", max_concurrent_trials},
+              {"seed", seed},
+              {"fail_fast", fail_fast},
+              {"result_buffer_length", result_buffer_length},
+              {"result_buffer_min_time_s", result_buffer_min_time_s},
+              {"result_buffer_max_time_s", result_buffer_max_time_s}};
+}
+
+}  // namespace ztune::head

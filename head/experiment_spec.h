@@ -1,0 +1,55 @@
+// ExperimentSpec: the validated form of a submitted experiment (docs/spec.md).
+// Parsing rejects unknown keys and invalid values with a message naming the key.
+// Plain value; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/json.h"
+#include "common/resources.h"
+#include "common/status.h"
+
+namespace ztune::head {
+
+struct CheckpointPolicy {
+  int64_t frequency = 0;  // persistent checkpoint every N iterations; 0 = never
+  bool at_end = false;
+  int64_t num_to_keep = 0;  // 0 = keep all
+  std::string score_attribute = "training_iteration";
+  bool score_max = true;  // score_order "max"
+};
+
+struct ExperimentSpec {
+  std::string name;
+  std::string trainable;
+  Json param_space = Json::object();
+  int64_t num_samples = 1;
+  std::string metric;  // empty = none
+  std::string mode;    // "min" | "max" | empty
+  // Stopping criteria: (flattened key "a/b", threshold); stop when result >= threshold.
+  std::vector<std::pair<std::string, double>> stop;
+  PlacementRequest resources;
+  CheckpointPolicy checkpoint;
+  int64_t max_failures = 0;  // -1 = retry forever
+  int64_t max_concurrent_trials = 0;  // 0 = unlimited
+  uint64_t seed = 0;
+  bool fail_fast = false;
+  int64_t result_buffer_length = 1;
+  double result_buffer_min_time_s = 0;
+  double result_buffer_max_time_s = 100;
+
+  // Validates `j`. A missing seed is filled with `default_seed` so that the
+  // stored spec reproduces the same samples after a restart.
+  static Result<ExperimentSpec> Parse(const Json& j, uint64_t default_seed);
+  // The normalised spec (every field explicit), as stored and shown to clients.
+  Json ToJson() const;
+};
+
+// Reads the flattened key "a/b/c" from a result; nullptr if missing.
+const Json* FindFlatKey(const Json& result, const std::string& flat_key);
+
+}  // namespace ztune::head

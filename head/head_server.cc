@@ -1,0 +1,275 @@
+#include "head/head_server.h"
+
+#include <fstream>
+
+#include <spdlog/spdlog.h>
+
+#include "common/protocol/codec.h"
+#include "common/zmq/socket_util.h"
+
+namespace ztune::head {
+namespace {
+// Bounds one turn's intake so that a flood cannot starve commits and timers.
+constexpr int kMaxMessagesPerTurn = 4096;
+}  // namespace
+
+HeadServer::HeadServer(zmq::context_t& context, storage::Store& store, HeadServerOptions options)
+    : context_(context),
+      store_(store),
+      options_(std::move(options)),
+      runner_(store, *this, clock_, options_.runner),
+      clients_(runner_),
+      workers_(context_, zmq::socket_type::router),
+      client_socket_(context_, zmq::socket_type::router) {}
+
+Status HeadServer::Start() {
+  RETURN_IF_ERROR(runner_.Load());
+  // A failed load must not leave half a turn behind: flush what Load marked
+  // (RUNNING trials that became PENDING) in one commit.
+  storage::WriteBatch batch;
+  runner_.FlushTo(batch);
+  if (!batch.empty()) RETURN_IF_ERROR(store_.Commit(batch));
+  after_commit_.clear();
+
+  RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_ROUTER_MANDATORY, 1));
+  RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_ROUTER_HANDOVER, 1));
+  RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_LINGER, 0));
+  RETURN_IF_ERROR(zmqutil::SetInt64Option(workers_, ZMQ_MAXMSGSIZE, options_.max_worker_message_bytes));
+  RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_SNDHWM, 0));
+  RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_RCVHWM, 0));
+  RETURN_IF_ERROR(zmqutil::SetIntOption(client_socket_, ZMQ_LINGER, 0));
+  RETURN_IF_ERROR(zmqutil::SetInt64Option(client_socket_, ZMQ_MAXMSGSIZE,
+                                          options_.max_client_request_bytes * 4));
+  RETURN_IF_ERROR(zmqutil::Bind(workers_, options_.worker_endpoint));
+  RETURN_IF_ERROR(zmqutil::Bind(client_socket_, options_.client_endpoint));
+  ASSIGN_OR_RETURN(bound_worker_endpoint_, zmqutil::LastEndpoint(workers_));
+  ASSIGN_OR_RETURN(bound_client_endpoint_, zmqutil::LastEndpoint(client_socket_));
+  if (!options_.endpoints_file.empty()) {
+    std::string tmp = options_.endpoints_file + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << Json{{"worker_endpoint", bound_worker_endpoint_},
+                  {"client_endpoint", bound_client_endpoint_}}
+                 .dump()
+          << "\n";
+      if (!out) return Status::IOError("cannot write " + tmp);
+    }
+    if (std::rename(tmp.c_str(), options_.endpoints_file.c_str()) != 0) {
+      return Status::IOError("cannot rename " + tmp + " to " + options_.endpoints_file);
+    }
+  }
+  spdlog::info("head listening: workers on {}, clients on {}", bound_worker_endpoint_,
+               bound_client_endpoint_);
+  return Status::Ok();
+}
+
+void HeadServer::SendToWorker(const std::string& worker_id, protocol::Message message,
+                              SendTiming timing) {
+  auto frames = protocol::Encode(message);
+  if (timing == SendTiming::kNow) {
+    SendFramesToWorker(worker_id, frames);
+  } else {
+    after_commit_.push_back({worker_id, std::move(frames)});
+  }
+}
+
+void HeadServer::SendFramesToWorker(const std::string& worker_id,
+                                    const std::vector<std::string>& frames) {
+  Status s = zmqutil::SendFrames(workers_, frames, worker_id);
+  if (!s.ok()) {
+    spdlog::debug("send to worker {} failed: {}", worker_id, s.ToString());
+    if (s.code() == StatusCode::kUnavailable) runner_.HandleUnreachable(worker_id);
+  }
+}
+
+void HeadServer::WarnRateLimited(const std::string& what) {
+  TimeMs now = clock_.NowMs();
+  if (now - last_warning_ < 1000) {
+    ++suppressed_warnings_;
+    return;
+  }
+  if (suppressed_warnings_ > 0) {
+    spdlog::warn("{} (and {} similar messages suppressed)", what, suppressed_warnings_);
+  } else {
+    spdlog::warn("{}", what);
+  }
+  suppressed_warnings_ = 0;
+  last_warning_ = now;
+}
+
+void HeadServer::HandleWorkerFrames(const std::string& identity,
+                                    std::span<const std::string_view> frames) {
+  auto decoded = protocol::Decode(frames);
+  if (!decoded.ok()) {
+    ++stats_.malformed;
+    WarnRateLimited("malformed message from worker '" + identity + "' dropped: " +
+                    decoded.status().message());
+    return;
+  }
+  protocol::Message& m = *decoded;
+  if (auto* reg = std::get_if<protocol::Register>(&m.body)) {
+    if (reg->worker_id != identity) {
+      WarnRateLimited("REGISTER from '" + identity + "' names worker_id '" + reg->worker_id +
+                      "'; it must equal the socket routing id. Dropped.");
+      return;
+    }
+    protocol::Registered r = runner_.HandleRegister(*reg);
+    after_commit_.push_back({identity, protocol::Encode(protocol::Message{r, {}})});
+    return;
+  }
+  if (!runner_.IsKnownWorker(identity)) {
+    ++stats_.unknown_senders;
+    if (std::holds_alternative<protocol::Disconnect>(m.body)) return;
+    WarnRateLimited(std::string(protocol::CommandName(m.body)) + " from unregistered worker '" +
+                    identity + "': told to re-register");
+    SendFramesToWorker(identity,
+                       protocol::Encode(protocol::Message{
+                           protocol::Disconnect{"unknown worker; register again"}, {}}));
+    return;
+  }
+  std::visit(
+      [&](auto& body) {
+        using T = std::decay_t<decltype(body)>;
+        if constexpr (std::is_same_v<T, protocol::Heartbeat>) {
+          runner_.HandleHeartbeat(identity);
+        } else if constexpr (std::is_same_v<T, protocol::Reply>) {
+          runner_.HandleReply(identity, body, m.payload);
+        } else if constexpr (std::is_same_v<T, protocol::ResultBatch>) {
+          runner_.HandleResultBatch(identity, body);
+        } else if constexpr (std::is_same_v<T, protocol::Disconnect>) {
+          runner_.HandleDisconnect(identity, body.reason);
+        } else {
+          WarnRateLimited(std::string("worker '") + identity + "' sent head-only command " +
+                          protocol::CommandName(m.body) + "; dropped");
+        }
+      },
+      m.body);
+}
+
+void HeadServer::DrainWorkers() {
+  for (int n = 0; n < kMaxMessagesPerTurn; ++n) {
+    auto parts = zmqutil::RecvMultipart(workers_);
+    if (!parts.ok()) {
+      spdlog::error("worker socket: {}", parts.status().ToString());
+      return;
+    }
+    if (parts->empty()) return;
+    ++stats_.messages_in;
+    std::vector<std::string_view> views;
+    views.reserve(parts->size());
+    for (const auto& p : *parts) views.emplace_back(static_cast<const char*>(p.data()), p.size());
+    std::string identity(views[0]);
+    HandleWorkerFrames(identity, std::span<const std::string_view>(views).subspan(1));
+  }
+}
+
+void HeadServer::SendClientReply(const std::string& identity, const Json& reply,
+                                 bool delimited) {
+  std::vector<std::string> frames;
+  if (delimited) frames.emplace_back();
+  frames.emplace_back(protocol::kVersion);
+  frames.push_back(reply.dump(-1, ' ', false, Json::error_handler_t::replace));
+  Status s = zmqutil::SendFrames(client_socket_, frames, identity);
+  if (!s.ok()) spdlog::debug("client reply not sent: {}", s.ToString());
+}
+
+void HeadServer::DrainClients() {
+  for (int n = 0; n < kMaxMessagesPerTurn; ++n) {
+    auto parts = zmqutil::RecvMultipart(client_socket_);
+    if (!parts.ok()) {
+      spdlog::error("client socket: {}", parts.status().ToString());
+      return;
+    }
+    if (parts->empty()) return;
+    std::string identity((*parts)[0].to_string());
+    // DEALER clients send [version][json]; REQ clients add an empty delimiter.
+    size_t first = 1;
+    if (parts->size() == 4 && (*parts)[1].size() == 0) first = 2;
+    const bool delimited = first == 2;
+    auto error = [&](const std::string& msg) {
+      ++stats_.malformed;
+      WarnRateLimited("bad client request: " + msg);
+      SendClientReply(identity, Json{{"ok", false},
+                                     {"error", {{"code", "InvalidArgument"}, {"message", msg}}}},
+                      delimited);
+    };
+    if (parts->size() - first != 2) {
+      error("expected 2 frames [\"ZTUNE1\", JSON request], got " +
+            std::to_string(parts->size() - first));
+      continue;
+    }
+    if ((*parts)[first].to_string_view() != protocol::kVersion) {
+      error(std::string("unsupported protocol version (want ") + protocol::kVersion + ")");
+      continue;
+    }
+    const auto& body = (*parts)[first + 1];
+    if (static_cast<int64_t>(body.size()) > options_.max_client_request_bytes) {
+      error("request of " + std::to_string(body.size()) + " bytes exceeds the limit of " +
+            std::to_string(options_.max_client_request_bytes) + " bytes");
+      continue;
+    }
+    Json request = Json::parse(body.to_string_view(), nullptr, false);
+    if (request.is_discarded() || !request.is_object()) {
+      error("request is not a JSON object");
+      continue;
+    }
+    std::string op = request.value("op", "");
+    if (ClientService::IsMutation(op)) {
+      client_replies_.push_back({identity, Json(), clients_.Handle(request), false, delimited});
+    } else {
+      client_replies_.push_back({identity, std::move(request), Json(), true, delimited});
+    }
+  }
+}
+
+void HeadServer::SendHeartbeats() {
+  TimeMs now = clock_.NowMs();
+  if (now - last_heartbeat_sent_ < options_.runner.heartbeat_ms) return;
+  last_heartbeat_sent_ = now;
+  auto frames = protocol::Encode(protocol::Message{protocol::Heartbeat{}, {}});
+  for (const auto& [id, w] : runner_.registry().workers()) {
+    if (w.alive) SendFramesToWorker(id, frames);
+  }
+}
+
+Status HeadServer::Run(const std::atomic<bool>& stop) {
+  zmq::pollitem_t items[] = {{workers_.handle(), 0, ZMQ_POLLIN, 0},
+                             {client_socket_.handle(), 0, ZMQ_POLLIN, 0}};
+  while (!stop.load()) {
+    long timeout = static_cast<long>(std::max<TimeMs>(1, std::min<TimeMs>(runner_.NextTimerMs(), 100)));
+    try {
+      zmq::poll(items, 2, std::chrono::milliseconds(timeout));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      if (e.num() == ETERM) break;
+      return Status::IOError(std::string("poll: ") + e.what());
+    }
+    ++stats_.turns;
+    DrainWorkers();
+    DrainClients();
+    runner_.Tick();
+    storage::WriteBatch batch;
+    runner_.FlushTo(batch);
+    if (!batch.empty()) {
+      Status s = store_.Commit(batch);
+      if (!s.ok()) {
+        spdlog::critical("commit failed: {}; the head stops (restart it on the same data dir)",
+                         s.ToString());
+        return s;
+      }
+      ++stats_.commits;
+    }
+    // Sending can fail a worker and queue more messages: iterate a copy.
+    std::vector<Outgoing> outgoing;
+    outgoing.swap(after_commit_);
+    for (auto& out : outgoing) SendFramesToWorker(out.worker_id, out.frames);
+    for (auto& r : client_replies_) {
+      SendClientReply(r.identity, r.is_read ? clients_.Handle(r.request) : r.reply, r.delimited);
+    }
+    client_replies_.clear();
+    SendHeartbeats();
+  }
+  return Status::Ok();
+}
+
+}  // namespace ztune::head

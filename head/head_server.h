@@ -1,0 +1,102 @@
+// HeadServer: the head's event loop. Owns the worker ROUTER and the client
+// ROUTER, decodes and validates every input, feeds the TrialRunner, commits
+// the turn's WriteBatch (one fsync) and only then sends what depends on it
+// (group commit). Implements CommandSink for the runner.
+//
+// One thread: Run() is called on the thread that constructed the server and
+// everything here, including the sockets, stays on it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "head/client_service.h"
+#include "head/command_sink.h"
+#include "head/trial_runner.h"
+#include "storage/store.h"
+
+namespace ztune::head {
+
+struct HeadServerOptions {
+  std::string worker_endpoint = "tcp://127.0.0.1:7501";
+  std::string client_endpoint = "tcp://127.0.0.1:7500";
+  std::string endpoints_file;  // if set, the bound endpoints are written there as JSON
+  int64_t max_worker_message_bytes = 512LL << 20;
+  int64_t max_client_request_bytes = 16LL << 20;
+  RunnerOptions runner;
+};
+
+// Counters for logs and benchmarks.
+struct HeadStats {
+  uint64_t turns = 0;
+  uint64_t commits = 0;
+  uint64_t messages_in = 0;
+  uint64_t malformed = 0;
+  uint64_t unknown_senders = 0;
+};
+
+class HeadServer final : public CommandSink {
+ public:
+  HeadServer(zmq::context_t& context, storage::Store& store, HeadServerOptions options);
+
+  // Loads the store and binds both sockets. Startup errors are returned.
+  Status Start();
+  // Runs until `stop` becomes true. Returns an error only for a failed commit
+  // (the store is unusable: the process must exit and be restarted).
+  Status Run(const std::atomic<bool>& stop);
+
+  void SendToWorker(const std::string& worker_id, protocol::Message message,
+                    SendTiming timing) override;
+
+  const std::string& worker_endpoint() const { return bound_worker_endpoint_; }
+  const std::string& client_endpoint() const { return bound_client_endpoint_; }
+  const HeadStats& stats() const { return stats_; }
+
+ private:
+  struct Outgoing {
+    std::string worker_id;
+    std::vector<std::string> frames;
+  };
+  struct PendingClientReply {
+    std::string identity;
+    Json request;  // for deferred reads
+    Json reply;    // for mutations (already handled)
+    bool is_read = false;
+    bool delimited = false;  // a REQ client: replies start with an empty frame
+  };
+
+  void DrainWorkers();
+  void DrainClients();
+  void HandleWorkerFrames(const std::string& identity, std::span<const std::string_view> frames);
+  void SendFramesToWorker(const std::string& worker_id, const std::vector<std::string>& frames);
+  void SendClientReply(const std::string& identity, const Json& reply, bool delimited);
+  void SendHeartbeats();
+  void WarnRateLimited(const std::string& what);
+
+  zmq::context_t& context_;
+  storage::Store& store_;
+  HeadServerOptions options_;
+  SteadyClock clock_;
+  TrialRunner runner_;
+  ClientService clients_;
+  zmq::socket_t workers_;
+  zmq::socket_t client_socket_;
+  std::string bound_worker_endpoint_;
+  std::string bound_client_endpoint_;
+
+  std::vector<Outgoing> after_commit_;
+  std::vector<PendingClientReply> client_replies_;
+  TimeMs last_heartbeat_sent_ = 0;
+  TimeMs last_warning_ = 0;
+  uint64_t suppressed_warnings_ = 0;
+  HeadStats stats_;
+};
+
+}  // namespace ztune::head

@@ -1,0 +1,76 @@
+// ztune-head: parses flags, opens the store, runs the HeadServer loop.
+#include <csignal>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "common/logging.h"
+#include "head/head_server.h"
+#include "storage/rocksdb_store.h"
+
+namespace {
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop.store(true); }
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ztune-head: owns experiments and drives trials on ztune workers"};
+  std::string data_dir;
+  ztune::head::HeadServerOptions options;
+  std::string log_level = "info";
+  int64_t force_cleanup_s = 600;
+  app.add_option("--data-dir", data_dir, "RocksDB data directory (created if missing)")->required();
+  app.add_option("--worker-endpoint", options.worker_endpoint, "ROUTER endpoint for workers")
+      ->capture_default_str();
+  app.add_option("--client-endpoint", options.client_endpoint, "ROUTER endpoint for clients")
+      ->capture_default_str();
+  app.add_option("--endpoints-file", options.endpoints_file,
+                 "write the bound endpoints here as JSON (useful with port '*')");
+  app.add_option("--heartbeat-ms", options.runner.heartbeat_ms, "heartbeat interval")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{5}, int64_t{600000}));
+  app.add_option("--liveness", options.runner.liveness,
+                 "missed heartbeats before a worker is declared dead")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
+  app.add_option("--max-pending-trials", options.runner.max_pending_trials,
+                 "pending trials / staging groups at once (0 = auto: max(16, 1.1 x CPUs))")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--pg-removal-delay-ms", options.runner.pg_removal_delay_ms,
+                 "delay before an unused placement group is released")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--force-cleanup-s", force_cleanup_s,
+                 "seconds an actor gets to stop before its worker kills it")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  options.runner.force_cleanup_ms = force_cleanup_s * 1000;
+
+  if (auto s = ztune::InitLogging(log_level, "head"); !s.ok()) {
+    std::fprintf(stderr, "ztune-head: %s\n", s.message().c_str());
+    return 2;
+  }
+  auto store = ztune::storage::RocksDbStore::Open(data_dir);
+  if (!store.ok()) {
+    spdlog::critical("cannot open data dir {}: {}", data_dir, store.status().ToString());
+    return 3;
+  }
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  zmq::context_t context(1);
+  ztune::head::HeadServer server(context, **store, options);
+  if (auto s = server.Start(); !s.ok()) {
+    spdlog::critical("cannot start: {}", s.ToString());
+    return 4;
+  }
+  auto s = server.Run(g_stop);
+  if (!s.ok()) {
+    spdlog::critical("head stopped: {}", s.ToString());
+    return 5;
+  }
+  spdlog::info("head stopped ({} turns, {} commits)", server.stats().turns, server.stats().commits);
+  return 0;
+}

@@ -1,0 +1,164 @@
+#include "head/placement_group_manager.h"
+
+#include <algorithm>
+
+namespace ztune::head {
+
+PlacementGroupManager::PlacementGroupManager(ResourceLedger& ledger, const Clock& clock,
+                                             PlacementGroupOptions options)
+    : ledger_(ledger), clock_(clock), options_(options) {}
+
+uint64_t PlacementGroupManager::Stage(const PlacementRequest& request) {
+  Group g;
+  g.id = next_id_++;
+  g.key = request.Key();
+  g.request = request;
+  g.state = State::kStaging;
+  pools_[g.key].staging++;
+  staging_order_.push_back(g.id);
+  dirty_ = true;
+  uint64_t id = g.id;
+  groups_.emplace(id, std::move(g));
+  return id;
+}
+
+int PlacementGroupManager::Update() {
+  TimeMs now = clock_.NowMs();
+  while (!removals_.empty() && removals_.begin()->first <= now) {
+    uint64_t id = removals_.begin()->second;
+    removals_.erase(removals_.begin());
+    auto it = groups_.find(id);
+    if (it != groups_.end() && it->second.state == State::kRemoving) {
+      ledger_.Release(it->second.placement);
+      groups_.erase(it);
+      dirty_ = true;
+    }
+  }
+  if (!dirty_) return 0;
+  dirty_ = false;
+  int became_ready = 0;
+  for (auto it = staging_order_.begin(); it != staging_order_.end();) {
+    Group& g = groups_.at(*it);
+    auto placement = ledger_.TryReserve(g.request);
+    if (!placement) {
+      ++it;
+      continue;
+    }
+    g.placement = std::move(*placement);
+    g.state = State::kReady;
+    Pool& pool = pools_[g.key];
+    pool.staging--;
+    pool.ready.push_back(g.id);
+    it = staging_order_.erase(it);
+    ++became_ready;
+  }
+  return became_ready;
+}
+
+int64_t PlacementGroupManager::NumStaging(const std::string& key) const {
+  auto it = pools_.find(key);
+  return it == pools_.end() ? 0 : it->second.staging;
+}
+
+int64_t PlacementGroupManager::NumReady(const std::string& key) const {
+  auto it = pools_.find(key);
+  return it == pools_.end() ? 0 : static_cast<int64_t>(it->second.ready.size());
+}
+
+std::optional<uint64_t> PlacementGroupManager::TakeReady(const std::string& key,
+                                                         const std::string& trial_id) {
+  auto it = pools_.find(key);
+  if (it == pools_.end() || it->second.ready.empty()) return std::nullopt;
+  uint64_t id = it->second.ready.front();
+  it->second.ready.pop_front();
+  Group& g = groups_.at(id);
+  g.state = State::kInUse;
+  g.trial_id = trial_id;
+  ++in_use_count_;
+  return id;
+}
+
+void PlacementGroupManager::ReturnInUse(uint64_t group_id) {
+  auto it = groups_.find(group_id);
+  if (it == groups_.end() || it->second.state != State::kInUse) return;
+  --in_use_count_;
+  RemoveNow(it->second);
+  groups_.erase(it);
+}
+
+void PlacementGroupManager::RemoveNow(Group& g) {
+  ledger_.Release(g.placement);
+  dirty_ = true;
+}
+
+bool PlacementGroupManager::UnstageOne(const std::string& key) {
+  auto pit = pools_.find(key);
+  if (pit == pools_.end()) return false;
+  Pool& pool = pit->second;
+  if (pool.staging > 0) {
+    // The newest staging group of this key goes first (keeps FIFO fairness).
+    for (auto it = staging_order_.rbegin(); it != staging_order_.rend(); ++it) {
+      if (groups_.at(*it).key != key) continue;
+      groups_.erase(*it);
+      staging_order_.erase(std::next(it).base());
+      pool.staging--;
+      return true;
+    }
+  }
+  if (!pool.ready.empty()) {
+    uint64_t id = pool.ready.back();
+    pool.ready.pop_back();
+    Group& g = groups_.at(id);
+    g.state = State::kRemoving;
+    g.remove_at = clock_.NowMs() + options_.removal_delay_ms;
+    removals_.emplace(g.remove_at, id);
+    return true;
+  }
+  return false;
+}
+
+void PlacementGroupManager::OnWorkerRemoved(const std::string& worker_id) {
+  auto on_worker = [&](const Group& g) {
+    return std::any_of(g.placement.bundles.begin(), g.placement.bundles.end(),
+                       [&](const BundlePlacement& b) { return b.worker_id == worker_id; });
+  };
+  std::vector<uint64_t> to_restage;
+  std::vector<uint64_t> to_drop;
+  for (auto& [id, g] : groups_) {
+    if (g.state == State::kStaging || !on_worker(g)) continue;
+    if (g.state == State::kReady) to_restage.push_back(id);
+    if (g.state == State::kInUse || g.state == State::kRemoving) to_drop.push_back(id);
+  }
+  for (uint64_t id : to_restage) {
+    Group& g = groups_.at(id);
+    ledger_.Release(g.placement);  // releases the bundles on live workers
+    g.placement = Placement{};
+    Pool& pool = pools_[g.key];
+    pool.ready.erase(std::remove(pool.ready.begin(), pool.ready.end(), id), pool.ready.end());
+    pool.staging++;
+    g.state = State::kStaging;
+    staging_order_.push_front(id);
+  }
+  for (uint64_t id : to_drop) {
+    Group& g = groups_.at(id);
+    if (g.state == State::kInUse) --in_use_count_;
+    ledger_.Release(g.placement);
+    groups_.erase(id);
+  }
+  dirty_ = true;
+}
+
+const PlacementGroupManager::Group* PlacementGroupManager::Find(uint64_t group_id) const {
+  auto it = groups_.find(group_id);
+  return it == groups_.end() ? nullptr : &it->second;
+}
+
+ResourceSet PlacementGroupManager::OccupiedResources() const {
+  ResourceSet r;
+  for (const auto& [id, g] : groups_) {
+    if (g.state == State::kInUse) r.Add(g.request.Total());
+  }
+  return r;
+}
+
+}  // namespace ztune::head

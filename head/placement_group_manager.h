@@ -1,0 +1,98 @@
+// PlacementGroupManager: Ray's _PlacementGroupManager on top of the head's
+// ResourceLedger. Groups are pooled by equal request (PlacementRequest::Key):
+// a trial starts on any ready group of its key. States: staging (waiting for
+// the ledger) -> ready (reserved) -> in use (a trial's actor) -> removed.
+// Unused ready groups are released after a delay (a damper against churn).
+// Lives on the head loop thread; not thread-safe. Costs: staging/placing is
+// O(staging groups) per Update call, everything else O(log n).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "common/clock.h"
+#include "common/resources.h"
+#include "head/resource_ledger.h"
+
+namespace ztune::head {
+
+struct PlacementGroupOptions {
+  int64_t max_staging = 16;
+  TimeMs removal_delay_ms = 2000;
+};
+
+class PlacementGroupManager {
+ public:
+  enum class State { kStaging, kReady, kInUse, kRemoving };
+  struct Group {
+    uint64_t id = 0;
+    std::string key;
+    PlacementRequest request;
+    State state = State::kStaging;
+    Placement placement;  // valid unless staging
+    std::string trial_id;  // in use by
+    TimeMs remove_at = 0;
+  };
+
+  PlacementGroupManager(ResourceLedger& ledger, const Clock& clock, PlacementGroupOptions options);
+
+  void set_max_staging(int64_t n) { options_.max_staging = n; }
+  int64_t max_staging() const { return options_.max_staging; }
+  bool CanStage() const { return static_cast<int64_t>(staging_order_.size()) < options_.max_staging; }
+
+  // Requests a new group; it becomes ready once the ledger can hold it.
+  // Not limited by CanStage (the caller checks it).
+  uint64_t Stage(const PlacementRequest& request);
+  // Places staging groups (FIFO, skipping ones that do not fit) and performs
+  // due delayed removals. Returns the number of groups that became ready.
+  int Update();
+  // New capacity (a worker registered): the next Update retries staging groups.
+  void NotifyCapacityChanged() { dirty_ = true; }
+
+  int64_t NumStaging(const std::string& key) const;
+  int64_t NumReady(const std::string& key) const;
+  int64_t NumStagingTotal() const { return static_cast<int64_t>(staging_order_.size()); }
+  int64_t NumInUse() const { return static_cast<int64_t>(in_use_count_); }
+  bool HasReady(const std::string& key) const { return NumReady(key) > 0; }
+
+  // Takes a ready group of `key` for `trial_id`; nullopt if none is ready.
+  std::optional<uint64_t> TakeReady(const std::string& key, const std::string& trial_id);
+  // The actor of an in-use group is gone: its resources return now.
+  void ReturnInUse(uint64_t group_id);
+  // Drops one unused group of `key`: a staging one if any (no resources held),
+  // else a ready one (released after the removal delay). False if none.
+  bool UnstageOne(const std::string& key);
+  // A worker died: ready groups with a bundle there go back to staging;
+  // in-use groups there are released (their trials are failed by the caller).
+  void OnWorkerRemoved(const std::string& worker_id);
+
+  const Group* Find(uint64_t group_id) const;
+  // Resources held by in-use groups (Ray's occupied_resources()).
+  ResourceSet OccupiedResources() const;
+
+ private:
+  struct Pool {
+    int64_t staging = 0;
+    std::deque<uint64_t> ready;
+  };
+  void RemoveNow(Group& g);
+
+  ResourceLedger& ledger_;
+  const Clock& clock_;
+  PlacementGroupOptions options_;
+  uint64_t next_id_ = 1;
+  std::unordered_map<uint64_t, Group> groups_;
+  std::unordered_map<std::string, Pool> pools_;
+  std::list<uint64_t> staging_order_;  // FIFO of staging group ids
+  std::multimap<TimeMs, uint64_t> removals_;
+  size_t in_use_count_ = 0;
+  // Set when placing staging groups could succeed where it failed before.
+  bool dirty_ = false;
+};
+
+}  // namespace ztune::head

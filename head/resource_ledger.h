@@ -1,0 +1,72 @@
+// ResourceLedger: the head's authority over cluster resources. Fed by worker
+// registrations; places the bundles of a placement request on workers by
+// strategy and hands out concrete GPU device ids. Lives on the head loop
+// thread; not thread-safe.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/resources.h"
+#include "common/status.h"
+
+namespace ztune::head {
+
+struct BundlePlacement {
+  std::string worker_id;
+  ResourceSet resources;
+  std::vector<int64_t> gpu_ids;
+};
+
+// Bundle i of the request is bundles[i].
+struct Placement {
+  std::vector<BundlePlacement> bundles;
+};
+
+class ResourceLedger {
+ public:
+  // Adds or replaces a worker with full availability. Precondition: the worker
+  // holds no reservations (RemoveWorker first when it re-registers).
+  void AddWorker(const std::string& worker_id, const ResourceSet& total,
+                 const std::vector<int64_t>& gpu_ids);
+  // Forgets the worker; later Release calls for it are ignored.
+  void RemoveWorker(const std::string& worker_id);
+  bool HasWorker(const std::string& worker_id) const { return workers_.count(worker_id) > 0; }
+
+  // Reserves every bundle or nothing. nullopt when the request does not fit now.
+  std::optional<Placement> TryReserve(const PlacementRequest& request);
+  void Release(const Placement& placement);
+
+  // Whether the request could ever be placed on the registered workers' totals.
+  // FailedPrecondition says what was asked and what the largest worker has.
+  Status CheckFeasible(const PlacementRequest& request) const;
+
+  ResourceSet Total() const;
+  ResourceSet Available() const;
+  ResourceSet TotalOf(const std::string& worker_id) const;
+  ResourceSet AvailableOf(const std::string& worker_id) const;
+  size_t NumWorkers() const { return workers_.size(); }
+  // "CPU 4, GPU 0" of the worker with the most CPUs (for messages).
+  std::string LargestWorkerString() const;
+
+ private:
+  struct WorkerResources {
+    ResourceSet total;
+    ResourceSet available;
+    // device id -> free fixed-point share (ResourceSet::kUnit = a whole device)
+    std::map<int64_t, int64_t> gpu_free;
+  };
+  // Tries to fit `need` on `w` (no mutation); returns the GPU ids it would get.
+  static std::optional<std::vector<int64_t>> FitGpus(const WorkerResources& w,
+                                                     const ResourceSet& need);
+  static void TakeGpus(WorkerResources& w, const ResourceSet& need,
+                       const std::vector<int64_t>& ids);
+  bool PlaceAll(const PlacementRequest& request, std::map<std::string, WorkerResources>& scratch,
+                Placement& out) const;
+
+  std::map<std::string, WorkerResources> workers_;  // ordered: deterministic placement
+};
+
+}  // namespace ztune::head

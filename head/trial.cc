@@ -1,0 +1,119 @@
+#include "head/trial.h"
+
+namespace ztune::head {
+
+const char* TrialStatusName(TrialStatus s) {
+  switch (s) {
+    case TrialStatus::kPending: return "PENDING";
+    case TrialStatus::kRunning: return "RUNNING";
+    case TrialStatus::kPaused: return "PAUSED";
+    case TrialStatus::kTerminated: return "TERMINATED";
+    case TrialStatus::kError: return "ERROR";
+  }
+  return "PENDING";
+}
+
+Result<TrialStatus> ParseTrialStatus(const std::string& s) {
+  if (s == "PENDING") return TrialStatus::kPending;
+  if (s == "RUNNING") return TrialStatus::kRunning;
+  if (s == "PAUSED") return TrialStatus::kPaused;
+  if (s == "TERMINATED") return TrialStatus::kTerminated;
+  if (s == "ERROR") return TrialStatus::kError;
+  return Status::Corruption("unknown trial status '" + s + "'");
+}
+
+Json Trial::ToJson() const {
+  Json cps = Json::array();
+  for (const auto& c : checkpoints) {
+    cps.push_back(Json{{"id", c.id},
+                       {"iteration", c.iteration},
+                       {"score_valid", c.score_valid},
+                       {"score", c.score}});
+  }
+  return Json{{"trial_id", trial_id},
+              {"experiment_id", experiment_id},
+              {"seq", seq},
+              {"config", config},
+              {"status", TrialStatusName(status)},
+              {"attempt", attempt},
+              {"num_failures", num_failures},
+              {"iteration", iteration},
+              {"last_result", last_result},
+              {"checkpoints", cps},
+              {"next_checkpoint_id", next_checkpoint_id},
+              {"error", error},
+              {"error_log", error_log},
+              {"start_time", start_time},
+              {"end_time", end_time},
+              {"num_restores", num_restores}};
+}
+
+Result<Trial> Trial::FromJson(const Json& j) {
+  try {
+    Trial t;
+    t.trial_id = j.at("trial_id").get<std::string>();
+    t.experiment_id = j.at("experiment_id").get<std::string>();
+    t.seq = j.at("seq").get<uint64_t>();
+    t.config = j.at("config");
+    ASSIGN_OR_RETURN(t.status, ParseTrialStatus(j.at("status").get<std::string>()));
+    t.attempt = j.at("attempt").get<uint64_t>();
+    t.num_failures = j.at("num_failures").get<int64_t>();
+    t.iteration = j.at("iteration").get<int64_t>();
+    t.last_result = j.at("last_result");
+    for (const auto& c : j.at("checkpoints")) {
+      t.checkpoints.push_back(CheckpointRecord{c.at("id").get<uint64_t>(),
+                                               c.at("iteration").get<int64_t>(),
+                                               c.at("score_valid").get<bool>(),
+                                               c.at("score").get<double>()});
+    }
+    t.next_checkpoint_id = j.at("next_checkpoint_id").get<uint64_t>();
+    t.error = j.at("error").get<std::string>();
+    t.error_log = j.at("error_log").get<std::vector<std::string>>();
+    t.start_time = j.at("start_time").get<double>();
+    t.end_time = j.at("end_time").get<double>();
+    t.num_restores = j.value("num_restores", int64_t{0});
+    return t;
+  } catch (const Json::exception& e) {
+    return Status::Corruption(std::string("trial record: ") + e.what());
+  }
+}
+
+const CheckpointRecord* Trial::NewestCheckpoint() const {
+  const CheckpointRecord* best = nullptr;
+  for (const auto& c : checkpoints) {
+    if (best == nullptr || c.id > best->id) best = &c;
+  }
+  return best;
+}
+
+Json Experiment::ToJson() const {
+  return Json{{"experiment_id", experiment_id},
+              {"spec", spec.ToJson()},
+              {"finished", finished},
+              {"stopped", stopped},
+              {"created_at", created_at},
+              {"next_variant", next_variant},
+              {"total_variants", total_variants},
+              {"next_trial_index", next_trial_index}};
+}
+
+Result<Experiment> Experiment::FromJson(const Json& j) {
+  try {
+    Experiment e;
+    e.experiment_id = j.at("experiment_id").get<std::string>();
+    auto spec = ExperimentSpec::Parse(j.at("spec"), 0);
+    if (!spec.ok()) return Status::Corruption("experiment spec: " + spec.status().message());
+    e.spec = std::move(spec).value();
+    e.finished = j.at("finished").get<bool>();
+    e.stopped = j.at("stopped").get<bool>();
+    e.created_at = j.at("created_at").get<double>();
+    e.next_variant = j.at("next_variant").get<uint64_t>();
+    e.total_variants = j.at("total_variants").get<uint64_t>();
+    e.next_trial_index = j.at("next_trial_index").get<uint64_t>();
+    return e;
+  } catch (const Json::exception& ex) {
+    return Status::Corruption(std::string("experiment record: ") + ex.what());
+  }
+}
+
+}  // namespace ztune::head

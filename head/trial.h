@@ -1,0 +1,84 @@
+// Trial and Experiment: the head's in-memory records and their stored JSON
+// form (docs/storage.md). Owned by the TrialRunner on the head loop thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "common/resources.h"
+#include "common/status.h"
+#include "head/experiment_spec.h"
+
+namespace ztune::head {
+
+enum class TrialStatus { kPending, kRunning, kPaused, kTerminated, kError };
+const char* TrialStatusName(TrialStatus s);
+Result<TrialStatus> ParseTrialStatus(const std::string& s);
+inline bool IsFinished(TrialStatus s) {
+  return s == TrialStatus::kTerminated || s == TrialStatus::kError;
+}
+
+// A retained persistent checkpoint (its bytes live in the checkpoints family).
+struct CheckpointRecord {
+  uint64_t id = 0;
+  int64_t iteration = 0;
+  bool score_valid = false;  // false: NaN or missing score attribute (ranks worst)
+  double score = 0;          // already multiplied by the order sign (higher is better)
+};
+
+struct Trial {
+  // ---- persisted ----
+  std::string trial_id;
+  std::string experiment_id;
+  uint64_t seq = 0;  // global creation order (FIFO scheduling)
+  Json config = Json::object();
+  TrialStatus status = TrialStatus::kPending;
+  uint64_t attempt = 0;  // bumped at every (re)start; fences stale messages
+  int64_t num_failures = 0;
+  int64_t iteration = 0;  // last stored training_iteration
+  Json last_result;       // null until the first result
+  std::vector<CheckpointRecord> checkpoints;  // retained persistent, by id
+  uint64_t next_checkpoint_id = 1;
+  std::string error;  // last failure text
+  std::vector<std::string> error_log;  // "Failure # N (occurred at ...)" entries
+  double start_time = 0;  // unix s of the first start; 0 = never
+  double end_time = 0;
+  int64_t num_restores = 0;
+
+  // ---- runtime only (the actor of the current attempt) ----
+  std::string worker_id;
+  uint64_t group_id = 0;      // in-use placement group, 0 = none
+  bool has_actor = false;
+  bool saving = false;        // a persistent SAVE is in flight
+  bool stop_after_save = false;  // the decision cached while saving
+  std::string memory_checkpoint;  // PAUSE checkpoint bytes (never persisted)
+
+  Json ToJson() const;
+  static Result<Trial> FromJson(const Json& j);
+  // Newest retained persistent checkpoint, or nullptr.
+  const CheckpointRecord* NewestCheckpoint() const;
+};
+
+struct Experiment {
+  std::string experiment_id;
+  ExperimentSpec spec;
+  bool finished = false;        // every trial finished and the searcher is done
+  bool stopped = false;         // stopped by a user or fail_fast
+  double created_at = 0;
+  uint64_t next_variant = 0;    // searcher state: variants generated so far
+  uint64_t total_variants = 0;  // grid x num_samples
+  uint64_t next_trial_index = 0;  // trial id counter (variants + added trials)
+  // ---- runtime ----
+  std::vector<std::string> trial_ids;  // creation order
+  std::map<TrialStatus, int64_t> counts;
+  int64_t live_trials = 0;  // not finished
+
+  bool SearchFinished() const { return stopped || next_variant >= total_variants; }
+  Json ToJson() const;
+  static Result<Experiment> FromJson(const Json& j);
+};
+
+}  // namespace ztune::head

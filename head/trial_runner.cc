@@ -1,0 +1,869 @@
+#include "head/trial_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <random>
+
+#include <spdlog/spdlog.h>
+
+#include "storage/keys.h"
+
+namespace ztune::head {
+namespace {
+
+std::string DateString() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d_%H-%M-%S", &tm);
+  return buf;
+}
+
+std::string ExperimentIdFor(uint64_t n) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "e%04llu", static_cast<unsigned long long>(n));
+  return buf;
+}
+
+std::string TrialIdFor(const std::string& experiment_id, uint64_t index) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "_%05llu", static_cast<unsigned long long>(index));
+  return experiment_id + buf;
+}
+
+// Score of a checkpoint for retention: (valid, signed score, id), higher is better.
+bool BetterCheckpoint(const CheckpointRecord& a, const CheckpointRecord& b) {
+  if (a.score_valid != b.score_valid) return a.score_valid;
+  if (a.score_valid && a.score != b.score) return a.score > b.score;
+  return a.id > b.id;  // ties go to the newer
+}
+
+}  // namespace
+
+TrialRunner::TrialRunner(storage::Store& store, CommandSink& sink, const Clock& clock,
+                         RunnerOptions options)
+    : store_(store),
+      sink_(sink),
+      clock_(clock),
+      options_(options),
+      registry_(clock, options.heartbeat_ms * options.liveness),
+      groups_(ledger_, clock, PlacementGroupOptions{16, options.pg_removal_delay_ms}),
+      executor_(sink, clock) {
+  RecomputeMaxPending();
+}
+
+// ---------------------------------------------------------------- loading
+
+Status TrialRunner::Load() {
+  Status inner;
+  RETURN_IF_ERROR(store_.Scan(storage::Family::kExperiments, "", [&](std::string_view, std::string_view v) {
+    Json j = Json::parse(v, nullptr, false);
+    if (j.is_discarded()) {
+      inner = Status::Corruption("experiment record is not JSON");
+      return false;
+    }
+    auto e = Experiment::FromJson(j);
+    if (!e.ok()) {
+      inner = e.status();
+      return false;
+    }
+    auto space = SearchSpace::Parse(e->spec.param_space);
+    if (!space.ok()) {
+      inner = Status::Corruption("experiment " + e->experiment_id + ": " + space.status().message());
+      return false;
+    }
+    spaces_.emplace(e->experiment_id, std::move(space).value());
+    uint64_t n = std::strtoull(e->experiment_id.c_str() + 1, nullptr, 10);
+    next_experiment_ = std::max(next_experiment_, n + 1);
+    std::string id = e->experiment_id;
+    experiments_.emplace(id, std::move(e).value());
+    return true;
+  }));
+  RETURN_IF_ERROR(inner);
+  std::vector<Trial> loaded;
+  RETURN_IF_ERROR(store_.Scan(storage::Family::kTrials, "", [&](std::string_view, std::string_view v) {
+    Json j = Json::parse(v, nullptr, false);
+    if (j.is_discarded()) {
+      inner = Status::Corruption("trial record is not JSON");
+      return false;
+    }
+    auto t = Trial::FromJson(j);
+    if (!t.ok()) {
+      inner = t.status();
+      return false;
+    }
+    loaded.push_back(std::move(t).value());
+    return true;
+  }));
+  RETURN_IF_ERROR(inner);
+  std::sort(loaded.begin(), loaded.end(), [](const Trial& a, const Trial& b) { return a.seq < b.seq; });
+  for (Trial& t : loaded) {
+    auto eit = experiments_.find(t.experiment_id);
+    if (eit == experiments_.end()) {
+      return Status::Corruption("trial " + t.trial_id + " belongs to unknown experiment " +
+                                t.experiment_id);
+    }
+    Experiment& e = eit->second;
+    next_seq_ = std::max(next_seq_, t.seq + 1);
+    const TrialStatus stored_status = t.status;
+    // A RUNNING trial's actor is gone with the old head, and a PAUSED trial's
+    // memory checkpoint too: both restart from their newest persistent
+    // checkpoint (Ray's resume of RUNNING trials).
+    t.status = TrialStatus::kPending;  // SetStatus below does the accounting
+    std::string id = t.trial_id;
+    e.trial_ids.push_back(id);
+    Trial& stored = trials_.emplace(id, std::move(t)).first->second;
+    e.counts[TrialStatus::kPending]++;
+    e.live_trials++;
+    num_pending_++;
+    if (IsFinished(stored_status)) {
+      SetStatus(stored, stored_status);
+      dirty_trials_.erase(id);
+    } else {
+      Enqueue(stored);
+      if (stored_status != TrialStatus::kPending) MarkDirty(stored);
+    }
+  }
+  for (auto& [id, e] : experiments_) {
+    request_key_of_experiment_[id] = e.spec.resources.Key();
+    if (!e.finished && !e.SearchFinished()) searching_.insert(id);
+    MaybeFinishExperiment(e);
+  }
+  spdlog::info("loaded {} experiments and {} trials from the store", experiments_.size(),
+               trials_.size());
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- workers
+
+bool TrialRunner::IsKnownWorker(const std::string& worker_id) const {
+  return registry_.FindAlive(worker_id) != nullptr;
+}
+
+protocol::Registered TrialRunner::HandleRegister(const protocol::Register& reg) {
+  bool fresh = registry_.Register(reg);
+  if (fresh) {
+    ledger_.AddWorker(reg.worker_id, ResourceSet::FromDoubles(reg.resources), reg.gpu_ids);
+    groups_.NotifyCapacityChanged();
+    RecomputeMaxPending();
+    spdlog::info("worker {} registered ({} on {}, pid {}): {}", reg.worker_id, reg.name, reg.host,
+                 reg.pid, ResourceSet::FromDoubles(reg.resources).ToString());
+  }
+  // Actors the worker hosts that the head does not consider its own are
+  // stopped: their trials moved on (or the head restarted without them).
+  const auto& mine = actors_by_worker_[reg.worker_id];
+  for (const auto& a : reg.live_actors) {
+    auto it = trials_.find(a.trial_id);
+    bool ours = it != trials_.end() && it->second.has_actor && it->second.attempt == a.attempt &&
+                it->second.worker_id == reg.worker_id && mine.count(a.trial_id);
+    if (!ours) {
+      protocol::Stop stop;
+      stop.trial_id = a.trial_id;
+      stop.attempt = a.attempt;
+      stop.kill_after_ms = options_.force_cleanup_ms;
+      sink_.SendToWorker(reg.worker_id, protocol::Message{stop, {}}, SendTiming::kAfterCommit);
+    }
+  }
+  protocol::Registered r;
+  r.worker_id = reg.worker_id;
+  r.heartbeat_ms = options_.heartbeat_ms;
+  r.liveness = options_.liveness;
+  return r;
+}
+
+void TrialRunner::HandleHeartbeat(const std::string& worker_id) { registry_.Touch(worker_id); }
+
+void TrialRunner::HandleDisconnect(const std::string& worker_id, const std::string& reason) {
+  if (registry_.FindAlive(worker_id) == nullptr) return;
+  registry_.MarkDead(worker_id);
+  OnWorkerDead(worker_id, "worker disconnected" + (reason.empty() ? "" : ": " + reason));
+}
+
+void TrialRunner::HandleUnreachable(const std::string& worker_id) {
+  if (registry_.FindAlive(worker_id) == nullptr) return;
+  registry_.MarkDead(worker_id);
+  OnWorkerDead(worker_id, "worker unreachable");
+}
+
+Trial* TrialRunner::MutableTrial(const std::string& trial_id) {
+  auto it = trials_.find(trial_id);
+  return it == trials_.end() ? nullptr : &it->second;
+}
+
+Trial* TrialRunner::CurrentTrial(const std::string& trial_id, uint64_t attempt) {
+  Trial* t = MutableTrial(trial_id);
+  if (t == nullptr || t->attempt != attempt || !t->has_actor) return nullptr;
+  return t;
+}
+
+void TrialRunner::HandleReply(const std::string& worker_id, const protocol::Reply& reply,
+                              const std::string& payload) {
+  registry_.Touch(worker_id);
+  auto f = executor_.Take(reply.rid);
+  if (!f) {
+    spdlog::debug("reply to unknown or dropped request {} from {}", reply.rid, worker_id);
+    return;
+  }
+  if (f->worker_id != worker_id) {
+    spdlog::warn("reply to request {} came from {} but was sent to {}; dropped", reply.rid,
+                 worker_id, f->worker_id);
+    return;
+  }
+  if (f->type == FutureType::kStop) {
+    if (!reply.ok) spdlog::warn("stop of trial {}: {}", f->trial_id, reply.error);
+    OnStopDone(*f);
+    return;
+  }
+  Trial* t = CurrentTrial(f->trial_id, f->attempt);
+  if (t == nullptr) return;  // stale attempt: fenced
+  switch (f->type) {
+    case FutureType::kCreate: OnCreateReply(*t, reply); break;
+    case FutureType::kRestore: OnRestoreReply(*t, reply); break;
+    case FutureType::kSave: OnSaveReply(*t, reply, payload); break;
+    case FutureType::kTrain:
+      // TRAIN is answered by a RESULT batch; a REPLY means it was refused.
+      FailTrial(*t, reply.error.empty() ? "TRAIN refused by worker" : reply.error, true);
+      break;
+    default: break;
+  }
+}
+
+void TrialRunner::OnCreateReply(Trial& t, const protocol::Reply& reply) {
+  if (reply.ok) return;
+  // A start that fails (unknown trainable, setup raising) is an ERROR, as Ray.
+  FailTrial(t, "failed to start: " + reply.error, false);
+}
+
+void TrialRunner::OnRestoreReply(Trial& t, const protocol::Reply& reply) {
+  if (reply.ok) return;
+  FailTrial(t, "failed to restore from checkpoint: " + reply.error, true);
+}
+
+void TrialRunner::OnStopDone(const Future& f) {
+  if (f.group_id != 0) groups_.ReturnInUse(f.group_id);
+}
+
+// ---------------------------------------------------------------- results
+
+void TrialRunner::HandleResultBatch(const std::string& worker_id,
+                                    const protocol::ResultBatch& batch) {
+  registry_.Touch(worker_id);
+  uint64_t max_seq = 0;
+  for (const auto& r : batch.results) max_seq = std::max(max_seq, r.seq);
+  Trial* t = CurrentTrial(batch.trial_id, batch.attempt);
+  if (t == nullptr || t->worker_id != worker_id) {
+    // A stale attempt (fenced) or a replay for a finished trial: nothing is
+    // stored; ACK so the worker's outbox does not replay it forever.
+    if (max_seq > 0) acks_[{worker_id, batch.trial_id, batch.attempt}] = max_seq;
+    spdlog::debug("dropped results of {} attempt {} from {}", batch.trial_id, batch.attempt,
+                  worker_id);
+    return;
+  }
+  auto f = executor_.Take(batch.rid);  // replays after a reconnect have no future
+  Experiment& e = experiments_.at(t->experiment_id);
+  const ExperimentSpec& spec = e.spec;
+  bool stop = false;
+  bool checkpoint = false;
+  std::string error;
+  for (const auto& rec : batch.results) {
+    const Json& in = rec.result;
+    auto it_iter = in.is_object() ? in.find("training_iteration") : in.end();
+    if (!in.is_object() || it_iter == in.end() || !it_iter->is_number_integer()) {
+      error = "result without an integer training_iteration";
+      break;
+    }
+    int64_t iteration = it_iter->get<int64_t>();
+    if (iteration <= t->iteration) continue;  // already stored (replay or re-run)
+    Json result = in;
+    result["trial_id"] = t->trial_id;
+    bool done = result.value("done", false);
+    for (const auto& [key, threshold] : spec.stop) {
+      const Json* v = FindFlatKey(result, key);
+      if (v == nullptr || !(v->is_number() || v->is_boolean())) {
+        error = "stopping criterion '" + key + "' not found (or not a number) in the result of "
+                "iteration " + std::to_string(iteration);
+        break;
+      }
+      double x = v->is_boolean() ? (v->get<bool>() ? 1.0 : 0.0) : v->get<double>();
+      if (x >= threshold) done = true;
+    }
+    if (!error.empty()) break;
+    result["done"] = done;
+    batch_.Put(storage::Family::kResults, storage::ResultKey(t->trial_id, iteration),
+               result.dump());
+    bool user_ckpt = result.value("should_checkpoint", false);
+    t->iteration = iteration;
+    t->last_result = std::move(result);
+    MarkDirty(*t);
+    checkpoint = (spec.checkpoint.frequency > 0 && iteration % spec.checkpoint.frequency == 0) ||
+                 (done && spec.checkpoint.at_end) || user_ckpt;
+    if (done) {
+      stop = true;
+      break;  // a STOP ignores the rest of a buffered batch
+    }
+    if (checkpoint) break;
+  }
+  if (max_seq > 0) acks_[{worker_id, t->trial_id, t->attempt}] = max_seq;
+  if (!error.empty()) {
+    FailTrial(*t, error, false);
+    return;
+  }
+  if (batch.failed) {
+    FailTrial(*t, batch.error.empty() ? "step failed" : batch.error, true);
+    return;
+  }
+  if (!f) return;  // a replay: the live TRAIN's own batch drives the trial
+  if (checkpoint) {
+    t->saving = true;
+    t->stop_after_save = stop;
+    executor_.Save(*t, "persistent");
+    return;
+  }
+  if (stop) {
+    FinishTrial(*t, TrialStatus::kTerminated);
+  } else {
+    ContinueTraining(*t);
+  }
+}
+
+void TrialRunner::OnSaveReply(Trial& t, const protocol::Reply& reply, const std::string& payload) {
+  t.saving = false;
+  if (!reply.ok) {
+    FailTrial(t, "checkpoint save failed: " + reply.error, true);
+    return;
+  }
+  if (payload.empty()) {
+    FailTrial(t, "checkpoint save returned no bytes", true);
+    return;
+  }
+  int64_t iteration = t.iteration;
+  if (reply.data.is_object() && reply.data.contains("iteration") &&
+      reply.data["iteration"].is_number_integer()) {
+    iteration = reply.data["iteration"].get<int64_t>();
+  }
+  AddCheckpoint(t, payload, iteration);
+  if (t.stop_after_save) {
+    FinishTrial(t, TrialStatus::kTerminated);
+  } else {
+    ContinueTraining(t);
+  }
+}
+
+void TrialRunner::AddCheckpoint(Trial& t, const std::string& bytes, int64_t iteration) {
+  const CheckpointPolicy& policy = experiments_.at(t.experiment_id).spec.checkpoint;
+  CheckpointRecord c;
+  c.id = t.next_checkpoint_id++;
+  c.iteration = iteration;
+  const Json* v = t.last_result.is_null() ? nullptr : FindFlatKey(t.last_result, policy.score_attribute);
+  if (v != nullptr && v->is_number() && !std::isnan(v->get<double>())) {
+    c.score_valid = true;
+    c.score = (policy.score_max ? 1.0 : -1.0) * v->get<double>();
+  } else if (v == nullptr) {
+    spdlog::error("trial {}: checkpoint score attribute '{}' missing from the result",
+                  t.trial_id, policy.score_attribute);
+  }
+  batch_.Put(storage::Family::kCheckpoints, storage::CheckpointKey(t.trial_id, c.id), bytes);
+  t.checkpoints.push_back(c);
+  if (policy.num_to_keep > 0 && static_cast<int64_t>(t.checkpoints.size()) > policy.num_to_keep) {
+    // Keep the best num_to_keep by score, and always the newest.
+    std::vector<CheckpointRecord> sorted = t.checkpoints;
+    std::sort(sorted.begin(), sorted.end(), BetterCheckpoint);
+    std::set<uint64_t> keep;
+    for (int64_t i = 0; i < policy.num_to_keep; ++i) keep.insert(sorted[i].id);
+    keep.insert(c.id);
+    std::vector<CheckpointRecord> kept;
+    for (const auto& r : t.checkpoints) {
+      if (keep.count(r.id)) {
+        kept.push_back(r);
+      } else {
+        batch_.Delete(storage::Family::kCheckpoints, storage::CheckpointKey(t.trial_id, r.id));
+      }
+    }
+    t.checkpoints = std::move(kept);
+  }
+  MarkDirty(t);
+}
+
+// ---------------------------------------------------------------- lifecycle
+
+Trial& TrialRunner::NewTrial(Experiment& e, Json config) {
+  Trial t;
+  t.trial_id = TrialIdFor(e.experiment_id, e.next_trial_index++);
+  t.experiment_id = e.experiment_id;
+  t.seq = next_seq_++;
+  t.config = std::move(config);
+  t.status = TrialStatus::kPending;
+  std::string id = t.trial_id;
+  Trial& stored = trials_.emplace(id, std::move(t)).first->second;
+  e.trial_ids.push_back(id);
+  e.counts[TrialStatus::kPending]++;
+  e.live_trials++;
+  num_pending_++;
+  Enqueue(stored);
+  MarkDirty(stored);
+  MarkDirty(e);
+  return stored;
+}
+
+void TrialRunner::SetStatus(Trial& t, TrialStatus s) {
+  if (t.status == s) return;
+  Experiment& e = experiments_.at(t.experiment_id);
+  e.counts[t.status]--;
+  e.counts[s]++;
+  if (t.status == TrialStatus::kPending) num_pending_--;
+  if (s == TrialStatus::kPending) num_pending_++;
+  if (t.status == TrialStatus::kRunning) num_running_--;
+  if (s == TrialStatus::kRunning) num_running_++;
+  if (!IsFinished(t.status) && IsFinished(s)) e.live_trials--;
+  if (IsFinished(t.status) && !IsFinished(s)) e.live_trials++;
+  t.status = s;
+  MarkDirty(t);
+}
+
+void TrialRunner::Enqueue(Trial& t) {
+  const std::string& key = request_key_of_experiment_.count(t.experiment_id)
+                               ? request_key_of_experiment_.at(t.experiment_id)
+                               : (request_key_of_experiment_[t.experiment_id] =
+                                      experiments_.at(t.experiment_id).spec.resources.Key());
+  RequestQueue& q = queues_[key];
+  if (q.waiting.empty() && q.request.bundles.empty()) {
+    q.request = experiments_.at(t.experiment_id).spec.resources;
+  }
+  q.waiting.insert({t.seq, t.trial_id});
+}
+
+void TrialRunner::Dequeue(Trial& t) {
+  auto kit = request_key_of_experiment_.find(t.experiment_id);
+  if (kit == request_key_of_experiment_.end()) return;
+  auto qit = queues_.find(kit->second);
+  if (qit != queues_.end()) qit->second.waiting.erase({t.seq, t.trial_id});
+}
+
+TrainBuffer TrialRunner::BufferFor(const Trial& t) const {
+  const ExperimentSpec& spec = experiments_.at(t.experiment_id).spec;
+  TrainBuffer b;
+  b.length = spec.result_buffer_length;
+  if (b.length > 1 && spec.checkpoint.at_end) b.length = 1;
+  if (b.length > 1 && spec.checkpoint.frequency > 0) {
+    b.length = std::min(b.length, spec.checkpoint.frequency);
+  }
+  b.time_s = executor_.BufferTime(spec.result_buffer_min_time_s, spec.result_buffer_max_time_s);
+  return b;
+}
+
+void TrialRunner::ContinueTraining(Trial& t) { executor_.ContinueTraining(t, BufferFor(t)); }
+
+void TrialRunner::StartTrial(Trial& t, uint64_t group_id) {
+  const auto* g = groups_.Find(group_id);
+  Experiment& e = experiments_.at(t.experiment_id);
+  Dequeue(t);
+  t.attempt++;
+  t.group_id = group_id;
+  t.has_actor = true;
+  // The actor lives on the worker of bundle 0 (or of the first worker bundle
+  // when the head bundle is empty: then the actor itself takes nothing).
+  const BundlePlacement& host = g->placement.bundles.front();
+  t.worker_id = host.worker_id;
+  actors_by_worker_[t.worker_id].insert(t.trial_id);
+  std::map<std::string, double> bundle0;
+  if (!g->request.head_bundle_empty) bundle0 = host.resources.ToDoubles();
+  std::vector<int64_t> gpu_ids;
+  for (const auto& b : g->placement.bundles) {
+    if (b.worker_id == host.worker_id) gpu_ids.insert(gpu_ids.end(), b.gpu_ids.begin(), b.gpu_ids.end());
+  }
+  std::string checkpoint_bytes;
+  const std::string* checkpoint = nullptr;
+  if (!t.memory_checkpoint.empty()) {
+    checkpoint_bytes = std::move(t.memory_checkpoint);
+    t.memory_checkpoint.clear();
+    checkpoint = &checkpoint_bytes;
+  } else if (const CheckpointRecord* c = t.NewestCheckpoint()) {
+    auto bytes = store_.Get(storage::Family::kCheckpoints, storage::CheckpointKey(t.trial_id, c->id));
+    if (bytes.ok() && bytes->has_value()) {
+      checkpoint_bytes = std::move(**bytes);
+      checkpoint = &checkpoint_bytes;
+    } else {
+      spdlog::error("trial {}: checkpoint {} unreadable ({}); starting from scratch", t.trial_id,
+                    c->id, bytes.ok() ? "missing" : bytes.status().ToString());
+    }
+  }
+  if (checkpoint != nullptr) {
+    t.num_restores++;
+  } else if (t.iteration > 0) {
+    // From scratch: iterations are recomputed; stored ones are not rewritten.
+    spdlog::info("trial {} restarts from scratch (no checkpoint)", t.trial_id);
+  }
+  if (t.start_time == 0) t.start_time = WallSeconds();
+  SetStatus(t, TrialStatus::kRunning);
+  executor_.StartTrial(t, e.spec.trainable, t.worker_id, bundle0, gpu_ids, checkpoint, BufferFor(t));
+}
+
+void TrialRunner::FinishTrial(Trial& t, TrialStatus final_status) {
+  if (IsFinished(t.status)) return;
+  if (t.has_actor) {
+    executor_.StopActor(t, options_.force_cleanup_ms);
+    actors_by_worker_[t.worker_id].erase(t.trial_id);
+    t.has_actor = false;
+    t.worker_id.clear();
+    t.group_id = 0;
+  } else {
+    Dequeue(t);
+  }
+  t.saving = false;
+  t.memory_checkpoint.clear();
+  t.end_time = WallSeconds();
+  SetStatus(t, final_status);
+  Experiment& e = experiments_.at(t.experiment_id);
+  MaybeFinishExperiment(e);
+}
+
+void TrialRunner::FailTrial(Trial& t, const std::string& error, bool retry) {
+  if (IsFinished(t.status)) return;
+  Experiment& e = experiments_.at(t.experiment_id);
+  t.num_failures++;
+  t.error = error;
+  t.error_log.push_back("Failure # " + std::to_string(t.num_failures) + " (occurred at " +
+                        DateString() + ")\n" + error);
+  spdlog::warn("trial {} attempt {} failed (failure #{}): {}", t.trial_id, t.attempt,
+               t.num_failures, error);
+  int64_t max_failures = e.spec.max_failures;
+  bool recover = retry && (max_failures < 0 || t.num_failures <= max_failures);
+  if (!recover) {
+    FinishTrial(t, TrialStatus::kError);
+    if (e.spec.fail_fast) StopExperiment(e, nullptr);
+    return;
+  }
+  if (t.has_actor) {
+    executor_.StopActor(t, options_.force_cleanup_ms);
+    actors_by_worker_[t.worker_id].erase(t.trial_id);
+    t.has_actor = false;
+    t.worker_id.clear();
+    t.group_id = 0;
+  }
+  t.saving = false;
+  t.memory_checkpoint.clear();  // retry from the newest persistent checkpoint
+  // Ray requeues a retried trial at the end of the queue.
+  t.seq = next_seq_++;
+  SetStatus(t, TrialStatus::kPending);
+  Enqueue(t);
+}
+
+void TrialRunner::OnWorkerDead(const std::string& worker_id, const std::string& cause) {
+  const WorkerInfo* w = registry_.Find(worker_id);
+  std::string who = worker_id + (w != nullptr && !w->host.empty() ? " on " + w->host : "");
+  spdlog::warn("worker {} is gone: {}", who, cause);
+  // Stops sent there will never be answered: their groups die with the worker.
+  executor_.TakeStopsOnWorker(worker_id);
+  groups_.OnWorkerRemoved(worker_id);
+  ledger_.RemoveWorker(worker_id);
+  RecomputeMaxPending();
+  auto it = actors_by_worker_.find(worker_id);
+  if (it == actors_by_worker_.end()) return;
+  std::vector<std::string> victims(it->second.begin(), it->second.end());
+  actors_by_worker_.erase(it);
+  for (const auto& id : victims) {
+    Trial* t = MutableTrial(id);
+    if (t == nullptr || !t->has_actor) continue;
+    t->has_actor = false;  // nothing to stop: the worker is gone
+    t->group_id = 0;
+    t->worker_id.clear();
+    FailTrial(*t, "worker " + who + " died: " + cause, true);
+  }
+}
+
+void TrialRunner::MaybeFinishExperiment(Experiment& e) {
+  if (e.finished) return;
+  if (e.live_trials == 0 && e.SearchFinished()) {
+    e.finished = true;
+    searching_.erase(e.experiment_id);
+    MarkDirty(e);
+    spdlog::info("experiment {} ({}) finished: {} trials, {} TERMINATED, {} ERROR",
+                 e.experiment_id, e.spec.name, e.trial_ids.size(), e.counts[TrialStatus::kTerminated],
+                 e.counts[TrialStatus::kError]);
+  }
+}
+
+void TrialRunner::StopExperiment(Experiment& e, std::vector<std::string>* stopped) {
+  e.stopped = true;
+  searching_.erase(e.experiment_id);
+  MarkDirty(e);
+  for (const auto& id : e.trial_ids) {
+    Trial& t = trials_.at(id);
+    if (IsFinished(t.status)) continue;
+    FinishTrial(t, TrialStatus::kTerminated);
+    if (stopped != nullptr) stopped->push_back(id);
+  }
+  MaybeFinishExperiment(e);
+}
+
+// ---------------------------------------------------------------- client API
+
+Result<Json> TrialRunner::Submit(const Json& spec_json) {
+  std::random_device rd;
+  uint64_t seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  auto spec = ExperimentSpec::Parse(spec_json, seed % 1'000'000'007ULL);
+  if (!spec.ok()) return spec.status();
+  auto space = SearchSpace::Parse(spec->param_space);
+  if (!space.ok()) return space.status();
+  if (registry_.NumAlive() > 0) {
+    std::string offered;
+    if (!registry_.AnyHosts(spec->trainable, &offered)) {
+      return Status::InvalidArgument("spec.trainable: no registered worker hosts trainable '" +
+                                     spec->trainable + "' (workers offer: " + offered + ")");
+    }
+    RETURN_IF_ERROR(ledger_.CheckFeasible(spec->resources));
+  }
+  Experiment e;
+  e.experiment_id = ExperimentIdFor(next_experiment_++);
+  e.spec = std::move(spec).value();
+  e.created_at = WallSeconds();
+  e.total_variants = space->NumVariants(e.spec.num_samples);
+  std::string id = e.experiment_id;
+  request_key_of_experiment_[id] = e.spec.resources.Key();
+  spaces_.emplace(id, std::move(space).value());
+  Experiment& stored = experiments_.emplace(id, std::move(e)).first->second;
+  searching_.insert(id);
+  MarkDirty(stored);
+  batch_.Put(storage::Family::kMeta, storage::kMetaNextExperiment, std::to_string(next_experiment_));
+  spdlog::info("experiment {} ({}) submitted: trainable {}, {} trials, resources {}", id,
+               stored.spec.name, stored.spec.trainable, stored.total_variants,
+               stored.spec.resources.ToString());
+  GenerateTrials();
+  return Json{{"experiment_id", id}, {"total_trials", stored.total_variants}};
+}
+
+Result<std::string> TrialRunner::AddTrial(const std::string& experiment_id, const Json& config) {
+  auto it = experiments_.find(experiment_id);
+  if (it == experiments_.end()) return Status::NotFound("unknown experiment '" + experiment_id + "'");
+  if (!config.is_object()) return Status::InvalidArgument("config must be a JSON object");
+  Experiment& e = it->second;
+  if (e.finished || e.stopped) {
+    return Status::FailedPrecondition("experiment " + experiment_id + " is " +
+                                      (e.stopped ? "stopped" : "finished"));
+  }
+  Trial& t = NewTrial(e, config);
+  e.total_variants++;
+  e.next_variant++;  // an added trial counts as a variant the searcher produced
+  MarkDirty(e);
+  return t.trial_id;
+}
+
+Result<std::vector<std::string>> TrialRunner::Stop(const std::string& id) {
+  std::vector<std::string> stopped;
+  if (auto it = experiments_.find(id); it != experiments_.end()) {
+    StopExperiment(it->second, &stopped);
+    return stopped;
+  }
+  Trial* t = MutableTrial(id);
+  if (t == nullptr) return Status::NotFound("no experiment or trial '" + id + "'");
+  if (!IsFinished(t->status)) {
+    FinishTrial(*t, TrialStatus::kTerminated);
+    stopped.push_back(id);
+  }
+  return stopped;
+}
+
+// ---------------------------------------------------------------- turn
+
+void TrialRunner::GenerateTrials() {
+  for (auto it = searching_.begin(); it != searching_.end();) {
+    Experiment& e = experiments_.at(*it);
+    const SearchSpace& space = spaces_.at(e.experiment_id);
+    while (!e.SearchFinished() && num_pending_ < max_pending_ &&
+           (e.spec.max_concurrent_trials == 0 || e.live_trials < e.spec.max_concurrent_trials)) {
+      Json config = space.Variant(e.spec.seed, e.next_variant);
+      e.next_variant++;
+      NewTrial(e, std::move(config));
+    }
+    if (e.SearchFinished()) {
+      MarkDirty(e);
+      it = searching_.erase(it);
+      MaybeFinishExperiment(e);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void TrialRunner::StageAndReconcile() {
+  for (auto& [key, q] : queues_) {
+    int64_t have = groups_.NumStaging(key) + groups_.NumReady(key);
+    int64_t want = static_cast<int64_t>(q.waiting.size());
+    while (have < want && groups_.CanStage()) {
+      groups_.Stage(q.request);
+      ++have;
+    }
+    while (have > want && groups_.UnstageOne(key)) --have;
+  }
+}
+
+void TrialRunner::StartReadyTrials() {
+  // FIFO across request shapes: among shapes with a ready group, the one whose
+  // oldest waiting trial came first. A shape without a ready group never blocks
+  // another (Ray's _on_pg_ready fallback, without its deadlock).
+  while (true) {
+    RequestQueue* best = nullptr;
+    std::string best_key;
+    for (auto& [key, q] : queues_) {
+      if (q.waiting.empty() || !groups_.HasReady(key)) continue;
+      if (best == nullptr || *q.waiting.begin() < *best->waiting.begin()) {
+        best = &q;
+        best_key = key;
+      }
+    }
+    if (best == nullptr) return;
+    std::string trial_id = best->waiting.begin()->second;
+    auto gid = groups_.TakeReady(best_key, trial_id);
+    StartTrial(trials_.at(trial_id), *gid);
+  }
+}
+
+void TrialRunner::Tick() {
+  TimeMs now = clock_.NowMs();
+  if (now - last_expiry_check_ >= options_.heartbeat_ms) {
+    last_expiry_check_ = now;
+    for (const auto& id : registry_.ExpireSilent()) {
+      OnWorkerDead(id, "no heartbeat for " + std::to_string(registry_.expiry_ms()) + " ms");
+    }
+  }
+  for (const Future& f : executor_.TakeExpiredStops()) {
+    spdlog::warn("stop of trial {} on {} not confirmed within its deadline; releasing its "
+                 "resources", f.trial_id, f.worker_id);
+    OnStopDone(f);
+  }
+  GenerateTrials();
+  StageAndReconcile();
+  groups_.Update();
+  StartReadyTrials();
+  CheckInsufficientResources();
+}
+
+void TrialRunner::CheckInsufficientResources() {
+  TimeMs now = clock_.NowMs();
+  bool waiting = num_pending_ > 0;
+  if (num_running_ > 0 || !waiting) {
+    no_running_since_ = -1;
+    return;
+  }
+  if (no_running_since_ < 0) {
+    no_running_since_ = now;
+    return;
+  }
+  if (now - no_running_since_ < options_.insufficient_resources_warn_ms ||
+      now - last_insufficient_warning_ < options_.insufficient_resources_warn_ms) {
+    return;
+  }
+  last_insufficient_warning_ = now;
+  for (const auto& [key, q] : queues_) {
+    if (q.waiting.empty()) continue;
+    spdlog::warn("no trial has been running for {} s while {} trials wait: they ask for {} but "
+                 "the largest worker has {} ({} workers alive). Add workers or reduce "
+                 "the experiment's resources.",
+                 (now - no_running_since_) / 1000, q.waiting.size(), q.request.ToString(),
+                 ledger_.LargestWorkerString(), registry_.NumAlive());
+    break;
+  }
+}
+
+void TrialRunner::RecomputeMaxPending() {
+  if (options_.max_pending_trials > 0) {
+    max_pending_ = options_.max_pending_trials;
+  } else {
+    double cpus = ledger_.Total().Get("CPU");
+    max_pending_ = std::max<int64_t>(16, static_cast<int64_t>(1.1 * cpus));
+  }
+  groups_.set_max_staging(max_pending_);
+}
+
+void TrialRunner::FlushTo(storage::WriteBatch& batch) {
+  for (const auto& id : dirty_experiments_) {
+    auto it = experiments_.find(id);
+    if (it != experiments_.end()) {
+      batch_.Put(storage::Family::kExperiments, id, it->second.ToJson().dump());
+    }
+  }
+  dirty_experiments_.clear();
+  for (const auto& id : dirty_trials_) {
+    auto it = trials_.find(id);
+    if (it != trials_.end()) batch_.Put(storage::Family::kTrials, id, it->second.ToJson().dump());
+  }
+  dirty_trials_.clear();
+  for (const auto& op : batch_.ops()) {
+    if (op.is_delete) {
+      batch.Delete(op.family, op.key);
+    } else {
+      batch.Put(op.family, op.key, op.value);
+    }
+  }
+  batch_.Clear();
+  for (const auto& [k, seq] : acks_) {
+    protocol::Ack ack;
+    ack.trial_id = std::get<1>(k);
+    ack.attempt = std::get<2>(k);
+    ack.seq = seq;
+    sink_.SendToWorker(std::get<0>(k), protocol::Message{ack, {}}, SendTiming::kAfterCommit);
+  }
+  acks_.clear();
+}
+
+// ---------------------------------------------------------------- reads
+
+const Trial* TrialRunner::FindTrial(const std::string& trial_id) const {
+  auto it = trials_.find(trial_id);
+  return it == trials_.end() ? nullptr : &it->second;
+}
+
+const Experiment* TrialRunner::FindExperiment(const std::string& experiment_id) const {
+  auto it = experiments_.find(experiment_id);
+  return it == experiments_.end() ? nullptr : &it->second;
+}
+
+std::string TrialRunner::WorkerNameOf(const Trial& t) const {
+  if (!t.has_actor) return {};
+  const WorkerInfo* w = registry_.Find(t.worker_id);
+  return w == nullptr ? t.worker_id : w->name;
+}
+
+const Trial* TrialRunner::BestTrial(const Experiment& e) const {
+  if (e.spec.metric.empty()) return nullptr;
+  const Trial* best = nullptr;
+  double best_v = 0;
+  bool maximize = e.spec.mode == "max";
+  for (const auto& id : e.trial_ids) {
+    const Trial& t = trials_.at(id);
+    if (t.last_result.is_null()) continue;
+    const Json* v = FindFlatKey(t.last_result, e.spec.metric);
+    if (v == nullptr || !v->is_number()) continue;
+    double x = v->get<double>();
+    if (std::isnan(x)) continue;
+    if (best == nullptr || (maximize ? x > best_v : x < best_v)) {
+      best = &t;
+      best_v = x;
+    }
+  }
+  return best;
+}
+
+int64_t TrialRunner::ActorsOn(const std::string& worker_id) const {
+  auto it = actors_by_worker_.find(worker_id);
+  return it == actors_by_worker_.end() ? 0 : static_cast<int64_t>(it->second.size());
+}
+
+std::string TrialRunner::DebugString() const {
+  ResourceSet used = groups_.OccupiedResources();
+  ResourceSet total = ledger_.Total();
+  auto fmt = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", v);
+    return std::string(buf);
+  };
+  return "Resources requested: " + fmt(used.Get("CPU")) + "/" + fmt(total.Get("CPU")) +
+         " CPUs, " + fmt(used.Get("GPU")) + "/" + fmt(total.Get("GPU")) + " GPUs";
+}
+
+TimeMs TrialRunner::NextTimerMs() const { return options_.heartbeat_ms; }
+
+}  // namespace ztune::head

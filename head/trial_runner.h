@@ -1,0 +1,168 @@
+// TrialRunner: experiments, trials and the step loop of Ray's TrialRunner.
+// Turns protocol input (registrations, replies, results) and client requests
+// into trial transitions, drives the Executor and the PlacementGroupManager,
+// and records every state change in the current loop turn's WriteBatch. The
+// HeadServer commits that batch (one fsync) before sending anything that
+// depends on it. Scheduling is FIFO (Ray's FIFOScheduler) over per-request
+// queues, so a turn costs O(request shapes + staging groups), never O(trials).
+//
+// Lives on the head loop thread; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/json.h"
+#include "common/protocol/messages.h"
+#include "common/status.h"
+#include "head/command_sink.h"
+#include "head/executor.h"
+#include "head/placement_group_manager.h"
+#include "head/resource_ledger.h"
+#include "head/search_space.h"
+#include "head/trial.h"
+#include "head/worker_registry.h"
+#include "storage/store.h"
+
+namespace ztune::head {
+
+struct RunnerOptions {
+  int64_t max_pending_trials = 0;  // 0 = auto: max(16, 1.1 x cluster CPUs)
+  TimeMs pg_removal_delay_ms = 2000;
+  int64_t force_cleanup_ms = 600'000;  // kill deadline carried by STOP
+  TimeMs heartbeat_ms = 1000;
+  int64_t liveness = 3;
+  TimeMs insufficient_resources_warn_ms = 60'000;
+};
+
+class TrialRunner {
+ public:
+  TrialRunner(storage::Store& store, CommandSink& sink, const Clock& clock, RunnerOptions options);
+
+  // Loads experiments and trials from the store (after a restart). Trials that
+  // were RUNNING become PENDING and restart from their newest persistent
+  // checkpoint. Corruption if a record cannot be read.
+  Status Load();
+
+  // ---- worker input (the HeadServer has decoded and routed it) ----
+  bool IsKnownWorker(const std::string& worker_id) const;
+  protocol::Registered HandleRegister(const protocol::Register& reg);
+  void HandleHeartbeat(const std::string& worker_id);
+  void HandleDisconnect(const std::string& worker_id, const std::string& reason);
+  void HandleReply(const std::string& worker_id, const protocol::Reply& reply,
+                   const std::string& payload);
+  void HandleResultBatch(const std::string& worker_id, const protocol::ResultBatch& batch);
+  // The ROUTER could not reach the worker.
+  void HandleUnreachable(const std::string& worker_id);
+
+  // ---- client requests ----
+  Result<Json> Submit(const Json& spec);
+  Result<std::string> AddTrial(const std::string& experiment_id, const Json& config);
+  Result<std::vector<std::string>> Stop(const std::string& id);
+
+  // Timers and scheduling; call once per loop turn after the input.
+  void Tick();
+  // Moves the turn's state changes (dirty records included) into `batch`.
+  void FlushTo(storage::WriteBatch& batch);
+
+  // ---- reads (client service) ----
+  const std::map<std::string, Experiment>& experiments() const { return experiments_; }
+  const Trial* FindTrial(const std::string& trial_id) const;
+  const Experiment* FindExperiment(const std::string& experiment_id) const;
+  const WorkerRegistry& registry() const { return registry_; }
+  const ResourceLedger& ledger() const { return ledger_; }
+  const PlacementGroupManager& groups() const { return groups_; }
+  storage::Store& store() { return store_; }
+  // Name of the worker hosting the trial's actor, or empty.
+  std::string WorkerNameOf(const Trial& t) const;
+  // The best trial of an experiment by metric/mode over last results, or nullptr.
+  const Trial* BestTrial(const Experiment& e) const;
+  int64_t ActorsOn(const std::string& worker_id) const;
+  // "Resources requested: 3/4 CPUs, 0/0 GPUs" (Ray's debug_string).
+  std::string DebugString() const;
+  // Time until Tick has timed work to do (heartbeats, removals), for poll.
+  TimeMs NextTimerMs() const;
+
+ private:
+  struct RequestQueue {
+    PlacementRequest request;
+    std::set<std::pair<uint64_t, std::string>> waiting;  // (seq, trial_id)
+  };
+
+  Trial& NewTrial(Experiment& e, Json config);
+  void SetStatus(Trial& t, TrialStatus s);
+  void Enqueue(Trial& t);
+  void Dequeue(Trial& t);
+  void MarkDirty(const Trial& t) { dirty_trials_.insert(t.trial_id); }
+  void MarkDirty(const Experiment& e) { dirty_experiments_.insert(e.experiment_id); }
+  Trial* MutableTrial(const std::string& trial_id);
+  // The trial a message is about, if it is the current attempt with an actor.
+  Trial* CurrentTrial(const std::string& trial_id, uint64_t attempt);
+
+  void GenerateTrials();
+  void StageAndReconcile();
+  void StartReadyTrials();
+  void StartTrial(Trial& t, uint64_t group_id);
+  TrainBuffer BufferFor(const Trial& t) const;
+  void ContinueTraining(Trial& t);
+
+  void OnCreateReply(Trial& t, const protocol::Reply& reply);
+  void OnRestoreReply(Trial& t, const protocol::Reply& reply);
+  void OnSaveReply(Trial& t, const protocol::Reply& reply, const std::string& payload);
+  void OnStopDone(const Future& f);
+  // Stores a persistent checkpoint and applies retention (Ray's rules).
+  void AddCheckpoint(Trial& t, const std::string& bytes, int64_t iteration);
+
+  // Stops a trial's actor (if any) and makes it TERMINATED or ERROR.
+  void FinishTrial(Trial& t, TrialStatus final_status);
+  // Counts a failure; retries within max_failures (from the newest persistent
+  // checkpoint), otherwise ERROR. `retry` false forces ERROR.
+  void FailTrial(Trial& t, const std::string& error, bool retry);
+  void OnWorkerDead(const std::string& worker_id, const std::string& cause);
+  void MaybeFinishExperiment(Experiment& e);
+  void StopExperiment(Experiment& e, std::vector<std::string>* stopped);
+  void RecomputeMaxPending();
+  void CheckInsufficientResources();
+
+  storage::Store& store_;
+  CommandSink& sink_;
+  const Clock& clock_;
+  RunnerOptions options_;
+  WorkerRegistry registry_;
+  ResourceLedger ledger_;
+  PlacementGroupManager groups_;
+  Executor executor_;
+
+  std::map<std::string, Experiment> experiments_;
+  std::unordered_map<std::string, Trial> trials_;
+  std::unordered_map<std::string, RequestQueue> queues_;  // by request key
+  std::unordered_map<std::string, std::string> request_key_of_experiment_;
+  std::unordered_map<std::string, std::unordered_set<std::string>> actors_by_worker_;
+  std::unordered_map<std::string, SearchSpace> spaces_;  // by experiment id
+  std::set<std::string> searching_;  // experiments whose searcher may yield more
+  uint64_t next_seq_ = 1;
+  uint64_t next_experiment_ = 1;
+  int64_t num_pending_ = 0;  // trials in PENDING (Ray's max_pending_trials bound)
+  int64_t num_running_ = 0;
+  int64_t max_pending_ = 16;
+
+  storage::WriteBatch batch_;
+  std::unordered_set<std::string> dirty_trials_;
+  std::unordered_set<std::string> dirty_experiments_;
+  // (worker, trial, attempt) -> highest result seq of the turn, ACKed after commit.
+  std::map<std::tuple<std::string, std::string, uint64_t>, uint64_t> acks_;
+
+  TimeMs last_expiry_check_ = 0;
+  TimeMs no_running_since_ = -1;
+  TimeMs last_insufficient_warning_ = 0;
+};
+
+}  // namespace ztune::head

@@ -1,0 +1,73 @@
+#include "head/worker_registry.h"
+
+namespace ztune::head {
+
+bool WorkerRegistry::Register(const protocol::Register& r) {
+  WorkerInfo& w = workers_[r.worker_id];
+  bool fresh = !w.alive;
+  w.worker_id = r.worker_id;
+  w.name = r.name.empty() ? r.worker_id : r.name;
+  w.host = r.host;
+  w.pid = r.pid;
+  w.incarnation = r.incarnation;
+  w.total = ResourceSet::FromDoubles(r.resources);
+  w.gpu_ids = r.gpu_ids;
+  w.trainables = std::set<std::string>(r.trainables.begin(), r.trainables.end());
+  w.last_seen = clock_.NowMs();
+  w.alive = true;
+  return fresh;
+}
+
+void WorkerRegistry::Touch(const std::string& worker_id) {
+  auto it = workers_.find(worker_id);
+  if (it != workers_.end() && it->second.alive) it->second.last_seen = clock_.NowMs();
+}
+
+const WorkerInfo* WorkerRegistry::FindAlive(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return (it == workers_.end() || !it->second.alive) ? nullptr : &it->second;
+}
+
+const WorkerInfo* WorkerRegistry::Find(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it == workers_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> WorkerRegistry::ExpireSilent() {
+  std::vector<std::string> dead;
+  TimeMs now = clock_.NowMs();
+  for (auto& [id, w] : workers_) {
+    if (w.alive && now - w.last_seen > expiry_ms_) {
+      w.alive = false;
+      dead.push_back(id);
+    }
+  }
+  return dead;
+}
+
+void WorkerRegistry::MarkDead(const std::string& worker_id) {
+  auto it = workers_.find(worker_id);
+  if (it != workers_.end()) it->second.alive = false;
+}
+
+size_t WorkerRegistry::NumAlive() const {
+  size_t n = 0;
+  for (const auto& [id, w] : workers_) n += w.alive ? 1 : 0;
+  return n;
+}
+
+bool WorkerRegistry::AnyHosts(const std::string& trainable, std::string* offered) const {
+  std::set<std::string> all;
+  for (const auto& [id, w] : workers_) {
+    if (!w.alive) continue;
+    if (w.trainables.count(trainable)) return true;
+    all.insert(w.trainables.begin(), w.trainables.end());
+  }
+  if (offered != nullptr) {
+    offered->clear();
+    for (const auto& t : all) *offered += (offered->empty() ? "" : ", ") + t;
+  }
+  return false;
+}
+
+}  // namespace ztune::head

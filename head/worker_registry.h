@@ -1,0 +1,60 @@
+// WorkerRegistry: the workers the head knows, their identity and liveness
+// (Paranoid Pirate: any message counts as a heartbeat). Lives on the head loop
+// thread; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/protocol/messages.h"
+#include "common/resources.h"
+
+namespace ztune::head {
+
+struct WorkerInfo {
+  std::string worker_id;  // also the ZeroMQ routing id
+  std::string name;
+  std::string host;
+  int64_t pid = 0;
+  uint64_t incarnation = 0;
+  ResourceSet total;
+  std::vector<int64_t> gpu_ids;
+  std::set<std::string> trainables;
+  TimeMs last_seen = 0;
+  bool alive = false;
+};
+
+class WorkerRegistry {
+ public:
+  WorkerRegistry(const Clock& clock, TimeMs expiry_ms) : clock_(clock), expiry_ms_(expiry_ms) {}
+
+  // Records a registration. Returns true if the worker was unknown or dead
+  // before (its resources must be (re)added to the ledger).
+  bool Register(const protocol::Register& r);
+  // Any message from a known live worker.
+  void Touch(const std::string& worker_id);
+  // Live worker or nullptr.
+  const WorkerInfo* FindAlive(const std::string& worker_id) const;
+  const WorkerInfo* Find(const std::string& worker_id) const;
+  // Marks workers silent for longer than the expiry as dead and returns them.
+  std::vector<std::string> ExpireSilent();
+  // Marks one worker dead (it said DISCONNECT, or became unreachable).
+  void MarkDead(const std::string& worker_id);
+
+  const std::map<std::string, WorkerInfo>& workers() const { return workers_; }
+  size_t NumAlive() const;
+  TimeMs expiry_ms() const { return expiry_ms_; }
+  // Whether any live worker hosts `trainable`; lists what they host otherwise.
+  bool AnyHosts(const std::string& trainable, std::string* offered) const;
+
+ private:
+  const Clock& clock_;
+  TimeMs expiry_ms_;
+  std::map<std::string, WorkerInfo> workers_;
+};
+
+}  // namespace ztune::head

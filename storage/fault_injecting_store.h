@@ -1,0 +1,48 @@
+// FaultInjectingStore: a Store decorator for tests (LevelDB's ErrorEnv idea).
+// It forwards to a wrapped Store and can make a chosen Commit fail with
+// IOError *without* forwarding it, i.e. with nothing of the batch applied,
+// which is exactly what a failed RocksDB write looks like to the head.
+//
+// Reads are always forwarded. Not thread-safe; owned by the test's thread. The
+// wrapped store must outlive this object.
+#pragma once
+
+#include <cstdint>
+
+#include "storage/store.h"
+
+namespace ztune::storage {
+
+class FaultInjectingStore final : public Store {
+ public:
+  explicit FaultInjectingStore(Store& base) : base_(base) {}
+  FaultInjectingStore(const FaultInjectingStore&) = delete;
+  FaultInjectingStore& operator=(const FaultInjectingStore&) = delete;
+
+  // Makes the n-th Commit from now fail (n = 1: the next one), once.
+  // Replaces any earlier FailNthCommit request; n = 0 cancels it.
+  void FailNthCommit(uint64_t n);
+  // While set, every Commit fails (a full or read-only disk).
+  void FailAllCommits(bool fail) { fail_all_ = fail; }
+
+  // Commit calls seen so far, and how many of them were failed on purpose.
+  uint64_t commits_attempted() const { return attempted_; }
+  uint64_t commits_failed() const { return failed_; }
+
+  // IOError("injected ...") if this commit is chosen to fail (nothing
+  // applied); otherwise whatever the wrapped store returns.
+  Status Commit(const WriteBatch& batch) override;
+  Result<std::optional<std::string>> Get(Family f, std::string_view key) override;
+  Status Scan(Family f, std::string_view prefix,
+              const std::function<bool(std::string_view, std::string_view)>& fn) override;
+
+ private:
+  Store& base_;
+  // Commit number (1-based, over attempted_) that fails; 0 = none pending.
+  uint64_t fail_at_ = 0;
+  bool fail_all_ = false;
+  uint64_t attempted_ = 0;
+  uint64_t failed_ = 0;
+};
+
+}  // namespace ztune::storage

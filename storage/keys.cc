@@ -1,0 +1,48 @@
+#include "storage/keys.h"
+
+#include <cstddef>
+
+namespace ztune::storage {
+namespace {
+
+constexpr size_t kSuffixBytes = 8;
+
+std::string KeyWithSuffix(std::string_view trial_id, uint64_t n) {
+  std::string key = TrialPrefix(trial_id);
+  key.reserve(key.size() + kSuffixBytes);
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    key.push_back(static_cast<char>((n >> shift) & 0xff));
+  }
+  return key;
+}
+
+}  // namespace
+
+std::string TrialPrefix(std::string_view trial_id) {
+  std::string prefix;
+  prefix.reserve(trial_id.size() + 1);
+  prefix.append(trial_id);
+  prefix.push_back('\0');
+  return prefix;
+}
+
+std::string ResultKey(std::string_view trial_id, uint64_t iteration) {
+  return KeyWithSuffix(trial_id, iteration);
+}
+
+std::string CheckpointKey(std::string_view trial_id, uint64_t checkpoint_id) {
+  return KeyWithSuffix(trial_id, checkpoint_id);
+}
+
+std::optional<uint64_t> KeySuffixNumber(std::string_view key) {
+  // The shortest well-formed key has an empty trial id: "\0" + 8 bytes.
+  if (key.size() < kSuffixBytes + 1) return std::nullopt;
+  if (key[key.size() - kSuffixBytes - 1] != '\0') return std::nullopt;
+  uint64_t n = 0;
+  for (size_t i = key.size() - kSuffixBytes; i < key.size(); ++i) {
+    n = (n << 8) | static_cast<unsigned char>(key[i]);
+  }
+  return n;
+}
+
+}  // namespace ztune::storage

@@ -1,0 +1,481 @@
+// The ztune commands against a FakeHead with canned docs: human tables,
+// --json documents, CSV, exit codes and `wait`.
+#include "client/commands.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "tests/client/fake_head.h"
+
+namespace ztune::client {
+namespace {
+
+using testing::ErrorReply;
+using testing::FakeHead;
+using testing::Frames;
+using testing::OkReply;
+using testing::ReplyFrames;
+
+Json Experiment(bool finished = false) {
+  return Json{
+      {"experiment_id", "e0001"},
+      {"name", "mnist"},
+      {"trainable", "quadratic"},
+      {"status", finished ? "TERMINATED" : "RUNNING"},
+      {"metric", "loss"},
+      {"mode", "min"},
+      {"created_at", 1700000000.5},
+      {"total_trials", 3},
+      {"trial_counts",
+       finished
+           ? Json{{"PENDING", 0}, {"RUNNING", 0}, {"PAUSED", 0}, {"TERMINATED", 2}, {"ERROR", 1}}
+           : Json{{"PENDING", 1}, {"RUNNING", 1}, {"PAUSED", 0}, {"TERMINATED", 1}, {"ERROR", 0}}},
+      {"finished", finished},
+      {"best_trial",
+       {{"trial_id", "e0001_00000"},
+        {"metric", "loss"},
+        {"value", 0.00121},
+        {"iteration", 50},
+        {"config", {{"lr", 0.01}}}}},
+      {"spec", {{"name", "mnist"}, {"trainable", "quadratic"}}},
+  };
+}
+
+Json Trial(const std::string& id, const std::string& status, Json config, int iteration,
+           Json last_result, Json worker) {
+  return Json{
+      {"trial_id", id},
+      {"experiment_id", "e0001"},
+      {"status", status},
+      {"config", std::move(config)},
+      {"num_failures", status == "ERROR" ? 1 : 0},
+      {"attempt", 1},
+      {"iteration", iteration},
+      {"last_result", std::move(last_result)},
+      {"worker", std::move(worker)},
+      {"error", status == "ERROR" ? Json("Traceback:\n  boom") : Json(nullptr)},
+      {"resources", {{"bundles", Json::array({{{"CPU", 1}}})}, {"strategy", "PACK"}}},
+      {"checkpoints", Json::array({{{"id", "c1"}, {"iteration", 10}, {"storage", "persistent"}}})},
+      {"start_time", 1700000001.0},
+      {"end_time", nullptr}};
+}
+
+Json Trials() {
+  return Json::array({
+      Trial("e0001_00000", "TERMINATED", {{"lr", 0.01}, {"model", {{"layers", 3}}}}, 50,
+            {{"loss", 0.00121}, {"training_iteration", 50}}, "worker-a"),
+      Trial("e0001_00001", "RUNNING", {{"lr", 0.1}, {"model", {{"layers", 5}}}}, 7,
+            {{"loss", 0.5}, {"training_iteration", 7}}, "worker-b"),
+      Trial("e0001_00002", "PENDING", {{"lr", 1e-5}, {"model", {{"layers", 2}}}}, 0, nullptr,
+            nullptr),
+  });
+}
+
+Json StatusFields() {
+  return Json{
+      {"experiments", Json::array({Experiment()})},
+      {"trials", Trials()},
+      {"resources", {{"used", {{"CPU", 3}, {"GPU", 0}}}, {"total", {{"CPU", 4}, {"GPU", 0}}}}},
+      {"workers_alive", 2}};
+}
+
+Json Worker() {
+  return Json{{"worker_id", "w-1"},
+              {"name", "worker-a"},
+              {"host", "node1"},
+              {"pid", 4242},
+              {"alive", true},
+              {"resources_total", {{"CPU", 4}, {"GPU", 1}, {"memory", 8e9}}},
+              {"resources_available", {{"CPU", 1}, {"GPU", 0.5}, {"memory", 8e9}}},
+              {"gpu_ids", {0}},
+              {"actors", 3},
+              {"last_seen_ms_ago", 120}};
+}
+
+Json Results() {
+  return Json::array({
+      {{"training_iteration", 1},
+       {"done", false},
+       {"time_this_iter_s", 0.5},
+       {"time_total_s", 0.5},
+       {"timestamp", 1700000002},
+       {"trial_id", "e0001_00000"},
+       {"loss", 0.9},
+       {"eval", {{"acc", 0.5}, {"f1", 0.25}}},
+       {"note", "a, \"quoted\" note"}},
+      {{"training_iteration", 2},
+       {"done", true},
+       {"time_this_iter_s", 0.25},
+       {"time_total_s", 0.75},
+       {"timestamp", 1700000003},
+       {"trial_id", "e0001_00000"},
+       {"loss", 0.1},
+       {"eval", {{"acc", 0.75}}},
+       {"extra", 7}},
+  });
+}
+
+std::map<std::string, Json> CannedOps() {
+  return {
+      {"status", StatusFields()},
+      {"experiments", Json{{"experiments", Json::array({Experiment()})}}},
+      {"experiment", Json{{"experiment", Experiment()}}},
+      {"trials", Json{{"trials", Trials()}}},
+      {"trial", Json{{"trial", Trials()[0]}}},
+      {"results", Json{{"trial_id", "e0001_00000"}, {"results", Results()}}},
+      {"workers", Json{{"workers", Json::array({Worker()})}}},
+      {"stop", Json{{"stopped", {"e0001_00001", "e0001_00002"}}}},
+      {"submit", Json{{"experiment_id", "e0007"}, {"total_trials", 16}}},
+      {"add_trial", Json{{"trial_id", "e0001_00003"}}},
+  };
+}
+
+class CommandsTest : public ::testing::Test {
+ protected:
+  explicit CommandsTest(FakeHead::Handler handler = FakeHead::Canned(CannedOps()))
+      : head_(std::move(handler)), client_(Options(head_.endpoint())) {}
+
+  static HeadClientOptions Options(const std::string& endpoint) {
+    HeadClientOptions o;
+    o.endpoint = endpoint;
+    o.timeout_ms = 2000;
+    return o;
+  }
+
+  CommandContext Ctx() { return CommandContext{client_, out_, err_}; }
+
+  // Parses stdout as exactly one JSON document.
+  Json OutJson() {
+    Json j = Json::parse(out_.str(), nullptr, /*allow_exceptions=*/false);
+    EXPECT_FALSE(j.is_discarded()) << out_.str();
+    return j;
+  }
+
+  std::vector<std::string> OutLines() {
+    std::vector<std::string> lines;
+    std::istringstream in(out_.str());
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    return lines;
+  }
+
+  FakeHead head_;
+  HeadClient client_;
+  std::ostringstream out_;
+  std::ostringstream err_;
+};
+
+bool HasLine(const std::vector<std::string>& lines, const std::string& want) {
+  for (const auto& l : lines) {
+    if (l == want) return true;
+  }
+  return false;
+}
+
+// Header line of the trial table (the line starting with "Trial").
+std::string TableHeader(const std::vector<std::string>& lines) {
+  for (const auto& l : lines) {
+    if (l.rfind("Trial ", 0) == 0) return l;
+  }
+  return "";
+}
+
+TEST_F(CommandsTest, StatusShowsResourcesLineAndParameterColumns) {
+  ASSERT_EQ(RunStatus(Ctx(), "", StatusOptions{}), kExitOk) << err_.str();
+  const auto lines = OutLines();
+  EXPECT_TRUE(HasLine(lines, "== Status ==")) << out_.str();
+  EXPECT_TRUE(HasLine(lines,
+                      "Experiment e0001 (mnist): RUNNING \u2014 3 trials: 1 RUNNING, "
+                      "1 PENDING, 1 TERMINATED"))
+      << out_.str();
+  EXPECT_TRUE(HasLine(lines, "Resources: CPU 3/4, GPU 0/0")) << out_.str();
+  EXPECT_TRUE(HasLine(lines, "Best trial: e0001_00000 loss=0.00121 (iteration 50)")) << out_.str();
+
+  const std::string header = TableHeader(lines);
+  for (const char* col : {"status", "worker", "lr", "model/layers", "iter", "loss"}) {
+    EXPECT_NE(header.find(col), std::string::npos) << col << " missing in: " << header;
+  }
+  EXPECT_LT(header.find("lr"), header.find("iter"));
+  EXPECT_NE(out_.str().find("1e-05"), std::string::npos);
+  EXPECT_NE(out_.str().find("worker-b"), std::string::npos);
+  EXPECT_EQ(head_.requests()[0]["op"], "status");
+  EXPECT_FALSE(head_.requests()[0].contains("experiment_id"));
+}
+
+TEST_F(CommandsTest, StatusPassesExperimentId) {
+  ASSERT_EQ(RunStatus(Ctx(), "e0001", StatusOptions{}), kExitOk);
+  EXPECT_EQ(head_.requests()[0]["experiment_id"], "e0001");
+}
+
+TEST(RenderStatusTest, TruncatesToMaxRowsUnlessAll) {
+  Json reply = StatusFields();
+  Json trials = Json::array();
+  for (int i = 0; i < 30; ++i) {
+    char id[32];
+    std::snprintf(id, sizeof(id), "e0001_%05d", i);
+    trials.push_back(Trial(id, i == 25 ? "RUNNING" : "PENDING", {{"lr", i}}, 0, nullptr, nullptr));
+  }
+  reply["trials"] = trials;
+  StatusOptions options;
+  options.max_rows = 5;
+  const std::string text = RenderStatus(reply, options);
+  EXPECT_NE(text.find("e0001_00025"), std::string::npos) << "running trials are shown first";
+  EXPECT_NE(text.find("... 25 more trials not shown (25 PENDING)"), std::string::npos) << text;
+  options.all = true;
+  const std::string all = RenderStatus(reply, options);
+  EXPECT_NE(all.find("e0001_00029"), std::string::npos);
+  EXPECT_EQ(all.find("more trials"), std::string::npos);
+}
+
+TEST(RenderStatusTest, FormatsFractionalAndCustomResources) {
+  Json resources{{"used", {{"CPU", 0.5}, {"GPU", 0.25}, {"accel", 1}}},
+                 {"total", {{"CPU", 4}, {"GPU", 1}, {"accel", 2}, {"memory", 17179869184.0}}}};
+  EXPECT_EQ(FormatResources(resources), "CPU 0.5/4, GPU 0.25/1, accel 1/2, memory 0/17179869184");
+  EXPECT_EQ(FormatResources(Json::object()), "CPU 0/0, GPU 0/0");
+}
+
+TEST(RenderStatusTest, ShowsErroredTrialsAndNoExperiments) {
+  Json reply = StatusFields();
+  reply["trials"][1]["status"] = "ERROR";
+  reply["trials"][1]["error"] = "ValueError: bad lr\nmore";
+  reply["trials"][1]["num_failures"] = 2;
+  const std::string text = RenderStatus(reply, StatusOptions{});
+  EXPECT_NE(text.find("Number of errored trials: 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("ValueError: bad lr"), std::string::npos);
+
+  Json empty = StatusFields();
+  empty["experiments"] = Json::array();
+  empty["trials"] = Json::array();
+  EXPECT_NE(RenderStatus(empty, StatusOptions{}).find("No experiments."), std::string::npos);
+}
+
+TEST(RenderStatusTest, SurvivesMalformedDocs) {
+  Json reply{{"experiments", Json::array({42, Json::object(), {{"trial_counts", "x"}}})},
+             {"trials", Json::array({"nope", {{"config", 3}, {"last_result", "x"}}})},
+             {"resources", {{"used", "?"}}}};
+  EXPECT_FALSE(RenderStatus(reply, StatusOptions{}).empty());
+  EXPECT_FALSE(RenderStatus(Json("not an object"), StatusOptions{}).empty());
+}
+
+TEST_F(CommandsTest, JsonOutputsParseAndCarryDocumentedFields) {
+  struct Case {
+    std::function<int(const CommandContext&)> run;
+    std::vector<std::string> fields;
+  };
+  std::vector<Case> cases = {
+      {[](const CommandContext& c) { return RunStatus(c, "", StatusOptions{.json = true}); },
+       {"experiments", "trials", "resources", "workers_alive"}},
+      {[](const CommandContext& c) { return RunExperiments(c, true); }, {"experiments"}},
+      {[](const CommandContext& c) { return RunTrials(c, "e0001", true); }, {"trials"}},
+      {[](const CommandContext& c) { return RunTrial(c, "e0001_00000", true); }, {"trial"}},
+      {[](const CommandContext& c) { return RunResults(c, "e0001_00000", ResultsFormat::kJson); },
+       {"trial_id", "results"}},
+      {[](const CommandContext& c) { return RunWorkers(c, true); }, {"workers"}},
+      {[](const CommandContext& c) { return RunStop(c, "e0001", true); }, {"stopped"}},
+      {[](const CommandContext& c) { return RunAddTrial(c, "e0001", "{\"lr\": 1}", true); },
+       {"trial_id"}},
+  };
+  for (const Case& c : cases) {
+    out_.str("");
+    ASSERT_EQ(c.run(Ctx()), kExitOk) << err_.str();
+    Json j = OutJson();
+    ASSERT_TRUE(j.is_object()) << out_.str();
+    EXPECT_FALSE(j.contains("rid"));
+    EXPECT_FALSE(j.contains("ok"));
+    EXPECT_EQ(j.size(), c.fields.size()) << out_.str();
+    for (const auto& f : c.fields) EXPECT_TRUE(j.contains(f)) << f << " in " << out_.str();
+  }
+  out_.str("");
+  ASSERT_EQ(RunStatus(Ctx(), "", StatusOptions{.json = true}), kExitOk);
+  Json status = OutJson();
+  EXPECT_EQ(status["resources"]["total"]["CPU"], 4);
+  EXPECT_EQ(status["trials"][0]["config"]["model"]["layers"], 3);
+}
+
+TEST_F(CommandsTest, HumanTablesRender) {
+  ASSERT_EQ(RunExperiments(Ctx(), false), kExitOk);
+  EXPECT_NE(out_.str().find("e0001_00000 loss=0.00121"), std::string::npos) << out_.str();
+  out_.str("");
+  ASSERT_EQ(RunTrials(Ctx(), "e0001", false), kExitOk);
+  const std::string trials = out_.str();
+  EXPECT_NE(TableHeader(OutLines()).find("model/layers"), std::string::npos) << trials;
+  EXPECT_NE(TableHeader(OutLines()).find("loss"), std::string::npos) << trials;
+  out_.str("");
+  ASSERT_EQ(RunWorkers(Ctx(), false), kExitOk);
+  EXPECT_NE(out_.str().find("3/4"), std::string::npos) << out_.str();
+  EXPECT_NE(out_.str().find("0.5/1"), std::string::npos) << out_.str();
+  out_.str("");
+  ASSERT_EQ(RunTrial(Ctx(), "e0001_00000", false), kExitOk);
+  EXPECT_NE(out_.str().find("model/layers: 3"), std::string::npos) << out_.str();
+  EXPECT_NE(out_.str().find("persistent"), std::string::npos) << out_.str();
+  out_.str("");
+  ASSERT_EQ(RunResults(Ctx(), "e0001_00000", ResultsFormat::kTable), kExitOk);
+  EXPECT_NE(out_.str().find("eval/acc"), std::string::npos) << out_.str();
+  EXPECT_EQ(out_.str().find("timestamp"), std::string::npos) << out_.str();
+  out_.str("");
+  ASSERT_EQ(RunStop(Ctx(), "e0001", false), kExitOk);
+  EXPECT_EQ(out_.str(), "e0001_00001\ne0001_00002\n");
+}
+
+TEST(ResultsCsvTest, FlattensNestedMetricsAndQuotes) {
+  const std::string csv = ResultsCsv(Results());
+  std::istringstream in(csv);
+  std::string header, row1, row2, extra;
+  std::getline(in, header);
+  std::getline(in, row1);
+  std::getline(in, row2);
+  EXPECT_FALSE(std::getline(in, extra));
+  EXPECT_EQ(header,
+            "training_iteration,done,eval/acc,eval/f1,extra,loss,note,time_this_iter_s,"
+            "time_total_s,timestamp,trial_id");
+  EXPECT_EQ(row1,
+            "1,false,0.5,0.25,,0.9,\"a, \"\"quoted\"\" note\",0.5,0.5,1700000002,e0001_00000");
+  EXPECT_EQ(row2, "2,true,0.75,,7,0.1,,0.25,0.75,1700000003,e0001_00000");
+}
+
+TEST_F(CommandsTest, ResultsCsvCommandPrintsCsv) {
+  ASSERT_EQ(RunResults(Ctx(), "e0001_00000", ResultsFormat::kCsv), kExitOk);
+  EXPECT_EQ(out_.str(), ResultsCsv(Results()));
+  EXPECT_EQ(head_.requests()[0]["trial_id"], "e0001_00000");
+}
+
+TEST_F(CommandsTest, SubmitPrintsExperimentId) {
+  const std::string path = ::testing::TempDir() + "/spec_ok.json";
+  std::ofstream(path) << R"({"name": "mnist", "param_space": {"lr": {"grid_search": [1, 2]}}})";
+  ASSERT_EQ(RunSubmit(Ctx(), path, false), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "e0007\n");
+  EXPECT_EQ(head_.requests()[0]["op"], "submit");
+  EXPECT_EQ(head_.requests()[0]["spec"]["name"], "mnist");
+}
+
+TEST_F(CommandsTest, SubmitRejectsBadSpecWithoutSending) {
+  const std::string bad = ::testing::TempDir() + "/spec_bad.json";
+  std::ofstream(bad) << "{ not json";
+  EXPECT_EQ(RunSubmit(Ctx(), bad, false), kExitUsage);
+  EXPECT_NE(err_.str().find("not valid JSON"), std::string::npos) << err_.str();
+  const std::string array = ::testing::TempDir() + "/spec_array.json";
+  std::ofstream(array) << "[1, 2]";
+  EXPECT_EQ(RunSubmit(Ctx(), array, false), kExitUsage);
+  EXPECT_EQ(RunSubmit(Ctx(), ::testing::TempDir() + "/does_not_exist.json", false), kExitUsage);
+  EXPECT_EQ(RunAddTrial(Ctx(), "e0001", "[1]", false), kExitUsage);
+  EXPECT_EQ(RunAddTrial(Ctx(), "e0001", "{", false), kExitUsage);
+  EXPECT_TRUE(head_.requests().empty());
+  EXPECT_TRUE(out_.str().empty());
+}
+
+TEST_F(CommandsTest, AddTrialPrintsTrialId) {
+  ASSERT_EQ(RunAddTrial(Ctx(), "e0001", R"({"lr": 0.5, "model": {"layers": 4}})", false), kExitOk);
+  EXPECT_EQ(out_.str(), "e0001_00003\n");
+  EXPECT_EQ(head_.requests()[0]["config"]["model"]["layers"], 4);
+  EXPECT_EQ(head_.requests()[0]["experiment_id"], "e0001");
+}
+
+class ErroredTrialTest : public CommandsTest {
+ protected:
+  ErroredTrialTest()
+      : CommandsTest(
+            FakeHead::Canned({{"trial", Json{{"trial", Trial("e0001_00001", "ERROR", {{"lr", 0.1}},
+                                                             3, nullptr, "worker-b")}}}})) {}
+};
+
+TEST_F(ErroredTrialTest, TrialShowsErrorText) {
+  ASSERT_EQ(RunTrial(Ctx(), "e0001_00001", false), kExitOk);
+  const std::string text = out_.str();
+  EXPECT_NE(text.find("status:"), std::string::npos) << text;
+  EXPECT_NE(text.find("ERROR"), std::string::npos) << text;
+  EXPECT_NE(text.find("error:\n  Traceback:\n    boom\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("last_result:\n  (none)"), std::string::npos) << text;
+}
+
+class ErrorHeadTest : public CommandsTest {
+ protected:
+  ErrorHeadTest()
+      : CommandsTest([](const Json& req) -> std::vector<Frames> {
+          return {ReplyFrames(ErrorReply(req, "NotFound", "no experiment e0042"))};
+        }) {}
+};
+
+TEST_F(ErrorHeadTest, HeadErrorExitsOneWithCodeAndMessage) {
+  EXPECT_EQ(RunTrials(Ctx(), "e0042", false), kExitHeadError);
+  EXPECT_EQ(err_.str(), "error: NotFound: no experiment e0042\n");
+  EXPECT_TRUE(out_.str().empty());
+  EXPECT_EQ(RunWait(Ctx(), "e0042", WaitOptions{}, SteadyClock()), kExitHeadError);
+}
+
+TEST(UnreachableHeadTest, ExitsThreeWithEndpointInMessage) {
+  HeadClientOptions o;
+  o.endpoint = "tcp://127.0.0.1:1";
+  o.timeout_ms = 100;
+  HeadClient client(o);
+  std::ostringstream out, err;
+  CommandContext ctx{client, out, err};
+  EXPECT_EQ(RunStatus(ctx, "", StatusOptions{}), kExitUnreachable);
+  EXPECT_EQ(err.str(), "error: no reply from head at tcp://127.0.0.1:1 within 100 ms\n");
+  EXPECT_TRUE(out.str().empty());
+}
+
+// RUNNING -> RUNNING -> finished: wait polls until finished and exits 0
+class WaitTest : public CommandsTest {
+ protected:
+  WaitTest()
+      : CommandsTest([this](const Json& req) -> std::vector<Frames> {
+          const bool finished = ++polls_ >= 3;
+          return {ReplyFrames(OkReply(req, Json{{"experiment", Experiment(finished)}}))};
+        }) {}
+  std::atomic<int> polls_{0};
+};
+
+TEST_F(WaitTest, ReturnsZeroWhenFinished) {
+  WaitOptions options;
+  options.interval_ms = 10;
+  options.timeout_s = 10;
+  options.json = true;
+  ASSERT_EQ(RunWait(Ctx(), "e0001", options, SteadyClock()), kExitOk) << err_.str();
+  EXPECT_EQ(polls_.load(), 3);
+  Json doc = OutJson();
+  EXPECT_EQ(doc["experiment_id"], "e0001");
+  EXPECT_EQ(doc["finished"], true);
+  for (const Json& r : head_.requests()) {
+    EXPECT_EQ(r["op"], "experiment");
+    EXPECT_EQ(r["experiment_id"], "e0001");
+  }
+}
+
+TEST_F(WaitTest, PrintsSummaryWithoutJson) {
+  WaitOptions options;
+  options.interval_ms = 10;
+  ASSERT_EQ(RunWait(Ctx(), "e0001", options, SteadyClock()), kExitOk);
+  EXPECT_EQ(out_.str(),
+            "Experiment e0001 (mnist): TERMINATED \u2014 3 trials: 2 TERMINATED, 1 ERROR\n"
+            "Best trial: e0001_00000 loss=0.00121 (iteration 50)\n");
+  EXPECT_NE(err_.str().find("RUNNING"), std::string::npos) << "progress goes to stderr";
+}
+
+TEST_F(CommandsTest, WaitReturnsFourOnTimeout) {
+  // The canned experiment never finishes.
+  WaitOptions options;
+  options.interval_ms = 20;
+  options.timeout_s = 0.1;
+  ASSERT_EQ(RunWait(Ctx(), "e0001", options, SteadyClock()), kExitWaitTimeout);
+  EXPECT_NE(err_.str().find("not finished after 0.1 s"), std::string::npos) << err_.str();
+  EXPECT_GE(head_.requests().size(), 2u);
+  EXPECT_TRUE(out_.str().empty());
+}
+
+TEST_F(CommandsTest, WaitWithZeroTimeoutPollsOnce) {
+  WaitOptions options;
+  options.timeout_s = 0;
+  options.json = true;
+  EXPECT_EQ(RunWait(Ctx(), "e0001", options, SteadyClock()), kExitWaitTimeout);
+  EXPECT_EQ(head_.requests().size(), 1u);
+  EXPECT_EQ(OutJson()["status"], "RUNNING");
+}
+
+}  // namespace
+}  // namespace ztune::client

@@ -1,0 +1,103 @@
+// LocalCluster: a real ztune-head and N real ztune-worker processes on
+// loopback (ports picked by the kernel), a temp data dir, fast heartbeats, and
+// a `ztune` CLI runner. Test-thread only.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/e2e/process.h"
+
+namespace ztune::e2e {
+
+class LocalCluster {
+ public:
+  explicit LocalCluster(const std::string& tag) : dir_(TempDir(tag)) {
+    std::filesystem::create_directories(dir_ + "/logs");
+  }
+  ~LocalCluster() {
+    workers_.clear();
+    head_.reset();
+    if (std::getenv("ZTUNE_KEEP_TEST_DIRS") == nullptr) std::filesystem::remove_all(dir_);
+  }
+
+  const std::string& dir() const { return dir_; }
+  std::string data_dir() const { return dir_ + "/data"; }
+  const std::string& client_endpoint() const { return client_endpoint_; }
+  const std::string& worker_endpoint() const { return worker_endpoint_; }
+
+  // Starts (or restarts) the head on the same data dir and waits until it serves.
+  void StartHead(const std::vector<std::string>& extra = {}) {
+    std::string endpoints = dir_ + "/endpoints.json";
+    std::filesystem::remove(endpoints);
+    std::vector<std::string> args = {"--data-dir", data_dir(),
+                                     "--worker-endpoint", worker_endpoint_.empty() ? "tcp://127.0.0.1:*" : worker_endpoint_,
+                                     "--client-endpoint", client_endpoint_.empty() ? "tcp://127.0.0.1:*" : client_endpoint_,
+                                     "--endpoints-file", endpoints,
+                                     "--heartbeat-ms", "50", "--liveness", "6",
+                                     "--log-level", "debug"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    head_ = std::make_unique<Process>(ZTUNE_HEAD_BIN, args, dir_ + "/logs/head.log");
+    ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(endpoints); }))
+        << "head did not start:\n" << ReadFile(dir_ + "/logs/head.log");
+    Json e = Json::parse(ReadFile(endpoints));
+    worker_endpoint_ = e["worker_endpoint"];
+    client_endpoint_ = e["client_endpoint"];
+  }
+
+  void StartWorker(const std::string& name, int cpus, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"--head", worker_endpoint_, "--cpus", std::to_string(cpus),
+                                     "--name", name, "--work-dir", dir_ + "/work-" + name,
+                                     "--heartbeat-ms", "50", "--liveness", "6",
+                                     "--max-backoff-ms", "500", "--log-level", "debug"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    workers_.push_back(std::make_unique<Process>(ZTUNE_WORKER_BIN, args,
+                                                 dir_ + "/logs/worker-" + name + ".log"));
+  }
+
+  Process& head() { return *head_; }
+  Process& worker(size_t i) { return *workers_.at(i); }
+
+  // Runs `ztune --head <endpoint> <args>`; stderr merged unless `stdout_only`.
+  CommandResult Cli(const std::string& args, bool stdout_only = false) const {
+    return Run(std::string(ZTUNE_CLI_BIN) + " --head " + client_endpoint_ + " " + args,
+               !stdout_only);
+  }
+  // Runs a read command with --json and parses its output (null on failure).
+  Json CliJson(const std::string& args) const {
+    auto r = Cli(args + " --json", /*stdout_only=*/true);
+    if (r.exit_code != 0) return Json();
+    Json j = Json::parse(r.out, nullptr, false);
+    return j.is_discarded() ? Json() : j;
+  }
+
+  bool WaitForWorkers(size_t n) {
+    return WaitFor([&] {
+      Json w = CliJson("workers");
+      if (!w.is_object()) return false;
+      size_t alive = 0;
+      for (const auto& x : w["workers"]) alive += x["alive"].get<bool>() ? 1 : 0;
+      return alive >= n;
+    });
+  }
+
+  std::string Logs() const {
+    std::string all;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_ + "/logs")) {
+      std::string text = ReadFile(entry.path().string());
+      if (text.size() > 6000) text = "...\n" + text.substr(text.size() - 6000);
+      all += "==== " + entry.path().filename().string() + "\n" + text + "\n";
+    }
+    return all;
+  }
+
+ private:
+  std::string dir_;
+  std::string worker_endpoint_;
+  std::string client_endpoint_;
+  std::unique_ptr<Process> head_;
+  std::vector<std::unique_ptr<Process>> workers_;
+};
+
+}  // namespace ztune::e2e

@@ -1,0 +1,162 @@
+// FakeWorkerFleet: scripted workers for socket-free TrialRunner tests. It plays
+// the worker side of the protocol for whatever the runner sent: actors are
+// created, train a closed-form quadratic, save/restore their iteration, stop.
+// Failures can be injected per (trial, iteration). Test-thread only.
+#pragma once
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/clock.h"
+#include "head/trial_runner.h"
+#include "storage/store.h"
+#include "tests/fakes/recording_command_sink.h"
+
+namespace ztune::testing {
+
+class FakeWorkerFleet {
+ public:
+  struct Actor {
+    std::string worker_id;
+    int64_t iteration = 0;
+    uint64_t seq = 0;
+    bool restored = false;
+  };
+
+  FakeWorkerFleet(head::TrialRunner& runner, RecordingCommandSink& sink, storage::Store& store)
+      : runner_(runner), sink_(sink), store_(store) {}
+
+  void Register(const std::string& worker_id, double cpus, double gpus = 0,
+                std::vector<std::string> trainables = {"quadratic", "noop", "fail"}) {
+    protocol::Register r;
+    r.worker_id = worker_id;
+    r.name = worker_id;
+    r.host = "localhost";
+    r.resources = {{"CPU", cpus}};
+    if (gpus > 0) {
+      r.resources["GPU"] = gpus;
+      for (int i = 0; i < static_cast<int>(gpus); ++i) r.gpu_ids.push_back(i);
+    }
+    r.trainables = std::move(trainables);
+    runner_.HandleRegister(r);
+    alive_.insert(worker_id);
+  }
+
+  // Kills a worker: it answers nothing any more.
+  void Kill(const std::string& worker_id) { alive_.erase(worker_id); }
+  void Heartbeat() {
+    for (const auto& w : alive_) runner_.HandleHeartbeat(w);
+  }
+
+  // One head turn: Tick, commit, then the workers answer what was sent.
+  void Turn() {
+    runner_.Tick();
+    storage::WriteBatch batch;
+    runner_.FlushTo(batch);
+    if (!batch.empty()) {
+      auto s = store_.Commit(batch);
+      (void)s;
+    }
+    for (auto& sent : sink_.TakeAll()) Answer(sent);
+  }
+
+  // Fail the step of `iteration` of a trial (every attempt unless `once`).
+  void FailAt(const std::string& trial_id, int64_t iteration, bool once = true) {
+    fail_at_[trial_id] = {iteration, once};
+  }
+  // Called on each TRAIN with the current number of actors per worker.
+  std::function<void()> on_train;
+  int64_t buffer_seen = 0;
+  std::vector<protocol::Train> trains;
+  int64_t creates = 0;
+  int64_t restores = 0;
+  int64_t saves = 0;
+  int64_t stops = 0;
+  std::map<std::string, Actor> actors;  // key trial_id + "#" + attempt
+
+  static double Quadratic(const Json& config, int64_t i) {
+    double lr = config.value("lr", 0.1), x0 = config.value("x0", 10.0),
+           target = config.value("target", 0.0);
+    return target + (x0 - target) * std::pow(1 - 2 * lr, static_cast<double>(i));
+  }
+
+ private:
+  static std::string Key(const std::string& trial, uint64_t attempt) {
+    return trial + "#" + std::to_string(attempt);
+  }
+
+  void Reply(const std::string& worker, uint64_t rid, const std::string& trial, uint64_t attempt,
+             bool ok, std::string error = {}, Json data = {}, std::string payload = {}) {
+    protocol::Reply r{rid, trial, attempt, ok, std::move(error), std::move(data)};
+    runner_.HandleReply(worker, r, payload);
+  }
+
+  void Answer(const RecordingCommandSink::Sent& sent) {
+    const std::string& w = sent.worker_id;
+    if (!alive_.count(w)) return;
+    const auto& body = sent.message.body;
+    if (auto* c = std::get_if<protocol::CreateActor>(&body)) {
+      ++creates;
+      if (c->trainable == "missing") {
+        Reply(w, c->rid, c->trial_id, c->attempt, false, "unknown trainable 'missing'");
+        return;
+      }
+      actors[Key(c->trial_id, c->attempt)] = Actor{w, 0, 0, false};
+      Reply(w, c->rid, c->trial_id, c->attempt, true);
+    } else if (auto* r = std::get_if<protocol::Restore>(&body)) {
+      ++restores;
+      Actor& a = actors[Key(r->trial_id, r->attempt)];
+      a.iteration = std::stoll(sent.message.payload.substr(5));
+      a.restored = true;
+      Reply(w, r->rid, r->trial_id, r->attempt, true);
+    } else if (auto* s = std::get_if<protocol::Save>(&body)) {
+      ++saves;
+      Actor& a = actors[Key(s->trial_id, s->attempt)];
+      Reply(w, s->rid, s->trial_id, s->attempt, true, {}, Json{{"iteration", a.iteration}},
+            "ckpt:" + std::to_string(a.iteration));
+    } else if (auto* st = std::get_if<protocol::Stop>(&body)) {
+      ++stops;
+      actors.erase(Key(st->trial_id, st->attempt));
+      Reply(w, st->rid, st->trial_id, st->attempt, true);
+    } else if (auto* t = std::get_if<protocol::Train>(&body)) {
+      trains.push_back(*t);
+      if (on_train) on_train();
+      auto it = actors.find(Key(t->trial_id, t->attempt));
+      if (it == actors.end()) return;
+      Actor& a = it->second;
+      const head::Trial* trial = runner_.FindTrial(t->trial_id);
+      protocol::ResultBatch batch;
+      batch.rid = t->rid;
+      batch.trial_id = t->trial_id;
+      batch.attempt = t->attempt;
+      for (int64_t k = 0; k < std::max<int64_t>(1, t->buffer_length); ++k) {
+        int64_t i = a.iteration + 1;
+        auto f = fail_at_.find(t->trial_id);
+        if (f != fail_at_.end() && f->second.first == i) {
+          if (f->second.second) fail_at_.erase(f);
+          batch.failed = true;
+          batch.error = "step of iteration " + std::to_string(i) + " failed: injected";
+          break;
+        }
+        a.iteration = i;
+        double x = Quadratic(trial->config, i);
+        Json result{{"training_iteration", i}, {"x", x}, {"loss", x * x}, {"done", false}};
+        batch.results.push_back({++a.seq, result});
+      }
+      runner_.HandleResultBatch(w, batch);
+    }
+  }
+
+  head::TrialRunner& runner_;
+  RecordingCommandSink& sink_;
+  storage::Store& store_;
+  std::set<std::string> alive_;
+  std::map<std::string, std::pair<int64_t, bool>> fail_at_;
+};
+
+}  // namespace ztune::testing

@@ -1,0 +1,115 @@
+#include "head/resource_ledger.h"
+
+#include <gtest/gtest.h>
+
+#include "common/clock.h"
+#include "head/placement_group_manager.h"
+
+namespace ztune::head {
+namespace {
+
+PlacementRequest Req(const char* json) { return PlacementRequest::FromJson(Json::parse(json)).value(); }
+
+TEST(ResourceLedgerTest, ReservesAndReleasesExactly) {
+  ResourceLedger l;
+  l.AddWorker("a", ResourceSet::FromDoubles({{"CPU", 2}}), {});
+  auto p1 = l.TryReserve(Req(R"({"bundles": [{"CPU": 1}]})"));
+  auto p2 = l.TryReserve(Req(R"({"bundles": [{"CPU": 1}]})"));
+  ASSERT_TRUE(p1 && p2);
+  EXPECT_FALSE(l.TryReserve(Req(R"({"bundles": [{"CPU": 1}]})")));
+  l.Release(*p1);
+  EXPECT_DOUBLE_EQ(l.Available().Get("CPU"), 1);
+  l.Release(*p2);
+  EXPECT_EQ(l.Available(), l.Total());
+}
+
+TEST(ResourceLedgerTest, FractionalGpusShareADevice) {
+  ResourceLedger l;
+  l.AddWorker("a", ResourceSet::FromDoubles({{"CPU", 8}, {"GPU", 2}}), {0, 1});
+  auto h1 = l.TryReserve(Req(R"({"bundles": [{"CPU": 1, "GPU": 0.5}]})"));
+  auto h2 = l.TryReserve(Req(R"({"bundles": [{"CPU": 1, "GPU": 0.5}]})"));
+  auto whole = l.TryReserve(Req(R"({"bundles": [{"CPU": 1, "GPU": 1}]})"));
+  ASSERT_TRUE(h1 && h2 && whole);
+  EXPECT_EQ(h1->bundles[0].gpu_ids, h2->bundles[0].gpu_ids);
+  EXPECT_NE(whole->bundles[0].gpu_ids, h1->bundles[0].gpu_ids);
+  EXPECT_FALSE(l.TryReserve(Req(R"({"bundles": [{"GPU": 0.1}]})")));
+  l.Release(*h1);
+  auto again = l.TryReserve(Req(R"({"bundles": [{"GPU": 0.5}]})"));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->bundles[0].gpu_ids, h2->bundles[0].gpu_ids);
+}
+
+TEST(ResourceLedgerTest, StrategiesPlaceBundlesAcrossWorkers) {
+  ResourceLedger l;
+  for (const char* w : {"a", "b", "c", "d"}) l.AddWorker(w, ResourceSet::FromDoubles({{"CPU", 1}}), {});
+  auto spread = l.TryReserve(Req(
+      R"({"bundles": [{"CPU": 1}, {"CPU": 1}, {"CPU": 1}, {"CPU": 1}], "strategy": "SPREAD"})"));
+  ASSERT_TRUE(spread);
+  std::set<std::string> workers;
+  for (const auto& b : spread->bundles) workers.insert(b.worker_id);
+  EXPECT_EQ(workers.size(), 4u);
+  l.Release(*spread);
+  EXPECT_FALSE(l.TryReserve(Req(R"({"bundles": [{"CPU": 1}, {"CPU": 1}], "strategy": "STRICT_PACK"})")));
+  EXPECT_TRUE(l.TryReserve(Req(R"({"bundles": [{"CPU": 1}, {"CPU": 1}], "strategy": "PACK"})")));
+  EXPECT_TRUE(l.TryReserve(Req(R"({"bundles": [{"CPU": 1}, {"CPU": 1}], "strategy": "STRICT_SPREAD"})")));
+  EXPECT_FALSE(l.TryReserve(Req(R"({"bundles": [{"CPU": 1}]})")));
+}
+
+TEST(ResourceLedgerTest, FeasibilityNamesTheLargestWorker) {
+  ResourceLedger l;
+  l.AddWorker("a", ResourceSet::FromDoubles({{"CPU", 2}}), {});
+  l.AddWorker("b", ResourceSet::FromDoubles({{"CPU", 4}, {"GPU", 1}}), {0});
+  EXPECT_TRUE(l.CheckFeasible(Req(R"({"bundles": [{"CPU": 4, "GPU": 1}]})")).ok());
+  auto s = l.CheckFeasible(Req(R"({"bundles": [{"CPU": 2}, {"CPU": 4}], "strategy": "STRICT_PACK"})"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("{CPU: 4, GPU: 1}"), std::string::npos) << s.message();
+  EXPECT_TRUE(l.CheckFeasible(Req(R"({"bundles": [{"CPU": 2}, {"CPU": 4}], "strategy": "SPREAD"})")).ok());
+  EXPECT_FALSE(l.CheckFeasible(Req(R"({"bundles": [{"GPU": 2}]})")).ok());
+}
+
+TEST(PlacementGroupManagerTest, StagesReadiesAndDelaysRemoval) {
+  ResourceLedger l;
+  FakeClock clock;
+  l.AddWorker("a", ResourceSet::FromDoubles({{"CPU", 2}}), {});
+  PlacementGroupManager pg(l, clock, PlacementGroupOptions{2, 2000});
+  auto req = Req(R"({"bundles": [{"CPU": 1}]})");
+  pg.Stage(req);
+  pg.Stage(req);
+  EXPECT_FALSE(pg.CanStage());
+  EXPECT_EQ(pg.Update(), 2);
+  EXPECT_EQ(pg.NumReady(req.Key()), 2);
+  auto g = pg.TakeReady(req.Key(), "t1");
+  ASSERT_TRUE(g);
+  EXPECT_EQ(pg.OccupiedResources().Get("CPU"), 1);
+  // The unused ready group goes away only after the removal delay.
+  EXPECT_TRUE(pg.UnstageOne(req.Key()));
+  pg.Update();
+  EXPECT_DOUBLE_EQ(l.Available().Get("CPU"), 0);
+  clock.AdvanceMs(2000);
+  pg.Update();
+  EXPECT_DOUBLE_EQ(l.Available().Get("CPU"), 1);
+  pg.ReturnInUse(*g);
+  EXPECT_DOUBLE_EQ(l.Available().Get("CPU"), 2);
+  EXPECT_EQ(pg.NumInUse(), 0);
+}
+
+TEST(PlacementGroupManagerTest, ReadyGroupsOfADeadWorkerGoBackToStaging) {
+  ResourceLedger l;
+  FakeClock clock;
+  l.AddWorker("a", ResourceSet::FromDoubles({{"CPU", 1}}), {});
+  PlacementGroupManager pg(l, clock, PlacementGroupOptions{4, 2000});
+  auto req = Req(R"({"bundles": [{"CPU": 1}]})");
+  pg.Stage(req);
+  pg.Update();
+  ASSERT_EQ(pg.NumReady(req.Key()), 1);
+  pg.OnWorkerRemoved("a");
+  l.RemoveWorker("a");
+  EXPECT_EQ(pg.NumReady(req.Key()), 0);
+  EXPECT_EQ(pg.NumStaging(req.Key()), 1);
+  l.AddWorker("b", ResourceSet::FromDoubles({{"CPU", 1}}), {});
+  pg.NotifyCapacityChanged();
+  EXPECT_EQ(pg.Update(), 1);
+}
+
+}  // namespace
+}  // namespace ztune::head

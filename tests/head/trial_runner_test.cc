@@ -1,0 +1,419 @@
+#include "head/trial_runner.h"
+
+#include <gtest/gtest.h>
+
+#include "storage/in_memory_store.h"
+#include "storage/keys.h"
+#include "tests/fakes/fake_worker_fleet.h"
+#include "tests/fakes/recording_command_sink.h"
+
+namespace ztune::head {
+namespace {
+
+using testing::FakeWorkerFleet;
+using testing::RecordingCommandSink;
+
+class TrialRunnerTest : public ::testing::Test {
+ protected:
+  TrialRunnerTest() { Reset(); }
+
+  void Reset(RunnerOptions options = DefaultOptions()) {
+    fleet_.reset();
+    runner_ = std::make_unique<TrialRunner>(store_, sink_, clock_, options);
+    ASSERT_TRUE(runner_->Load().ok());
+    fleet_ = std::make_unique<FakeWorkerFleet>(*runner_, sink_, store_);
+  }
+
+  static RunnerOptions DefaultOptions() {
+    RunnerOptions o;
+    o.heartbeat_ms = 100;
+    o.liveness = 3;
+    o.pg_removal_delay_ms = 2000;
+    return o;
+  }
+
+  std::string Submit(const std::string& spec) {
+    auto r = runner_->Submit(Json::parse(spec));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? (*r)["experiment_id"].get<std::string>() : "";
+  }
+
+  int64_t CountStatus(const std::string& exp, TrialStatus s) {
+    const Experiment* e = runner_->FindExperiment(exp);
+    auto it = e->counts.find(s);
+    return it == e->counts.end() ? 0 : it->second;
+  }
+
+  // Runs turns until the experiment finishes (bounded).
+  void RunToEnd(const std::string& exp, int max_turns = 2000, int64_t* max_running = nullptr) {
+    for (int i = 0; i < max_turns && !runner_->FindExperiment(exp)->finished; ++i) {
+      fleet_->Turn();
+      fleet_->Heartbeat();
+      clock_.AdvanceMs(10);
+      if (max_running) *max_running = std::max(*max_running, CountStatus(exp, TrialStatus::kRunning));
+    }
+    ASSERT_TRUE(runner_->FindExperiment(exp)->finished);
+    // Commit the last turn and let the workers answer the final STOPs.
+    for (int i = 0; i < 3; ++i) fleet_->Turn();
+  }
+
+  std::vector<Json> StoredResults(const std::string& trial_id) {
+    std::vector<Json> out;
+    auto s = store_.Scan(storage::Family::kResults, storage::TrialPrefix(trial_id),
+                         [&](std::string_view, std::string_view v) {
+                           out.push_back(Json::parse(v));
+                           return true;
+                         });
+    EXPECT_TRUE(s.ok());
+    return out;
+  }
+
+  storage::InMemoryStore store_;
+  RecordingCommandSink sink_;
+  FakeClock clock_;
+  std::unique_ptr<TrialRunner> runner_;
+  std::unique_ptr<FakeWorkerFleet> fleet_;
+};
+
+// 16 trials, 2 workers x 2 CPUs -> never more than 4 RUNNING, all TERMINATED,
+// iterations 1..N stored exactly once with the closed-form values.
+TEST_F(TrialRunnerTest, RunsEveryTrialWithinClusterCapacity) {
+  fleet_->Register("w1", 2);
+  fleet_->Register("w2", 2);
+  std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 4,
+      "param_space": {"lr": {"grid_search": [0.01, 0.05, 0.1, 0.2]}},
+      "stop": {"training_iteration": 7}, "metric": "loss", "mode": "min"})");
+  int64_t max_running = 0;
+  RunToEnd(exp, 2000, &max_running);
+  EXPECT_LE(max_running, 4);
+  EXPECT_EQ(max_running, 4);
+  const Experiment* e = runner_->FindExperiment(exp);
+  ASSERT_EQ(e->trial_ids.size(), 16u);
+  for (const auto& id : e->trial_ids) {
+    const Trial* t = runner_->FindTrial(id);
+    EXPECT_EQ(t->status, TrialStatus::kTerminated);
+    auto results = StoredResults(id);
+    ASSERT_EQ(results.size(), 7u);
+    for (int64_t i = 1; i <= 7; ++i) {
+      EXPECT_EQ(results[i - 1]["training_iteration"], i);
+      EXPECT_DOUBLE_EQ(results[i - 1]["x"].get<double>(), FakeWorkerFleet::Quadratic(t->config, i));
+    }
+    EXPECT_TRUE(results.back()["done"].get<bool>());
+  }
+  EXPECT_NE(runner_->BestTrial(*e), nullptr);
+  EXPECT_EQ(runner_->groups().NumInUse(), 0);
+  EXPECT_DOUBLE_EQ(runner_->ledger().Available().Get("CPU"), 4);
+}
+
+TEST_F(TrialRunnerTest, GridCrossesWithNumSamples) {
+  std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 3,
+      "param_space": {"a": {"grid_search": [1, 2]}, "b": {"grid_search": ["x", "y", "z"]},
+                      "lr": {"uniform": [0.01, 0.1]}}})");
+  const Experiment* e = runner_->FindExperiment(exp);
+  EXPECT_EQ(e->total_variants, 18u);
+  EXPECT_EQ(e->trial_ids.size(), 16u);  // bounded by max_pending_trials (16)
+  std::map<std::pair<int, std::string>, int> combos;
+  for (const auto& id : e->trial_ids) {
+    const Trial* t = runner_->FindTrial(id);
+    combos[{t->config["a"].get<int>(), t->config["b"].get<std::string>()}]++;
+  }
+  EXPECT_EQ(combos.size(), 6u);
+}
+
+TEST_F(TrialRunnerTest, RejectsInfeasibleRequestNamingTheLargestWorker) {
+  fleet_->Register("w1", 2);
+  auto r = runner_->Submit(Json::parse(
+      R"({"trainable": "quadratic", "resources": {"bundles": [{"CPU": 3}]}})"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("CPU: 3"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("largest worker has {CPU: 2}"), std::string::npos);
+  EXPECT_TRUE(runner_->experiments().empty());
+  storage::WriteBatch batch;
+  runner_->FlushTo(batch);
+  EXPECT_TRUE(batch.empty());
+}
+
+TEST_F(TrialRunnerTest, RejectsInvalidSpecsWithTheKeyName) {
+  struct Case {
+    const char* spec;
+    const char* key;
+  } cases[] = {
+      {R"({"trainable": "quadratic", "nmu_samples": 3})", "nmu_samples"},
+      {R"({"trainable": "quadratic", "num_samples": 0})", "num_samples"},
+      {R"({"num_samples": 2})", "trainable"},
+      {R"({"trainable": "quadratic", "param_space": {"lr": {"loguniform": [0, 1]}}})", "lr"},
+      {R"({"trainable": "quadratic", "metric": "loss"})", "mode"},
+      {R"({"trainable": "quadratic", "stop": {"loss": "low"}})", "stop.loss"},
+      {R"({"trainable": "quadratic", "checkpoint": {"frequency": -1}})", "checkpoint.frequency"},
+      {R"({"trainable": "quadratic", "resources": {"strategy": "SIDEWAYS"}})", "strategy"},
+  };
+  for (const auto& c : cases) {
+    auto r = runner_->Submit(Json::parse(c.spec));
+    ASSERT_FALSE(r.ok()) << c.spec;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.key), std::string::npos) << r.status().message();
+  }
+  EXPECT_TRUE(runner_->experiments().empty());
+}
+
+TEST_F(TrialRunnerTest, RejectsTrainableNoWorkerHosts) {
+  fleet_->Register("w1", 2);
+  auto r = runner_->Submit(Json::parse(R"({"trainable": "resnet"})"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("resnet"), std::string::npos);
+  EXPECT_NE(r.status().message().find("quadratic"), std::string::npos);
+}
+
+TEST_F(TrialRunnerTest, CheckpointsAtFrequencyAndKeepsTheBest) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 10},
+      "checkpoint": {"frequency": 3, "num_to_keep": 2, "score_attribute": "loss",
+                     "score_order": "min"}})");
+  RunToEnd(exp);
+  const Trial* t = runner_->FindTrial(runner_->FindExperiment(exp)->trial_ids[0]);
+  EXPECT_EQ(fleet_->saves, 3);  // at 3, 6, 9
+  ASSERT_EQ(t->checkpoints.size(), 2u);
+  // Loss decreases, so the best two (lowest loss) are the newest: 6 and 9.
+  EXPECT_EQ(t->checkpoints[0].iteration, 6);
+  EXPECT_EQ(t->checkpoints[1].iteration, 9);
+  int stored = 0;
+  ASSERT_TRUE(store_.Scan(storage::Family::kCheckpoints, storage::TrialPrefix(t->trial_id),
+                          [&](std::string_view, std::string_view) { return ++stored, true; })
+                  .ok());
+  EXPECT_EQ(stored, 2);
+}
+
+TEST_F(TrialRunnerTest, KeepsTheLatestCheckpointEvenWhenItScoresWorst) {
+  fleet_->Register("w1", 1);
+  // Order max on loss: older checkpoints score better, yet the newest stays.
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 9},
+      "checkpoint": {"frequency": 3, "num_to_keep": 1, "score_attribute": "loss"}})");
+  RunToEnd(exp);
+  const Trial* t = runner_->FindTrial(runner_->FindExperiment(exp)->trial_ids[0]);
+  ASSERT_EQ(t->checkpoints.size(), 2u);
+  EXPECT_EQ(t->checkpoints[0].iteration, 3);
+  EXPECT_EQ(t->checkpoints[1].iteration, 9);
+}
+
+TEST_F(TrialRunnerTest, BufferedTrainingIsCappedByCheckpointFrequency) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 9},
+      "result_buffer_length": 7, "checkpoint": {"frequency": 3}})");
+  RunToEnd(exp);
+  ASSERT_FALSE(fleet_->trains.empty());
+  for (const auto& t : fleet_->trains) EXPECT_EQ(t.buffer_length, 3);
+  EXPECT_EQ(fleet_->saves, 3);
+  const Trial* t = runner_->FindTrial(runner_->FindExperiment(exp)->trial_ids[0]);
+  EXPECT_EQ(t->checkpoints.size(), 3u);
+  EXPECT_EQ(StoredResults(t->trial_id).size(), 9u);
+}
+
+TEST_F(TrialRunnerTest, CheckpointAtEndDisablesBuffering) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 4},
+      "result_buffer_length": 7, "checkpoint": {"at_end": true}})");
+  RunToEnd(exp);
+  for (const auto& t : fleet_->trains) EXPECT_EQ(t.buffer_length, 1);
+  EXPECT_EQ(fleet_->saves, 1);
+}
+
+// failure at iteration 3 -> retried from the newest checkpoint (iteration 2).
+TEST_F(TrialRunnerTest, RetriesAFailedTrialFromItsCheckpoint) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 6},
+      "checkpoint": {"frequency": 2}, "max_failures": 1})");
+  runner_->Tick();
+  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  fleet_->FailAt(id, 3);
+  RunToEnd(exp);
+  const Trial* t = runner_->FindTrial(id);
+  EXPECT_EQ(t->status, TrialStatus::kTerminated);
+  EXPECT_EQ(t->num_failures, 1);
+  EXPECT_EQ(t->attempt, 2u);
+  EXPECT_EQ(t->num_restores, 1);
+  ASSERT_EQ(t->error_log.size(), 1u);
+  EXPECT_NE(t->error_log[0].find("Failure # 1"), std::string::npos);
+  EXPECT_NE(t->error_log[0].find("injected"), std::string::npos);
+  auto results = StoredResults(id);
+  ASSERT_EQ(results.size(), 6u);
+  for (int64_t i = 1; i <= 6; ++i) EXPECT_EQ(results[i - 1]["training_iteration"], i);
+}
+
+TEST_F(TrialRunnerTest, ErrorsWhenFailuresExceedMaxFailures) {
+  for (int64_t max_failures : {0, 1, 2}) {
+    Reset();
+    fleet_->Register("w1", 1);
+    std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 5},
+        "max_failures": )" + std::to_string(max_failures) + "}");
+    runner_->Tick();
+    const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+    fleet_->FailAt(id, 2, /*once=*/false);
+    RunToEnd(exp);
+    const Trial* t = runner_->FindTrial(id);
+    EXPECT_EQ(t->status, TrialStatus::kError) << max_failures;
+    EXPECT_EQ(t->num_failures, max_failures + 1);
+    EXPECT_EQ(t->attempt, static_cast<uint64_t>(max_failures + 1));
+  }
+}
+
+TEST_F(TrialRunnerTest, StartFailureIsAnErrorWithTheWorkersMessage) {
+  fleet_->Register("w1", 1, 0, {"quadratic", "missing"});
+  std::string exp = Submit(R"({"trainable": "missing", "max_failures": 3})");
+  RunToEnd(exp);
+  const Trial* t = runner_->FindTrial(runner_->FindExperiment(exp)->trial_ids[0]);
+  EXPECT_EQ(t->status, TrialStatus::kError);
+  EXPECT_NE(t->error.find("unknown trainable 'missing'"), std::string::npos) << t->error;
+  EXPECT_EQ(runner_->groups().NumInUse(), 0);
+}
+
+TEST_F(TrialRunnerTest, MissingStoppingCriterionIsATrialError) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"accuracy": 0.9}})");
+  RunToEnd(exp);
+  const Trial* t = runner_->FindTrial(runner_->FindExperiment(exp)->trial_ids[0]);
+  EXPECT_EQ(t->status, TrialStatus::kError);
+  EXPECT_NE(t->error.find("stopping criterion 'accuracy'"), std::string::npos);
+}
+
+TEST_F(TrialRunnerTest, NestedStoppingCriterion) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 3}})");
+  RunToEnd(exp);
+  EXPECT_EQ(CountStatus(exp, TrialStatus::kTerminated), 1);
+  Json r{{"a", {{"b", 2}}}};
+  ASSERT_NE(FindFlatKey(r, "a/b"), nullptr);
+  EXPECT_EQ(*FindFlatKey(r, "a/b"), 2);
+  EXPECT_EQ(FindFlatKey(r, "a/c"), nullptr);
+}
+
+// worker dies -> its trials fail over to the other worker; resources released.
+TEST_F(TrialRunnerTest, FailsOverTrialsOfADeadWorker) {
+  fleet_->Register("w1", 1);
+  fleet_->Register("w2", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 2,
+      "stop": {"training_iteration": 50}, "checkpoint": {"frequency": 5}, "max_failures": 1})");
+  for (int i = 0; i < 12; ++i) {
+    fleet_->Turn();
+    fleet_->Heartbeat();
+  }
+  EXPECT_EQ(CountStatus(exp, TrialStatus::kRunning), 2);
+  fleet_->Kill("w1");
+  // Past the liveness window (100 ms x 3) with only w2 heartbeating.
+  for (int i = 0; i < 5; ++i) {
+    clock_.AdvanceMs(100);
+    fleet_->Heartbeat();
+    fleet_->Turn();
+  }
+  EXPECT_FALSE(runner_->registry().FindAlive("w1"));
+  RunToEnd(exp, 5000);
+  const Experiment* e = runner_->FindExperiment(exp);
+  int failed_over = 0;
+  for (const auto& id : e->trial_ids) {
+    const Trial* t = runner_->FindTrial(id);
+    EXPECT_EQ(t->status, TrialStatus::kTerminated);
+    if (t->num_failures == 1) {
+      ++failed_over;
+      EXPECT_NE(t->error.find("worker w1"), std::string::npos) << t->error;
+      EXPECT_EQ(t->num_restores, 1);
+    }
+    auto results = StoredResults(id);
+    ASSERT_EQ(results.size(), 50u);
+    for (int64_t i = 1; i <= 50; ++i) EXPECT_EQ(results[i - 1]["training_iteration"], i);
+  }
+  EXPECT_EQ(failed_over, 1);
+  EXPECT_DOUBLE_EQ(runner_->ledger().Available().Get("CPU"), 1);
+}
+
+TEST_F(TrialRunnerTest, DropsResultsOfAStaleAttempt) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 3}})");
+  fleet_->Turn();
+  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  const int64_t before = runner_->FindTrial(id)->iteration;
+  protocol::ResultBatch stale;
+  stale.rid = 999;
+  stale.trial_id = id;
+  stale.attempt = 7;
+  stale.results.push_back({1, Json{{"training_iteration", before + 1}, {"loss", -1}}});
+  runner_->HandleResultBatch("w1", stale);
+  EXPECT_EQ(runner_->FindTrial(id)->iteration, before);
+  RunToEnd(exp);
+  for (const auto& r : StoredResults(id)) EXPECT_NE(r["loss"], -1);
+}
+
+TEST_F(TrialRunnerTest, StopsATrialAndAnExperiment) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 3,
+      "stop": {"training_iteration": 1000}})");
+  fleet_->Turn();
+  const auto ids = runner_->FindExperiment(exp)->trial_ids;
+  auto stopped = runner_->Stop(ids[2]);
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_EQ(*stopped, std::vector<std::string>{ids[2]});
+  EXPECT_EQ(runner_->FindTrial(ids[2])->status, TrialStatus::kTerminated);
+  auto all = runner_->Stop(exp);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 2u);
+  for (int i = 0; i < 5; ++i) fleet_->Turn();
+  EXPECT_TRUE(runner_->FindExperiment(exp)->finished);
+  EXPECT_EQ(runner_->groups().NumInUse(), 0);
+  EXPECT_FALSE(runner_->Stop("nope").ok());
+}
+
+TEST_F(TrialRunnerTest, AddTrialRunsTheGivenConfig) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 2}})");
+  auto id = runner_->AddTrial(exp, Json{{"lr", 0.25}, {"x0", 4}});
+  ASSERT_TRUE(id.ok());
+  RunToEnd(exp);
+  const Trial* t = runner_->FindTrial(*id);
+  EXPECT_EQ(t->status, TrialStatus::kTerminated);
+  EXPECT_EQ(t->config["lr"], 0.25);
+  EXPECT_EQ(runner_->FindExperiment(exp)->trial_ids.size(), 2u);
+  EXPECT_FALSE(runner_->AddTrial(exp, Json{{"lr", 1}}).ok());  // finished
+  EXPECT_EQ(runner_->AddTrial("e9999", Json::object()).status().code(), StatusCode::kNotFound);
+}
+
+// head restart mid-run -> RUNNING trials resume from checkpoints, no trial is
+// sampled twice, results stay exactly once.
+TEST_F(TrialRunnerTest, ResumesFromTheStoreAfterARestart) {
+  fleet_->Register("w1", 2);
+  std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 3,
+      "param_space": {"x0": {"grid_search": [1, 2, 3]}},
+      "stop": {"training_iteration": 12}, "checkpoint": {"frequency": 4},
+      "max_concurrent_trials": 2})");
+  for (int i = 0; i < 30; ++i) fleet_->Turn();
+  // Whatever was in flight is lost with the old head.
+  sink_.TakeAll();
+  Reset();
+  fleet_->Register("w1", 2);
+  RunToEnd(exp, 5000);
+  const Experiment* e = runner_->FindExperiment(exp);
+  ASSERT_EQ(e->trial_ids.size(), 9u);
+  std::map<int, int> per_x0;
+  for (const auto& id : e->trial_ids) {
+    const Trial* t = runner_->FindTrial(id);
+    EXPECT_EQ(t->status, TrialStatus::kTerminated);
+    per_x0[t->config["x0"].get<int>()]++;
+    auto results = StoredResults(id);
+    ASSERT_EQ(results.size(), 12u) << id;
+    for (int64_t i = 1; i <= 12; ++i) {
+      EXPECT_EQ(results[i - 1]["training_iteration"], i);
+      EXPECT_DOUBLE_EQ(results[i - 1]["x"].get<double>(), FakeWorkerFleet::Quadratic(t->config, i));
+    }
+  }
+  EXPECT_EQ(per_x0, (std::map<int, int>{{1, 3}, {2, 3}, {3, 3}}));
+}
+
+TEST_F(TrialRunnerTest, DebugStringShowsUsedOverTotal) {
+  fleet_->Register("w1", 4, 2);
+  std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 4,
+      "resources": {"bundles": [{"CPU": 1, "GPU": 1}]}, "stop": {"training_iteration": 1000}})");
+  fleet_->Turn();
+  EXPECT_EQ(CountStatus(exp, TrialStatus::kRunning), 2);
+  EXPECT_EQ(runner_->DebugString(), "Resources requested: 2/4 CPUs, 2/2 GPUs");
+}
+
+}  // namespace
+}  // namespace ztune::head

@@ -1,0 +1,132 @@
+#include "worker/checkpoint_envelope.h"
+
+#include <array>
+#include <bit>
+
+namespace ztune::worker {
+namespace {
+
+constexpr std::string_view kMagic = "ZTCKPT";
+constexpr uint16_t kVersion = 1;
+
+class Writer {
+ public:
+  void Bytes(std::string_view b) { out_.append(b); }
+  void U8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void Uint(uint64_t v, int width) {
+    for (int i = 0; i < width; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+  void Str32(std::string_view s) {
+    Uint(s.size(), 4);
+    Bytes(s);
+  }
+  std::string& out() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+// Reads fields in order; the first short read makes ok() false.
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  bool ok() const { return ok_; }
+  size_t remaining() const { return in_.size() - pos_; }
+  std::string_view Bytes(size_t n) {
+    if (!ok_ || remaining() < n) {
+      ok_ = false;
+      return {};
+    }
+    std::string_view v = in_.substr(pos_, n);
+    pos_ += n;
+    return v;
+  }
+  uint64_t Uint(int width) {
+    std::string_view b = Bytes(static_cast<size_t>(width));
+    uint64_t v = 0;
+    for (size_t i = 0; i < b.size(); ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(b[i])) << (8 * i);
+    return v;
+  }
+  std::string_view Str32() { return Bytes(Uint(4)); }
+
+ private:
+  std::string_view in_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+std::array<uint32_t, 256> MakeCrcTable() {
+  std::array<uint32_t, 256> t{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+    t[i] = c;
+  }
+  return t;
+}
+
+}  // namespace
+
+uint32_t Crc32(std::string_view bytes) {
+  static const std::array<uint32_t, 256> kTable = MakeCrcTable();
+  uint32_t c = 0xffffffffu;
+  for (char ch : bytes) c = kTable[(c ^ static_cast<uint8_t>(ch)) & 0xff] ^ (c >> 8);
+  return c ^ 0xffffffffu;
+}
+
+std::string EncodeEnvelope(const CheckpointEnvelope& e) {
+  Writer w;
+  w.out().reserve(64 + e.trainable.size() + e.trial_id.size() + e.data.size());
+  w.Bytes(kMagic);
+  w.Uint(kVersion, 2);
+  w.Str32(e.trainable);
+  w.Str32(e.trial_id);
+  w.Uint(static_cast<uint64_t>(e.iteration), 8);
+  w.Uint(std::bit_cast<uint64_t>(e.time_total_s), 8);
+  w.U8(e.timesteps_total.has_value() ? 1 : 0);
+  w.Uint(std::bit_cast<uint64_t>(e.timesteps_total.value_or(0.0)), 8);
+  w.Uint(e.data.size(), 8);
+  w.Bytes(e.data);
+  uint32_t crc = Crc32(w.out());
+  w.Uint(crc, 4);
+  return std::move(w.out());
+}
+
+Result<CheckpointEnvelope> DecodeEnvelope(std::string_view bytes) {
+  if (bytes.size() < kMagic.size() + 2 || bytes.substr(0, kMagic.size()) != kMagic) {
+    return Status::Corruption("not a ztune checkpoint (bad magic)");
+  }
+  if (bytes.size() < 4) return Status::Corruption("checkpoint truncated");
+  std::string_view body = bytes.substr(0, bytes.size() - 4);
+  Reader r(bytes);
+  r.Bytes(kMagic.size());
+  auto version = static_cast<uint16_t>(r.Uint(2));
+  if (version != kVersion) {
+    return Status::Corruption("unsupported checkpoint version " + std::to_string(version) +
+                              " (this worker reads version " + std::to_string(kVersion) + ")");
+  }
+  CheckpointEnvelope e;
+  e.trainable = std::string(r.Str32());
+  e.trial_id = std::string(r.Str32());
+  e.iteration = static_cast<int64_t>(r.Uint(8));
+  e.time_total_s = std::bit_cast<double>(r.Uint(8));
+  uint8_t has_timesteps = static_cast<uint8_t>(r.Uint(1));
+  double timesteps = std::bit_cast<double>(r.Uint(8));
+  uint64_t data_len = r.Uint(8);
+  if (!r.ok() || data_len > r.remaining() || r.remaining() - data_len != 4) {
+    if (r.ok() && data_len < r.remaining() && r.remaining() - data_len > 4) {
+      return Status::Corruption("checkpoint has trailing bytes");
+    }
+    return Status::Corruption("checkpoint truncated");
+  }
+  e.data = std::string(r.Bytes(data_len));
+  auto crc = static_cast<uint32_t>(r.Uint(4));
+  if (!r.ok()) return Status::Corruption("checkpoint truncated");
+  if (crc != Crc32(body)) return Status::Corruption("checkpoint checksum mismatch");
+  if (has_timesteps > 1) return Status::Corruption("checkpoint has a bad timesteps flag");
+  if (has_timesteps == 1) e.timesteps_total = timesteps;
+  if (e.iteration < 0) return Status::Corruption("checkpoint has a negative iteration");
+  return e;
+}
+
+}  // namespace ztune::worker

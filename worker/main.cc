@@ -1,0 +1,109 @@
+// ztune-worker: parses flags, wires the runtime, runs it. SIGINT/SIGTERM ask the
+// runtime to shut down (DISCONNECT to the head, actors stopped), then exit 0.
+// Exit codes: 0 after a requested shutdown, 1 on a runtime error, 2 on bad flags.
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+#include <zmq.hpp>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "worker/actor_runner.h"
+#include "worker/trainable_registry.h"
+#include "worker/worker_options.h"
+#include "worker/worker_runtime.h"
+
+namespace {
+
+std::atomic<ztune::worker::WorkerRuntime*> g_runtime{nullptr};
+
+void OnSignal(int) {
+  if (auto* r = g_runtime.load()) r->RequestShutdown();
+}
+
+int BadFlags(const std::string& message) {
+  std::cerr << "ztune-worker: " << message << "\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace ztune;
+  using namespace ztune::worker;
+
+  CLI::App app{"ztune worker: hosts trial actors for a ztune head"};
+  WorkerOptions options;
+  double cpus = static_cast<double>(std::max(1u, std::thread::hardware_concurrency()));
+  int64_t gpus = 0;
+  std::string resources_json;
+  std::string log_level = "info";
+  app.add_option("--head", options.head_endpoint, "head worker endpoint, e.g. tcp://HOST:7501")
+      ->required();
+  app.add_option("--cpus", cpus, "CPUs to advertise (default: the machine's cores)");
+  app.add_option("--gpus", gpus, "GPUs to advertise (device ids 0..N-1)");
+  app.add_option("--resources", resources_json,
+                 "extra resources as a JSON object, e.g. {\"memory\": 8e9, \"custom\": 4}");
+  app.add_option("--name", options.name, "worker name (default: hostname-pid)");
+  app.add_option("--work-dir", options.work_dir,
+                 "per-trial log directory (default: ./ztune-worker-<name>)");
+  app.add_option("--heartbeat-ms", options.heartbeat_ms, "heartbeat interval until REGISTERED");
+  app.add_option("--liveness", options.liveness, "missed heartbeats before reconnecting");
+  app.add_option("--max-backoff-ms", options.max_backoff_ms, "reconnect backoff cap");
+  app.add_option("--shutdown-grace-ms", options.shutdown_grace_ms,
+                 "on SIGINT/SIGTERM, how long actors get to stop");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+
+  if (options.name.empty()) options.name = DefaultWorkerName();
+  if (options.work_dir.empty()) options.work_dir = "./ztune-worker-" + options.name;
+  auto extra = ParseExtraResources(resources_json);
+  if (!extra.ok()) return BadFlags(extra.status().message());
+  auto resources = BuildResources(cpus, gpus, *extra);
+  if (!resources.ok()) return BadFlags(resources.status().message());
+  options.resources = *resources;
+  options.gpu_ids = GpuIds(gpus);
+  if (Status s = ValidateOptions(options); !s.ok()) return BadFlags(s.message());
+  if (Status s = InitLogging(log_level, "worker"); !s.ok()) return BadFlags(s.message());
+
+  TrainableRegistry registry;
+  RegisterBuiltinTrainables(registry);
+  SteadyClock clock;
+  zmq::context_t context(1);
+  int code = 0;
+  {
+    WorkerRuntime runtime(context, registry, options, clock);
+    g_runtime.store(&runtime);
+    struct sigaction sa{};
+    sa.sa_handler = OnSignal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    Status s = runtime.Run();
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    g_runtime.store(nullptr);
+    if (!s.ok()) {
+      spdlog::error("worker failed: {}", s.ToString());
+      code = s.code() == StatusCode::kInvalidArgument ? 2 : 1;
+    }
+  }
+  if (ActorRunner::RunningThreads() > 0) {
+    // An abandoned actor is still inside user code: do not run static
+    // destructors under it.
+    spdlog::warn("{} abandoned actor thread(s) still running; exiting now",
+                 ActorRunner::RunningThreads());
+    spdlog::default_logger()->flush();
+    std::_Exit(code);
+  }
+  return code;
+}

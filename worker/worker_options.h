@@ -1,0 +1,59 @@
+// Worker configuration and the flag-level helpers main.cc uses to build it.
+// Plain values and pure functions; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace ztune::worker {
+
+struct WorkerOptions {
+  std::string head_endpoint;  // e.g. tcp://127.0.0.1:7501
+  std::string name;           // human name; the worker id is derived from it
+  // Stable for the process lifetime; empty = MakeWorkerId(name).
+  std::string worker_id;
+  std::string work_dir;                     // per-trial directories live here
+  std::map<std::string, double> resources;  // advertised totals: CPU, GPU, custom
+  std::vector<int64_t> gpu_ids;             // device ids behind GPU
+  // Until REGISTERED says otherwise: heartbeat interval and missed-interval
+  // count after which the head is presumed gone (Paranoid Pirate).
+  int64_t heartbeat_ms = 1000;
+  int64_t liveness = 3;
+  // Reconnect backoff starts at the heartbeat interval and doubles up to this.
+  int64_t max_backoff_ms = 32000;
+  // On shutdown, how long actors get to finish their current command and Cleanup.
+  int64_t shutdown_grace_ms = 5000;
+};
+
+// "<hostname>-<pid>".
+std::string DefaultWorkerName();
+
+// "<name>-<8 random hex digits>".
+std::string MakeWorkerId(const std::string& name);
+
+// The machine's host name ("localhost" if unknown).
+std::string HostName();
+
+// Parses --resources: a JSON object of extra resource totals, e.g.
+// {"memory": 8e9, "custom": 4}. InvalidArgument (naming the problem) for bad
+// JSON, a non-object, empty names, non-numeric, negative or non-finite amounts,
+// or CPU/GPU (those have their own flags).
+Result<std::map<std::string, double>> ParseExtraResources(const std::string& json_text);
+
+// The advertised resources: CPU = cpus, GPU = gpus (when > 0), plus `extra`.
+// InvalidArgument for negative counts.
+Result<std::map<std::string, double>> BuildResources(double cpus, int64_t gpus,
+                                                     const std::map<std::string, double>& extra);
+
+// 0 .. gpus-1.
+std::vector<int64_t> GpuIds(int64_t gpus);
+
+// Checks ranges (heartbeat_ms >= 1, liveness >= 1, max_backoff_ms >= 1,
+// non-empty endpoint and name). InvalidArgument naming the field.
+Status ValidateOptions(const WorkerOptions& options);
+
+}  // namespace ztune::worker

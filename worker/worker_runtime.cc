@@ -1,0 +1,613 @@
+#include "worker/worker_runtime.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <span>
+#include <string_view>
+#include <system_error>
+
+#include <spdlog/spdlog.h>
+
+#include "common/protocol/codec.h"
+#include "common/zmq/socket_util.h"
+
+namespace ztune::worker {
+namespace {
+
+constexpr size_t kMaxHeld = 10'000;
+constexpr int kMaxMessagesPerTurn = 1'000;
+constexpr TimeMs kDropWarnIntervalMs = 10'000;
+
+}  // namespace
+
+WorkerRuntime::WorkerRuntime(zmq::context_t& context, const TrainableRegistry& registry,
+                             WorkerOptions options, const Clock& clock)
+    : context_(context),
+      registry_(registry),
+      options_(std::move(options)),
+      clock_(clock),
+      events_(std::make_shared<EventQueue>()) {
+  if (options_.worker_id.empty()) options_.worker_id = MakeWorkerId(options_.name);
+  host_.worker_id = options_.worker_id;
+  host_.hostname = HostName();
+  host_.pid = getpid();
+  host_.work_dir = options_.work_dir;
+}
+
+WorkerRuntime::~WorkerRuntime() {
+  shutting_down_ = true;
+  while (!actors_.empty()) KillActor(actors_.begin()->first);
+}
+
+void WorkerRuntime::RequestShutdown() {
+  shutdown_.store(true);
+  if (events_->valid()) events_->Wake();
+}
+
+Status WorkerRuntime::Run() {
+  Status s = Loop();
+  Shutdown();
+  return s;
+}
+
+// ---------------------------------------------------------------- loop
+
+Status WorkerRuntime::Loop() {
+  RETURN_IF_ERROR(ValidateOptions(options_));
+  if (!events_->valid()) return Status::IOError("cannot create the wake-up eventfd");
+  heartbeat_ms_ = options_.heartbeat_ms;
+  liveness_ = options_.liveness;
+  backoff_ms_ = std::min(heartbeat_ms_, options_.max_backoff_ms);
+  reconnect_at_ = clock_.NowMs();
+  link_ = Link::kDisconnected;
+  spdlog::info("worker {} starting: head {}, trainables {}, work dir {}", options_.worker_id,
+               options_.head_endpoint, registry_.Names().size(), options_.work_dir);
+  while (!shutdown_.load()) {
+    // Events before timers: a STOP that finished just in time is not killed.
+    HandleRunnerEvents();
+    RETURN_IF_ERROR(OnTimers(clock_.NowMs()));
+    if (shutdown_.load()) break;
+    Poll(PollTimeoutMs(clock_.NowMs()));
+    ReadSocket();
+  }
+  return Status::Ok();
+}
+
+Status WorkerRuntime::OnTimers(TimeMs now) {
+  if (link_ == Link::kDisconnected) {
+    if (now >= reconnect_at_) {
+      RETURN_IF_ERROR(OpenSocket(now));
+      BeginRegistration(now);
+    }
+  } else if (now - last_heard_ > heartbeat_ms_ * liveness_) {
+    // Paranoid Pirate: the head is presumed gone. Recreate the socket after a
+    // backoff; actors keep running and keep their outbox.
+    spdlog::warn("head silent for {} ms (heartbeat {} ms x liveness {}); reconnecting in {} ms",
+                 now - last_heard_, heartbeat_ms_, liveness_, backoff_ms_);
+    CloseSocket(0);
+    link_ = Link::kDisconnected;
+    reconnect_at_ = now + backoff_ms_;
+    backoff_ms_ = std::min(backoff_ms_ * 2, options_.max_backoff_ms);
+  } else if (link_ == Link::kRegistering && now >= next_register_at_) {
+    SendRegister();
+    next_register_at_ = now + heartbeat_ms_;
+  } else if (link_ == Link::kRegistered && now - last_sent_ >= heartbeat_ms_) {
+    Send(protocol::Message{protocol::Heartbeat{}, {}});
+  }
+  CheckStopDeadlines(now);
+  return Status::Ok();
+}
+
+int64_t WorkerRuntime::PollTimeoutMs(TimeMs now) const {
+  TimeMs next = now + heartbeat_ms_;
+  switch (link_) {
+    case Link::kDisconnected: next = std::min(next, reconnect_at_); break;
+    case Link::kRegistering:
+      next = std::min({next, next_register_at_, last_heard_ + heartbeat_ms_ * liveness_ + 1});
+      break;
+    case Link::kRegistered:
+      next = std::min({next, last_sent_ + heartbeat_ms_, last_heard_ + heartbeat_ms_ * liveness_ + 1});
+      break;
+  }
+  for (const auto& [key, slot] : actors_) {
+    if (slot.stop_deadline) next = std::min(next, *slot.stop_deadline);
+  }
+  return std::max<int64_t>(0, next - now);
+}
+
+void WorkerRuntime::Poll(int64_t timeout_ms) {
+  zmq_pollitem_t items[2];
+  int n = 0;
+  if (dealer_ != nullptr) items[n++] = {dealer_->handle(), 0, ZMQ_POLLIN, 0};
+  items[n++] = {nullptr, events_->fd(), ZMQ_POLLIN, 0};
+  if (zmq_poll(items, n, static_cast<long>(timeout_ms)) < 0 && errno != EINTR) {
+    // ETERM cannot happen while we own the context's socket; anything else is
+    // transient. Avoid a busy loop either way.
+    spdlog::warn("zmq_poll: {}", zmq_strerror(errno));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+// ---------------------------------------------------------------- link
+
+Status WorkerRuntime::OpenSocket(TimeMs now) {
+  try {
+    dealer_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+  } catch (const zmq::error_t& e) {
+    return Status::IOError(std::string("cannot create the DEALER socket: ") + e.what());
+  }
+  RETURN_IF_ERROR(zmqutil::SetBytesOption(*dealer_, ZMQ_ROUTING_ID, options_.worker_id));
+  RETURN_IF_ERROR(zmqutil::SetIntOption(*dealer_, ZMQ_LINGER, 0));
+  RETURN_IF_ERROR(zmqutil::Connect(*dealer_, options_.head_endpoint));
+  last_heard_ = now;
+  last_sent_ = now;
+  return Status::Ok();
+}
+
+void WorkerRuntime::CloseSocket(int linger_ms) {
+  if (dealer_ == nullptr) return;
+  zmqutil::SetIntOption(*dealer_, ZMQ_LINGER, linger_ms).IgnoreError();
+  dealer_.reset();  // closes; unsent messages are dropped after `linger_ms`
+}
+
+void WorkerRuntime::BeginRegistration(TimeMs now) {
+  ++incarnation_;
+  link_ = Link::kRegistering;
+  SendRegister();
+  next_register_at_ = now + heartbeat_ms_;
+}
+
+void WorkerRuntime::SendRegister() {
+  protocol::Register r;
+  r.worker_id = options_.worker_id;
+  r.incarnation = incarnation_;
+  r.name = options_.name;
+  r.host = host_.hostname;
+  r.pid = host_.pid;
+  r.resources = options_.resources;
+  r.gpu_ids = options_.gpu_ids;
+  r.trainables = registry_.Names();
+  for (const auto& [key, slot] : actors_) {
+    protocol::LiveActor a;
+    a.trial_id = key.trial_id;
+    a.attempt = key.attempt;
+    auto it = acked_seq_.find(key);
+    a.acked_seq = it == acked_seq_.end() ? 0 : it->second;
+    a.iteration = slot.iteration;
+    r.live_actors.push_back(std::move(a));
+  }
+  spdlog::info("REGISTER worker {} incarnation {} with {} live actor(s) to {}", r.worker_id,
+               r.incarnation, r.live_actors.size(), options_.head_endpoint);
+  Send(protocol::Message{std::move(r), {}});
+}
+
+bool WorkerRuntime::Send(const protocol::Message& message) {
+  if (dealer_ == nullptr || shutting_down_) return false;
+  Status s = zmqutil::SendFrames(*dealer_, protocol::Encode(message));
+  if (!s.ok()) {
+    spdlog::warn("cannot send {} to the head: {}", protocol::CommandName(message.body),
+                 s.ToString());
+    return false;
+  }
+  last_sent_ = clock_.NowMs();
+  return true;
+}
+
+void WorkerRuntime::SendOrHold(protocol::Message message) {
+  if (shutting_down_) return;
+  if (link_ == Link::kRegistered && Send(message)) return;
+  if (held_.size() >= kMaxHeld) {
+    spdlog::warn("dropping a held {} (more than {} replies waiting for registration)",
+                 protocol::CommandName(held_.front().body), kMaxHeld);
+    held_.pop_front();
+  }
+  held_.push_back(std::move(message));
+}
+
+void WorkerRuntime::WarnDropped(const std::string& what) {
+  ++dropped_since_warn_;
+  TimeMs now = clock_.NowMs();
+  if (now - last_drop_warn_ < kDropWarnIntervalMs) return;
+  spdlog::warn("dropped {} bad message(s) from the head; latest: {}", dropped_since_warn_, what);
+  dropped_since_warn_ = 0;
+  last_drop_warn_ = now;
+}
+
+void WorkerRuntime::ReadSocket() {
+  for (int i = 0; i < kMaxMessagesPerTurn && dealer_ != nullptr; ++i) {
+    auto parts = zmqutil::RecvMultipart(*dealer_);
+    if (!parts.ok()) {
+      spdlog::warn("receive from the head failed: {}", parts.status().ToString());
+      return;
+    }
+    if (parts->empty()) return;
+    last_heard_ = clock_.NowMs();
+    std::vector<std::string_view> frames;
+    frames.reserve(parts->size());
+    for (const auto& p : *parts) frames.emplace_back(static_cast<const char*>(p.data()), p.size());
+    auto message = protocol::Decode(std::span<const std::string_view>(frames));
+    if (!message.ok()) {
+      WarnDropped(message.status().message());
+      continue;
+    }
+    HandleMessage(std::move(message).value());
+  }
+}
+
+// ---------------------------------------------------------------- head messages
+
+void WorkerRuntime::HandleMessage(protocol::Message message) {
+  spdlog::debug("<- {}", protocol::CommandName(message.body));
+  std::visit(
+      [&](auto& body) {
+        using T = std::decay_t<decltype(body)>;
+        if constexpr (std::is_same_v<T, protocol::Registered>) {
+          HandleRegistered(body);
+        } else if constexpr (std::is_same_v<T, protocol::Heartbeat>) {
+          // Liveness only (last_heard_ is already updated).
+        } else if constexpr (std::is_same_v<T, protocol::Disconnect>) {
+          HandleDisconnect(body);
+        } else if constexpr (std::is_same_v<T, protocol::CreateActor>) {
+          HandleCreateActor(body);
+        } else if constexpr (std::is_same_v<T, protocol::Ack>) {
+          HandleAck(body);
+        } else if constexpr (std::is_same_v<T, protocol::Train> ||
+                             std::is_same_v<T, protocol::Save> ||
+                             std::is_same_v<T, protocol::Restore> ||
+                             std::is_same_v<T, protocol::Reset> ||
+                             std::is_same_v<T, protocol::Stop> ||
+                             std::is_same_v<T, protocol::Export>) {
+          HandleActorCommand(std::move(message));
+        } else {
+          WarnDropped(std::string("unexpected ") + protocol::CommandName(message.body) +
+                      " from the head");
+        }
+      },
+      message.body);
+}
+
+void WorkerRuntime::HandleRegistered(const protocol::Registered& m) {
+  if (m.worker_id != options_.worker_id) {
+    WarnDropped("REGISTERED for worker '" + m.worker_id + "'");
+    return;
+  }
+  if (m.heartbeat_ms > 0) heartbeat_ms_ = m.heartbeat_ms;
+  if (m.liveness > 0) liveness_ = m.liveness;
+  if (link_ == Link::kRegistered) return;  // the answer to a repeated REGISTER
+  link_ = Link::kRegistered;
+  backoff_ms_ = std::min(heartbeat_ms_, options_.max_backoff_ms);
+  spdlog::info("registered with head (epoch {}) as {} incarnation {}; heartbeat {} ms x {}",
+               m.head_epoch, options_.worker_id, incarnation_, heartbeat_ms_, liveness_);
+  // Replies made while unregistered, then every unacknowledged result.
+  std::deque<protocol::Message> held;
+  held.swap(held_);
+  for (auto& msg : held) SendOrHold(std::move(msg));
+  ResendOutbox();
+}
+
+void WorkerRuntime::HandleDisconnect(const protocol::Disconnect& m) {
+  spdlog::info("head sent DISCONNECT ({}); registering again",
+               m.reason.empty() ? "no reason" : m.reason);
+  if (dealer_ != nullptr) BeginRegistration(clock_.NowMs());
+}
+
+void WorkerRuntime::HandleCreateActor(const protocol::CreateActor& m) {
+  ActorKey key{m.trial_id, m.attempt};
+  if (actors_.count(key) > 0) {
+    SendReply(m.rid, key, false,
+              "actor for " + key.ToString() + " already exists on worker " + options_.worker_id);
+    return;
+  }
+  auto trainable = registry_.Create(m.trainable);
+  if (!trainable.ok()) {
+    SendReply(m.rid, key, false, trainable.status().message());
+    return;
+  }
+  uint64_t serial = ++next_serial_;
+  auto runner = std::make_shared<ActorRunner>(serial, m, std::move(trainable).value(), host_,
+                                              events_);
+  ActorSlot slot;
+  slot.serial = serial;
+  slot.runner = runner;
+  slot.trainable = m.trainable;
+  try {
+    slot.thread = std::thread([runner] { runner->Run(); });
+  } catch (const std::system_error& e) {
+    SendReply(m.rid, key, false, std::string("cannot start the actor thread: ") + e.what());
+    return;
+  }
+  slot.pending.push_back({m.rid, CommandKind::kSetup, key});
+  serial_keys_[serial] = key;
+  actors_.emplace(key, std::move(slot));
+  spdlog::debug("created actor {} ({}) serial {}", key.ToString(), m.trainable, serial);
+}
+
+void WorkerRuntime::HandleActorCommand(protocol::Message message) {
+  CommandKind kind = CommandKind::kSetup;
+  uint64_t rid = 0;
+  ActorKey key;
+  std::visit(
+      [&](const auto& body) {
+        using T = std::decay_t<decltype(body)>;
+        if constexpr (requires { body.rid; body.trial_id; body.attempt; }) {
+          rid = body.rid;
+          key = ActorKey{body.trial_id, body.attempt};
+        }
+        if constexpr (std::is_same_v<T, protocol::Train>) kind = CommandKind::kTrain;
+        if constexpr (std::is_same_v<T, protocol::Save>) kind = CommandKind::kSave;
+        if constexpr (std::is_same_v<T, protocol::Restore>) kind = CommandKind::kRestore;
+        if constexpr (std::is_same_v<T, protocol::Reset>) kind = CommandKind::kReset;
+        if constexpr (std::is_same_v<T, protocol::Stop>) kind = CommandKind::kStop;
+        if constexpr (std::is_same_v<T, protocol::Export>) kind = CommandKind::kExport;
+      },
+      message.body);
+  auto it = actors_.find(key);
+  if (it == actors_.end()) {
+    SendFailure(kind, rid, key, NoActorError(key));
+    return;
+  }
+  ActorSlot& slot = it->second;
+  if (slot.stop_deadline && kind != CommandKind::kStop) {
+    SendFailure(kind, rid, key, "actor for " + key.ToString() + " is stopping");
+    return;
+  }
+  if (kind == CommandKind::kReset) {
+    const auto& reset = std::get<protocol::Reset>(message.body);
+    ActorKey new_key{reset.new_trial_id, reset.new_attempt};
+    if (new_key != key && actors_.count(new_key) > 0) {
+      SendFailure(kind, rid, key,
+                  "cannot reset to " + new_key.ToString() + ": that actor already exists");
+      return;
+    }
+  }
+  if (kind == CommandKind::kStop && !slot.stop_deadline) {
+    const auto& stop = std::get<protocol::Stop>(message.body);
+    slot.kill_after_ms = std::max<int64_t>(0, stop.kill_after_ms);
+    slot.stop_deadline = clock_.NowMs() + slot.kill_after_ms;
+  }
+  slot.pending.push_back({rid, kind, key});
+  slot.runner->Enqueue(std::move(message));
+}
+
+void WorkerRuntime::HandleAck(const protocol::Ack& m) {
+  ActorKey key{m.trial_id, m.attempt};
+  uint64_t& acked = acked_seq_[key];
+  acked = std::max(acked, m.seq);
+  auto it = outbox_.find(key);
+  if (it == outbox_.end()) return;
+  auto& entries = it->second;
+  while (!entries.empty() && entries.front().watermark <= acked) entries.pop_front();
+  for (auto& entry : entries) {
+    auto& results = entry.batch.results;
+    results.erase(std::remove_if(results.begin(), results.end(),
+                                 [&](const protocol::ResultRecord& r) { return r.seq <= acked; }),
+                  results.end());
+  }
+  if (entries.empty()) outbox_.erase(it);
+}
+
+// ---------------------------------------------------------------- runner events
+
+void WorkerRuntime::HandleRunnerEvents() {
+  for (auto& event : events_->Drain()) HandleRunnerEvent(std::move(event));
+}
+
+void WorkerRuntime::HandleRunnerEvent(RunnerEvent event) {
+  auto sk = serial_keys_.find(event.actor_serial);
+  if (sk == serial_keys_.end()) return;  // an abandoned actor: its output is dropped
+  ActorKey slot_key = sk->second;
+  auto it = actors_.find(slot_key);
+  if (it == actors_.end()) return;
+  ActorSlot& slot = it->second;
+  for (auto p = slot.pending.begin(); p != slot.pending.end(); ++p) {
+    if (p->rid == event.rid && p->kind == event.kind) {
+      slot.pending.erase(p);
+      break;
+    }
+  }
+  slot.iteration = event.iteration;
+  const ActorKey& key = event.key;
+
+  switch (event.kind) {
+    case CommandKind::kTrain: {
+      protocol::ResultBatch batch;
+      batch.rid = event.rid;
+      batch.trial_id = key.trial_id;
+      batch.attempt = key.attempt;
+      batch.failed = !event.ok;
+      batch.error = event.error;
+      // A fenced TRAIN (the actor was re-keyed) has no results and no seq.
+      if (key == slot_key) {
+        for (auto& r : event.results) batch.results.push_back({slot.next_seq++, std::move(r)});
+        OutboxEntry entry{batch, slot.next_seq - 1};
+        outbox_[key].push_back(std::move(entry));
+      }
+      SendBatch(batch);
+      break;
+    }
+    case CommandKind::kReset: {
+      if (event.new_key && key == slot_key) {
+        ActorKey new_key = *event.new_key;
+        if (new_key != slot_key && actors_.count(new_key) > 0) {
+          // A CREATE_ACTOR for the new key raced the RESET: keep the created
+          // actor, give up on this one (it is no longer the old trial's).
+          std::string error = "reset to " + new_key.ToString() + " collided with a live actor";
+          SendReply(event.rid, key, false, error);
+          slot.kill_after_ms = 0;
+          KillActor(slot_key);
+          return;
+        }
+        auto node = actors_.extract(it);
+        node.key() = new_key;
+        node.mapped().next_seq = 1;
+        node.mapped().iteration = 0;
+        actors_.insert(std::move(node));
+        serial_keys_[event.actor_serial] = new_key;
+        outbox_.erase(new_key);
+        acked_seq_.erase(new_key);
+        SendReply(event.rid, new_key, true, "", event.data);
+        return;
+      }
+      SendReply(event.rid, key, event.ok, event.error, event.data);
+      break;
+    }
+    case CommandKind::kStop:
+      break;  // answered by FinishActor below
+    default:
+      SendReply(event.rid, key, event.ok, event.error, event.data, std::move(event.payload));
+      break;
+  }
+  if (event.exited) FinishActor(slot_key, event);
+}
+
+void WorkerRuntime::FinishActor(const ActorKey& key, const RunnerEvent& last) {
+  auto it = actors_.find(key);
+  if (it == actors_.end()) return;
+  ActorSlot slot = std::move(it->second);
+  actors_.erase(it);
+  serial_keys_.erase(slot.serial);
+  // The runner posted its last event and is returning: this join is short.
+  if (slot.thread.joinable()) slot.thread.join();
+  const bool stopped = last.kind == CommandKind::kStop;
+  if (stopped) SendReply(last.rid, key, true, "", Json::object());
+  for (const auto& p : slot.pending) {
+    if (stopped && p.kind == CommandKind::kStop) {
+      SendReply(p.rid, key, true, "", Json::object());
+    } else {
+      SendFailure(p.kind, p.rid, key,
+                  "actor for " + key.ToString() + " is gone: " +
+                      (stopped ? std::string("it was stopped") : last.error));
+    }
+  }
+  if (stopped) {
+    // The head is done with this actor: unacknowledged results will never be.
+    outbox_.erase(key);
+    acked_seq_.erase(key);
+  }
+  spdlog::debug("actor {} ended ({})", key.ToString(), stopped ? "stopped" : last.error);
+}
+
+void WorkerRuntime::KillActor(const ActorKey& key) {
+  auto it = actors_.find(key);
+  if (it == actors_.end()) return;
+  ActorSlot slot = std::move(it->second);
+  actors_.erase(it);
+  serial_keys_.erase(slot.serial);
+  std::string error = "actor did not stop within " + std::to_string(slot.kill_after_ms) +
+                      " ms; killed";
+  spdlog::warn("{}: {}", key.ToString(), error);
+  slot.runner->CurrentLog()->Write("Failure: " + error);
+  slot.runner->Abandon();
+  if (slot.thread.joinable()) slot.thread.detach();
+  for (const auto& p : slot.pending) {
+    if (p.kind == CommandKind::kStop) {
+      SendReply(p.rid, key, false, error);
+    } else {
+      SendFailure(p.kind, p.rid, key, "actor for " + key.ToString() + " was killed: " + error);
+    }
+  }
+  outbox_.erase(key);
+  acked_seq_.erase(key);
+}
+
+void WorkerRuntime::CheckStopDeadlines(TimeMs now) {
+  std::vector<ActorKey> expired;
+  for (const auto& [key, slot] : actors_) {
+    if (slot.stop_deadline && now >= *slot.stop_deadline) expired.push_back(key);
+  }
+  for (const auto& key : expired) KillActor(key);
+}
+
+// ---------------------------------------------------------------- replies
+
+std::string WorkerRuntime::NoActorError(const ActorKey& key) const {
+  return "no actor for " + key.ToString() + " on worker " + options_.worker_id;
+}
+
+void WorkerRuntime::SendReply(uint64_t rid, const ActorKey& key, bool ok, std::string error,
+                              Json data, std::string payload) {
+  if (rid == 0) return;  // internal command (shutdown)
+  protocol::Reply r;
+  r.rid = rid;
+  r.trial_id = key.trial_id;
+  r.attempt = key.attempt;
+  r.ok = ok;
+  r.error = std::move(error);
+  r.data = data.is_null() ? Json::object() : std::move(data);
+  SendOrHold(protocol::Message{std::move(r), std::move(payload)});
+}
+
+void WorkerRuntime::SendFailure(CommandKind kind, uint64_t rid, const ActorKey& key,
+                                std::string error) {
+  if (rid == 0) return;
+  if (kind != CommandKind::kTrain) {
+    SendReply(rid, key, false, std::move(error));
+    return;
+  }
+  protocol::ResultBatch b;
+  b.rid = rid;
+  b.trial_id = key.trial_id;
+  b.attempt = key.attempt;
+  b.failed = true;
+  b.error = std::move(error);
+  SendOrHold(protocol::Message{std::move(b), {}});
+}
+
+void WorkerRuntime::SendBatch(const protocol::ResultBatch& batch) {
+  // Batches with results live in the outbox until ACKed and are re-sent after
+  // registration; only send now when the link is up.
+  if (shutting_down_) return;
+  if (link_ == Link::kRegistered) Send(protocol::Message{batch, {}});
+}
+
+void WorkerRuntime::ResendOutbox() {
+  size_t n = 0;
+  for (const auto& [key, entries] : outbox_) {
+    for (const auto& entry : entries) {
+      Send(protocol::Message{entry.batch, {}});
+      ++n;
+    }
+  }
+  if (n > 0) spdlog::info("re-sent {} unacknowledged result batch(es)", n);
+}
+
+// ---------------------------------------------------------------- shutdown
+
+void WorkerRuntime::Shutdown() {
+  if (dealer_ != nullptr && link_ != Link::kDisconnected) {
+    Send(protocol::Message{protocol::Disconnect{"worker shutting down"}, {}});
+  }
+  shutting_down_ = true;
+  const TimeMs deadline = clock_.NowMs() + options_.shutdown_grace_ms;
+  for (auto& [key, slot] : actors_) {
+    if (slot.stop_deadline) {
+      slot.stop_deadline = std::min(*slot.stop_deadline, deadline);
+      continue;
+    }
+    protocol::Stop stop;
+    stop.trial_id = key.trial_id;
+    stop.attempt = key.attempt;
+    stop.kill_after_ms = options_.shutdown_grace_ms;
+    slot.kill_after_ms = options_.shutdown_grace_ms;
+    slot.stop_deadline = deadline;
+    slot.pending.push_back({0, CommandKind::kStop, key});
+    slot.runner->Enqueue(protocol::Message{stop, {}});
+  }
+  while (!actors_.empty() && events_->valid()) {
+    TimeMs now = clock_.NowMs();
+    if (now >= deadline) break;
+    zmq_pollitem_t item = {nullptr, events_->fd(), ZMQ_POLLIN, 0};
+    zmq_poll(&item, 1, static_cast<long>(std::min<TimeMs>(deadline - now, 50)));
+    HandleRunnerEvents();
+  }
+  while (!actors_.empty()) KillActor(actors_.begin()->first);
+  // Give the DISCONNECT a moment to leave.
+  CloseSocket(200);
+  link_ = Link::kDisconnected;
+  spdlog::info("worker {} stopped", options_.worker_id);
+}
+
+}  // namespace ztune::worker

@@ -1,0 +1,165 @@
+// The worker's control plane: owns the DEALER socket to the head, registers
+// and heartbeats (Paranoid Pirate, Majordomo worker half), reconnects with
+// backoff, hosts actors (one ActorRunner thread each), routes head commands to
+// them, and keeps every unacknowledged ResultBatch in an outbox that is
+// re-sent after each re-registration. The contract is docs/protocol.md.
+//
+// Thread affinity: Run() is the control thread; everything but
+// RequestShutdown() and worker_id() must be called on it (in practice only
+// Run()). The socket is created, used and closed on that thread only. Runner
+// threads report through an EventQueue whose eventfd the control loop polls
+// next to the socket; the control thread never waits on a trainable (a STOP
+// that outlives its deadline abandons the actor's thread).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "common/clock.h"
+#include "common/protocol/messages.h"
+#include "common/status.h"
+#include "worker/actor_runner.h"
+#include "worker/trainable_registry.h"
+#include "worker/worker_options.h"
+
+namespace ztune::worker {
+
+class WorkerRuntime {
+ public:
+  // `context`, `registry` and `clock` must outlive the runtime. Generates the
+  // worker id when options.worker_id is empty.
+  WorkerRuntime(zmq::context_t& context, const TrainableRegistry& registry,
+                WorkerOptions options, const Clock& clock);
+  // Abandons (detaches) any actor still hosted; Run() normally leaves none.
+  ~WorkerRuntime();
+  WorkerRuntime(const WorkerRuntime&) = delete;
+  WorkerRuntime& operator=(const WorkerRuntime&) = delete;
+
+  // Runs the control loop on the calling thread until RequestShutdown(). On
+  // shutdown it sends DISCONNECT, stops every actor (waiting up to
+  // options.shutdown_grace_ms, then abandoning the rest) and closes the socket.
+  // Returns InvalidArgument for bad options or an endpoint that cannot be
+  // connected, IOError if the socket or eventfd cannot be created; Ok after a
+  // requested shutdown. Blocks.
+  Status Run();
+
+  // Asks Run() to shut down. Any thread; async-signal-safe (atomic store plus
+  // one write(2)).
+  void RequestShutdown();
+
+  // "<name>-<hex8>", fixed for the process lifetime. Any thread.
+  const std::string& worker_id() const { return options_.worker_id; }
+
+ private:
+  enum class Link { kDisconnected, kRegistering, kRegistered };
+
+  // A command handed to an actor and not yet answered.
+  struct PendingCommand {
+    uint64_t rid = 0;  // 0: internal (shutdown STOP), never answered
+    CommandKind kind = CommandKind::kSetup;
+    ActorKey key;
+  };
+
+  struct ActorSlot {
+    uint64_t serial = 0;
+    std::shared_ptr<ActorRunner> runner;
+    std::thread thread;
+    std::string trainable;
+    int64_t iteration = 0;  // mirror of the runner's counter, from its events
+    uint64_t next_seq = 1;  // seq of the next result; restarts at 1 after a RESET
+    std::deque<PendingCommand> pending;
+    std::optional<TimeMs> stop_deadline;  // set once a STOP is queued
+    int64_t kill_after_ms = 0;
+  };
+
+  // An unacknowledged ResultBatch; dropped once ACK.seq >= watermark (the last
+  // seq it holds, or for a batch without results the last seq before it).
+  struct OutboxEntry {
+    protocol::ResultBatch batch;
+    uint64_t watermark = 0;
+  };
+
+  Status Loop();
+  void Shutdown();
+
+  // ---- link ----
+  Status OpenSocket(TimeMs now);
+  void CloseSocket(int linger_ms);
+  void BeginRegistration(TimeMs now);
+  void SendRegister();
+  Status OnTimers(TimeMs now);
+  int64_t PollTimeoutMs(TimeMs now) const;
+  void Poll(int64_t timeout_ms);
+  void ReadSocket();
+  bool Send(const protocol::Message& message);
+  // Sends now when registered, else holds the message until REGISTERED.
+  void SendOrHold(protocol::Message message);
+  void WarnDropped(const std::string& what);
+
+  // ---- head messages (docs/protocol.md, "Commands") ----
+  void HandleMessage(protocol::Message message);
+  void HandleRegistered(const protocol::Registered& m);
+  void HandleDisconnect(const protocol::Disconnect& m);
+  void HandleCreateActor(const protocol::CreateActor& m);
+  void HandleActorCommand(protocol::Message message);
+  void HandleAck(const protocol::Ack& m);
+
+  // ---- runner events ----
+  void HandleRunnerEvents();
+  void HandleRunnerEvent(RunnerEvent event);
+  void FinishActor(const ActorKey& key, const RunnerEvent& last);
+  void KillActor(const ActorKey& key);
+  void CheckStopDeadlines(TimeMs now);
+
+  // ---- replies ----
+  void SendReply(uint64_t rid, const ActorKey& key, bool ok, std::string error, Json data = {},
+                 std::string payload = {});
+  // The answer to a command that cannot run: a failed ResultBatch for TRAIN, a
+  // Reply with ok=false otherwise.
+  void SendFailure(CommandKind kind, uint64_t rid, const ActorKey& key, std::string error);
+  void SendBatch(const protocol::ResultBatch& batch);
+  void ResendOutbox();
+  std::string NoActorError(const ActorKey& key) const;
+
+  zmq::context_t& context_;
+  const TrainableRegistry& registry_;
+  WorkerOptions options_;
+  const Clock& clock_;
+  HostInfo host_;
+  const std::shared_ptr<EventQueue> events_;
+  std::atomic<bool> shutdown_{false};
+  bool shutting_down_ = false;  // in Shutdown(): nothing more is sent to the head
+
+  // ---- link state ----
+  std::unique_ptr<zmq::socket_t> dealer_;  // null while disconnected
+  Link link_ = Link::kDisconnected;
+  uint64_t incarnation_ = 0;  // bumped at each (re)registration
+  int64_t heartbeat_ms_ = 1000;
+  int64_t liveness_ = 3;
+  int64_t backoff_ms_ = 1000;
+  TimeMs reconnect_at_ = 0;
+  TimeMs next_register_at_ = 0;
+  TimeMs last_heard_ = 0;  // last message from the head (any message counts)
+  TimeMs last_sent_ = 0;
+  TimeMs last_drop_warn_ = -1'000'000;
+  uint64_t dropped_since_warn_ = 0;
+  std::deque<protocol::Message> held_;  // replies made while not registered
+
+  // ---- actors ----
+  uint64_t next_serial_ = 0;
+  std::map<ActorKey, ActorSlot> actors_;
+  std::map<uint64_t, ActorKey> serial_keys_;  // live serial -> current key
+  std::map<ActorKey, uint64_t> acked_seq_;
+  std::map<ActorKey, std::deque<OutboxEntry>> outbox_;
+};
+
+}  // namespace ztune::worker
