@@ -20,6 +20,8 @@ echo "== starting a local head and 2 workers (logs in $ZTUNE_RUN_DIR/logs) =="
 echo "== submitting examples/quadratic.json =="
 EXP="$("$CLI" submit "$ROOT/examples/quadratic.json")"
 echo "experiment $EXP"
+"$CLI" status "$EXP"
+echo
 
 until "$CLI" wait "$EXP" --timeout 1 >/dev/null 2>&1; do
   "$CLI" status "$EXP"

@@ -19,7 +19,7 @@ case "$cmd" in
     done
     CLI="$(ztune_bin ztune)"
     for _ in $(seq 1 100); do
-      alive="$("$CLI" workers --json 2>/dev/null | grep -o '"alive":true' | wc -l || true)"
+      alive="$("$CLI" workers --json 2>/dev/null | grep -Eo '"alive": *true' | wc -l || true)"
       [ "$alive" -ge "$N" ] && break
       sleep 0.1
     done

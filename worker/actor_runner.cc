@@ -135,9 +135,9 @@ void ActorRunner::Enqueue(protocol::Message command) {
   bool is_stop = std::holds_alternative<protocol::Stop>(command.body);
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (is_stop) stops_queued_.fetch_add(1);
     queue_.push_back(std::move(command));
   }
-  if (is_stop) stop_queued_.store(true);
   cv_.notify_one();
 }
 
@@ -167,6 +167,7 @@ void ActorRunner::Run() {
       if (abandoned_.load()) break;
       command = std::move(queue_.front());
       queue_.pop_front();
+      if (std::holds_alternative<protocol::Stop>(command.body)) stops_queued_.fetch_sub(1);
     }
     RunnerEvent event = Execute(command);
     bool exit = event.exited;
@@ -337,10 +338,11 @@ RunnerEvent ActorRunner::DoTrain(const protocol::Train& cmd) {
     bool stop_early = Truthy(result, "done") || Truthy(result, "should_checkpoint");
     e.results.push_back(std::move(result));
     if (stop_early || static_cast<int64_t>(e.results.size()) >= max_results) break;
-    // buffer_time_s <= 0 means "no time bound": buffer_length alone limits.
+    // Ray's train_buffered: keep going while the buffer time lasts, so
+    // buffer_time_s <= 0 yields exactly one result.
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (cmd.buffer_time_s > 0 && elapsed >= cmd.buffer_time_s) break;
-    if (stop_queued_.load()) break;  // a STOP waits behind us: hand back what we have
+    if (elapsed >= cmd.buffer_time_s) break;
+    if (stops_queued_.load() > 0) break;  // a STOP waits behind us: hand back what we have
   }
   e.iteration = iteration_;
   return e;

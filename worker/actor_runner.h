@@ -7,6 +7,11 @@
 // outcome as a RunnerEvent on the shared EventQueue. The runner never touches a
 // socket. The counters, the trainable and the current key are owned by the
 // runner thread alone.
+//
+// Why a locked queue and an eventfd rather than an inproc PAIR per runner (the
+// house default): a runner whose step hangs is abandoned, not joined, and a
+// socket left open on an abandoned thread would block zmq_ctx_term forever.
+// Runner threads therefore own no ZeroMQ socket at all.
 #pragma once
 
 #include <atomic>
@@ -142,7 +147,7 @@ class ActorRunner {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<protocol::Message> queue_;  // GUARDED_BY(mu_)
-  std::atomic<bool> stop_queued_{false};
+  std::atomic<int> stops_queued_{0};  // STOPs in queue_: cut buffered TRAINs short
   std::atomic<bool> abandoned_{false};
 
   // The current trial's log; swapped by a RESET on the runner thread, read by

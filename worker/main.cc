@@ -3,6 +3,7 @@
 // Exit codes: 0 after a requested shutdown, 1 on a runtime error, 2 on bad flags.
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -73,6 +74,9 @@ int main(int argc, char** argv) {
   options.resources = *resources;
   options.gpu_ids = GpuIds(gpus);
   if (Status s = ValidateOptions(options); !s.ok()) return BadFlags(s.message());
+  std::error_code ec;
+  std::filesystem::create_directories(options.work_dir, ec);
+  if (ec) return BadFlags("cannot create --work-dir " + options.work_dir + ": " + ec.message());
   if (Status s = InitLogging(log_level, "worker"); !s.ok()) return BadFlags(s.message());
 
   TrainableRegistry registry;

@@ -63,15 +63,18 @@ Status WorkerRuntime::Loop() {
   backoff_ms_ = std::min(heartbeat_ms_, options_.max_backoff_ms);
   reconnect_at_ = clock_.NowMs();
   link_ = Link::kDisconnected;
-  spdlog::info("worker {} starting: head {}, trainables {}, work dir {}", options_.worker_id,
-               options_.head_endpoint, registry_.Names().size(), options_.work_dir);
+  std::string names;
+  for (const auto& n : registry_.Names()) names += (names.empty() ? "" : ", ") + n;
+  spdlog::info("worker {} starting: head {}, trainables [{}], work dir {}", options_.worker_id,
+               options_.head_endpoint, names, options_.work_dir);
   while (!shutdown_.load()) {
-    // Events before timers: a STOP that finished just in time is not killed.
-    HandleRunnerEvents();
-    RETURN_IF_ERROR(OnTimers(clock_.NowMs()));
-    if (shutdown_.load()) break;
     Poll(PollTimeoutMs(clock_.NowMs()));
+    // Input before timers: a head message already waiting refreshes liveness,
+    // and a STOP that finished just in time is not killed.
     ReadSocket();
+    HandleRunnerEvents();
+    if (shutdown_.load()) break;
+    RETURN_IF_ERROR(OnTimers(clock_.NowMs()));
   }
   return Status::Ok();
 }
@@ -179,8 +182,12 @@ void WorkerRuntime::SendRegister() {
     a.iteration = slot.iteration;
     r.live_actors.push_back(std::move(a));
   }
-  spdlog::info("REGISTER worker {} incarnation {} with {} live actor(s) to {}", r.worker_id,
-               r.incarnation, r.live_actors.size(), options_.head_endpoint);
+  // The first REGISTER of an incarnation at info; the resends at debug.
+  spdlog::log(r.incarnation != last_logged_incarnation_ ? spdlog::level::info
+                                                        : spdlog::level::debug,
+              "REGISTER worker {} incarnation {} with {} live actor(s) to {}", r.worker_id,
+              r.incarnation, r.live_actors.size(), options_.head_endpoint);
+  last_logged_incarnation_ = r.incarnation;
   Send(protocol::Message{std::move(r), {}});
 }
 
@@ -444,6 +451,13 @@ void WorkerRuntime::HandleRunnerEvent(RunnerEvent event) {
         node.key() = new_key;
         node.mapped().next_seq = 1;
         node.mapped().iteration = 0;
+        // A STOP queued for the old key behind this RESET is fenced by the
+        // runner ("no actor"); it must not kill the actor under its new key.
+        bool stop_for_new_key = false;
+        for (const auto& p : node.mapped().pending) {
+          if (p.kind == CommandKind::kStop && p.key == new_key) stop_for_new_key = true;
+        }
+        if (!stop_for_new_key) node.mapped().stop_deadline.reset();
         actors_.insert(std::move(node));
         serial_keys_[event.actor_serial] = new_key;
         outbox_.erase(new_key);
@@ -455,7 +469,10 @@ void WorkerRuntime::HandleRunnerEvent(RunnerEvent event) {
       break;
     }
     case CommandKind::kStop:
-      break;  // answered by FinishActor below
+      // A STOP that ended the actor is answered by FinishActor below; one
+      // that did not was fenced (queued for a key the actor gave up in a RESET).
+      if (!event.exited) SendReply(event.rid, key, event.ok, event.error);
+      break;
     default:
       SendReply(event.rid, key, event.ok, event.error, event.data, std::move(event.payload));
       break;

@@ -143,6 +143,7 @@ class WorkerRuntime {
   std::unique_ptr<zmq::socket_t> dealer_;  // null while disconnected
   Link link_ = Link::kDisconnected;
   uint64_t incarnation_ = 0;  // bumped at each (re)registration
+  uint64_t last_logged_incarnation_ = 0;
   int64_t heartbeat_ms_ = 1000;
   int64_t liveness_ = 3;
   int64_t backoff_ms_ = 1000;

@@ -1,0 +1,157 @@
+// Test helper: a scripted head. Binds a ROUTER on tcp://127.0.0.1:* (with
+// ROUTER_MANDATORY, and ROUTER_HANDOVER so a worker that recreates its socket
+// under the same routing id takes over), answers REGISTER with REGISTERED and
+// echoes heartbeats unless told to stay silent, and lets a test wait for a
+// message of a given type. Test-thread only (it owns its socket).
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <zmq.hpp>
+
+#include "common/protocol/codec.h"
+#include "common/zmq/socket_util.h"
+
+namespace ztune::worker {
+
+class FakeHead {
+ public:
+  struct Received {
+    std::string identity;
+    protocol::Message message;
+  };
+
+  explicit FakeHead(zmq::context_t& context, int64_t heartbeat_ms, int64_t liveness)
+      : router_(context, zmq::socket_type::router),
+        heartbeat_ms_(heartbeat_ms),
+        liveness_(liveness) {
+    EXPECT_TRUE(zmqutil::SetIntOption(router_, ZMQ_ROUTER_MANDATORY, 1).ok());
+    EXPECT_TRUE(zmqutil::SetIntOption(router_, ZMQ_ROUTER_HANDOVER, 1).ok());
+    EXPECT_TRUE(zmqutil::SetIntOption(router_, ZMQ_LINGER, 0).ok());
+    EXPECT_TRUE(zmqutil::Bind(router_, "tcp://127.0.0.1:*").ok());
+    auto ep = zmqutil::LastEndpoint(router_);
+    EXPECT_TRUE(ep.ok());
+    endpoint_ = *ep;
+  }
+
+  const std::string& endpoint() const { return endpoint_; }
+  // The routing id of the worker (known after its first message).
+  const std::string& worker() const { return worker_; }
+
+  // Silent: receive and record, answer nothing (the head "hangs").
+  bool silent = false;
+  // Answer REGISTER with REGISTERED automatically.
+  bool auto_register = true;
+  // Every REGISTER seen, in order.
+  std::vector<protocol::Register> registers;
+  // Every message not consumed by a WaitFor, in order (heartbeats excluded).
+  std::vector<protocol::Message> others;
+
+  template <class Body>
+  void Send(const Body& body, std::string payload = {}) {
+    auto s = zmqutil::SendFrames(router_, protocol::Encode(protocol::Message{body, payload}),
+                                 worker_);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  void SendRaw(const std::vector<std::string>& frames) {
+    EXPECT_TRUE(zmqutil::SendFrames(router_, frames, worker_).ok());
+  }
+  void SendRegistered() {
+    Send(protocol::Registered{worker_, heartbeat_ms_, liveness_, 1});
+  }
+
+  // Receives one message (handling heartbeats and registration per the
+  // flags); nullopt on timeout.
+  std::optional<protocol::Message> Recv(std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+      auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) return std::nullopt;
+      zmq_pollitem_t item = {router_.handle(), 0, ZMQ_POLLIN, 0};
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+      zmq_poll(&item, 1, static_cast<long>(std::max<int64_t>(1, left)));
+      auto parts = zmqutil::RecvMultipart(router_);
+      if (!parts.ok() || parts->empty()) continue;
+      std::vector<std::string> frames;
+      for (const auto& p : *parts) frames.emplace_back(static_cast<const char*>(p.data()), p.size());
+      worker_ = frames[0];
+      frames.erase(frames.begin());
+      auto m = protocol::Decode(frames);
+      EXPECT_TRUE(m.ok()) << m.status().ToString();
+      if (!m.ok()) continue;
+      if (std::holds_alternative<protocol::Heartbeat>(m->body)) {
+        if (!silent) Send(protocol::Heartbeat{});
+        continue;
+      }
+      if (auto* r = std::get_if<protocol::Register>(&m->body)) {
+        registers.push_back(*r);
+        if (!silent && auto_register) SendRegistered();
+      }
+      return std::move(m).value();
+    }
+  }
+
+  // Waits for the first message of type T accepted by `pred`; everything else
+  // goes to `others`. Fails the test on timeout.
+  template <class T, class Pred>
+  std::optional<T> WaitFor(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(5),
+                           std::string* payload = nullptr) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      auto m = Recv(left);
+      if (!m) break;
+      if (auto* t = std::get_if<T>(&m->body); t != nullptr && pred(*t)) {
+        if (payload != nullptr) *payload = m->payload;
+        return *t;
+      }
+      others.push_back(std::move(*m));
+    }
+    ADD_FAILURE() << "timed out waiting for a message";
+    return std::nullopt;
+  }
+  template <class T>
+  std::optional<T> WaitFor(std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    return WaitFor<T>([](const T&) { return true; }, timeout);
+  }
+
+  // The REPLY with this rid.
+  std::optional<protocol::Reply> WaitReply(uint64_t rid, std::string* payload = nullptr,
+                                           std::chrono::milliseconds timeout =
+                                               std::chrono::seconds(5)) {
+    return WaitFor<protocol::Reply>([rid](const protocol::Reply& r) { return r.rid == rid; },
+                                    timeout, payload);
+  }
+  // The RESULT batch with this rid.
+  std::optional<protocol::ResultBatch> WaitBatch(uint64_t rid, std::chrono::milliseconds timeout =
+                                                                   std::chrono::seconds(5)) {
+    return WaitFor<protocol::ResultBatch>(
+        [rid](const protocol::ResultBatch& b) { return b.rid == rid; }, timeout);
+  }
+
+  // Keeps the link alive for `d`, collecting what arrives into `others`.
+  void Pump(std::chrono::milliseconds d) {
+    auto deadline = std::chrono::steady_clock::now() + d;
+    while (true) {
+      auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) return;
+      auto m = Recv(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now));
+      if (m) others.push_back(std::move(*m));
+    }
+  }
+
+ private:
+  zmq::socket_t router_;
+  std::string endpoint_;
+  std::string worker_;
+  int64_t heartbeat_ms_;
+  int64_t liveness_;
+};
+
+}  // namespace ztune::worker
