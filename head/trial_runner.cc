@@ -57,48 +57,47 @@ TrialRunner::TrialRunner(storage::Store& store, CommandSink& sink, const Clock& 
 
 // ---------------------------------------------------------------- loading
 
-Status TrialRunner::Load() {
+namespace {
+
+// Reads every record of `family` as T::FromJson(JSON text), in key order.
+template <class T>
+Result<std::vector<T>> LoadRecords(storage::Store& store, storage::Family family) {
+  std::vector<T> out;
   Status inner;
-  RETURN_IF_ERROR(store_.Scan(storage::Family::kExperiments, "", [&](std::string_view, std::string_view v) {
+  RETURN_IF_ERROR(store.Scan(family, "", [&](std::string_view key, std::string_view v) {
     Json j = Json::parse(v, nullptr, false);
-    if (j.is_discarded()) {
-      inner = Status::Corruption("experiment record is not JSON");
+    auto record = j.is_discarded()
+                      ? Result<T>(Status::Corruption("record is not JSON"))
+                      : T::FromJson(j);
+    if (!record.ok()) {
+      inner = Status::Corruption(std::string(storage::FamilyName(family)) + " record '" +
+                                 std::string(key) + "': " + record.status().message());
       return false;
     }
-    auto e = Experiment::FromJson(j);
-    if (!e.ok()) {
-      inner = e.status();
-      return false;
-    }
-    auto space = SearchSpace::Parse(e->spec.param_space);
+    out.push_back(std::move(record).value());
+    return true;
+  }));
+  RETURN_IF_ERROR(inner);
+  return out;
+}
+
+}  // namespace
+
+Status TrialRunner::Load() {
+  ASSIGN_OR_RETURN(std::vector<Experiment> experiments,
+                   LoadRecords<Experiment>(store_, storage::Family::kExperiments));
+  for (Experiment& e : experiments) {
+    auto space = SearchSpace::Parse(e.spec.param_space);
     if (!space.ok()) {
-      inner = Status::Corruption("experiment " + e->experiment_id + ": " + space.status().message());
-      return false;
+      return Status::Corruption("experiment " + e.experiment_id + ": " + space.status().message());
     }
-    spaces_.emplace(e->experiment_id, std::move(space).value());
-    uint64_t n = std::strtoull(e->experiment_id.c_str() + 1, nullptr, 10);
+    spaces_.emplace(e.experiment_id, std::move(space).value());
+    uint64_t n = std::strtoull(e.experiment_id.c_str() + 1, nullptr, 10);
     next_experiment_ = std::max(next_experiment_, n + 1);
-    std::string id = e->experiment_id;
-    experiments_.emplace(id, std::move(e).value());
-    return true;
-  }));
-  RETURN_IF_ERROR(inner);
-  std::vector<Trial> loaded;
-  RETURN_IF_ERROR(store_.Scan(storage::Family::kTrials, "", [&](std::string_view, std::string_view v) {
-    Json j = Json::parse(v, nullptr, false);
-    if (j.is_discarded()) {
-      inner = Status::Corruption("trial record is not JSON");
-      return false;
-    }
-    auto t = Trial::FromJson(j);
-    if (!t.ok()) {
-      inner = t.status();
-      return false;
-    }
-    loaded.push_back(std::move(t).value());
-    return true;
-  }));
-  RETURN_IF_ERROR(inner);
+    std::string id = e.experiment_id;
+    experiments_.emplace(id, std::move(e));
+  }
+  ASSIGN_OR_RETURN(std::vector<Trial> loaded, LoadRecords<Trial>(store_, storage::Family::kTrials));
   std::sort(loaded.begin(), loaded.end(), [](const Trial& a, const Trial& b) { return a.seq < b.seq; });
   for (Trial& t : loaded) {
     auto eit = experiments_.find(t.experiment_id);

@@ -198,12 +198,7 @@ RunnerEvent ActorRunner::Execute(protocol::Message& command) {
         using T = std::decay_t<decltype(body)>;
         if constexpr (std::is_same_v<T, protocol::CreateActor>) {
           return DoSetup(body.rid);
-        } else if constexpr (std::is_same_v<T, protocol::Train> ||
-                             std::is_same_v<T, protocol::Save> ||
-                             std::is_same_v<T, protocol::Restore> ||
-                             std::is_same_v<T, protocol::Reset> ||
-                             std::is_same_v<T, protocol::Stop> ||
-                             std::is_same_v<T, protocol::Export>) {
+        } else if constexpr (protocol::kIsActorCommand<T>) {
           ActorKey key{body.trial_id, body.attempt};
           // Fencing: a command queued for the key this actor had before a RESET.
           if (key != key_) return NoActor(KindOf(command.body), body.rid, key);
@@ -252,11 +247,16 @@ TrialContext ActorRunner::MakeContext() const {
   return ctx;
 }
 
-RunnerEvent ActorRunner::DoSetup(uint64_t rid) {
+RunnerEvent ActorRunner::NewEvent(CommandKind kind, uint64_t rid) const {
   RunnerEvent e;
-  e.kind = CommandKind::kSetup;
+  e.kind = kind;
   e.rid = rid;
   e.key = key_;
+  return e;
+}
+
+RunnerEvent ActorRunner::DoSetup(uint64_t rid) {
+  RunnerEvent e = NewEvent(CommandKind::kSetup, rid);
   TrialContext ctx = MakeContext();
   Status s = Guarded([&] { return trainable_->Setup(config_, ctx); });
   if (!s.ok()) {
@@ -311,10 +311,7 @@ Json ActorRunner::FillResult(Json result, double measured_s) {
 }
 
 RunnerEvent ActorRunner::DoTrain(const protocol::Train& cmd) {
-  RunnerEvent e;
-  e.kind = CommandKind::kTrain;
-  e.rid = cmd.rid;
-  e.key = key_;
+  RunnerEvent e = NewEvent(CommandKind::kTrain, cmd.rid);
   const int64_t max_results = std::max<int64_t>(1, cmd.buffer_length);
   const auto start = std::chrono::steady_clock::now();
   while (true) {
@@ -349,10 +346,7 @@ RunnerEvent ActorRunner::DoTrain(const protocol::Train& cmd) {
 }
 
 RunnerEvent ActorRunner::DoSave(const protocol::Save& cmd) {
-  RunnerEvent e;
-  e.kind = CommandKind::kSave;
-  e.rid = cmd.rid;
-  e.key = key_;
+  RunnerEvent e = NewEvent(CommandKind::kSave, cmd.rid);
   e.iteration = iteration_;
   TrialContext ctx = MakeContext();
   Result<std::string> bytes = Guarded([&] { return trainable_->Save(ctx); });
@@ -378,10 +372,7 @@ RunnerEvent ActorRunner::DoSave(const protocol::Save& cmd) {
 }
 
 RunnerEvent ActorRunner::DoRestore(const protocol::Restore& cmd, const std::string& payload) {
-  RunnerEvent e;
-  e.kind = CommandKind::kRestore;
-  e.rid = cmd.rid;
-  e.key = key_;
+  RunnerEvent e = NewEvent(CommandKind::kRestore, cmd.rid);
   auto fail = [&](const std::string& why) {
     e.ok = false;
     e.error = "restore failed: " + why;
@@ -424,10 +415,7 @@ RunnerEvent ActorRunner::DoRestore(const protocol::Restore& cmd, const std::stri
 }
 
 RunnerEvent ActorRunner::DoReset(const protocol::Reset& cmd) {
-  RunnerEvent e;
-  e.kind = CommandKind::kReset;
-  e.rid = cmd.rid;
-  e.key = key_;
+  RunnerEvent e = NewEvent(CommandKind::kReset, cmd.rid);
   ActorKey new_key{cmd.new_trial_id, cmd.new_attempt};
   Json new_config = cmd.config.is_null() ? Json::object() : cmd.config;
   TrialContext ctx;
@@ -477,10 +465,7 @@ RunnerEvent ActorRunner::DoReset(const protocol::Reset& cmd) {
 }
 
 RunnerEvent ActorRunner::DoStop(const protocol::Stop& cmd) {
-  RunnerEvent e;
-  e.kind = CommandKind::kStop;
-  e.rid = cmd.rid;
-  e.key = key_;
+  RunnerEvent e = NewEvent(CommandKind::kStop, cmd.rid);
   e.iteration = iteration_;
   e.exited = true;
   Status s = Guarded([&]() -> Status {
@@ -496,10 +481,7 @@ RunnerEvent ActorRunner::DoStop(const protocol::Stop& cmd) {
 }
 
 RunnerEvent ActorRunner::DoExport(const protocol::Export& cmd) {
-  RunnerEvent e;
-  e.kind = CommandKind::kExport;
-  e.rid = cmd.rid;
-  e.key = key_;
+  RunnerEvent e = NewEvent(CommandKind::kExport, cmd.rid);
   e.iteration = iteration_;
   TrialContext ctx = MakeContext();
   Result<Json> r = Guarded([&] { return trainable_->ExportModel(cmd.formats, ctx); });

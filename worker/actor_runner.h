@@ -122,6 +122,8 @@ class ActorRunner {
 
  private:
   // Runner-thread helpers; each returns the event to post.
+  // An event about this actor (its current key) answering request `rid`.
+  RunnerEvent NewEvent(CommandKind kind, uint64_t rid) const;
   RunnerEvent DoSetup(uint64_t rid);
   RunnerEvent DoTrain(const protocol::Train& cmd);
   RunnerEvent DoSave(const protocol::Save& cmd);

@@ -261,12 +261,7 @@ void WorkerRuntime::HandleMessage(protocol::Message message) {
           HandleCreateActor(body);
         } else if constexpr (std::is_same_v<T, protocol::Ack>) {
           HandleAck(body);
-        } else if constexpr (std::is_same_v<T, protocol::Train> ||
-                             std::is_same_v<T, protocol::Save> ||
-                             std::is_same_v<T, protocol::Restore> ||
-                             std::is_same_v<T, protocol::Reset> ||
-                             std::is_same_v<T, protocol::Stop> ||
-                             std::is_same_v<T, protocol::Export>) {
+        } else if constexpr (protocol::kIsActorCommand<T>) {
           HandleActorCommand(std::move(message));
         } else {
           WarnDropped(std::string("unexpected ") + protocol::CommandName(message.body) +

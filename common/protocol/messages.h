@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -277,6 +278,12 @@ struct Ack {
 // The variant order fixes the command byte (index + 1); append only.
 using Body = std::variant<Register, Reply, ResultBatch, Heartbeat, Disconnect, Registered,
                           CreateActor, Train, Save, Restore, Reset, Stop, Export, Ack>;
+
+// Commands addressed to an existing actor (by trial_id, attempt).
+template <class T>
+inline constexpr bool kIsActorCommand =
+    std::is_same_v<T, Train> || std::is_same_v<T, Save> || std::is_same_v<T, Restore> ||
+    std::is_same_v<T, Reset> || std::is_same_v<T, Stop> || std::is_same_v<T, Export>;
 
 struct Message {
   Body body;
