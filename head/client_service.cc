@@ -18,7 +18,7 @@ Json NullIfEmpty(const std::string& s) { return s.empty() ? Json() : Json(s); }
 }  // namespace
 
 bool ClientService::IsMutation(const std::string& op) {
-  return op == "submit" || op == "add_trial" || op == "stop";
+  return op == "submit" || op == "add_trial" || op == "stop" || op == "pause" || op == "resume";
 }
 
 Json ClientService::Handle(const Json& request) {
@@ -59,6 +59,11 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request)
     ASSIGN_OR_RETURN(auto stopped, runner_.Stop(id));
     return Json{{"stopped", stopped}};
   }
+  if (op == "pause" || op == "resume") {
+    ASSIGN_OR_RETURN(std::string id, StringArg(request, "trial_id"));
+    RETURN_IF_ERROR(op == "pause" ? runner_.PauseTrial(id, /*hold=*/true) : runner_.Resume(id));
+    return Json{{"trial_id", id}, {"status", TrialStatusName(runner_.FindTrial(id)->status)}};
+  }
   if (op == "experiments") {
     Json list = Json::array();
     for (const auto& [id, e] : runner_.experiments()) list.push_back(ExperimentDoc(e));
@@ -93,7 +98,7 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request)
   return ztune::Status::InvalidArgument(
       "unknown op '" + op +
       "' (known: submit, add_trial, experiments, experiment, status, trials, trial, results, "
-      "workers, stop)");
+      "workers, stop, pause, resume)");
 }
 
 Result<Json> ClientService::Status(const Json& request) {
@@ -221,6 +226,8 @@ Json ClientService::TrialDoc(const Trial& t) const {
               {"resources", e == nullptr ? Json() : e->spec.resources.ToJson()},
               {"checkpoints", cps},
               {"num_restores", t.num_restores},
+              {"held", t.held},
+              {"exports", t.exports},
               {"start_time", t.start_time == 0 ? Json() : Json(t.start_time)},
               {"end_time", t.end_time == 0 ? Json() : Json(t.end_time)}};
 }

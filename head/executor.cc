@@ -5,7 +5,7 @@
 namespace ztune::head {
 namespace {
 // Time a worker gets beyond the kill deadline to report that it killed the actor.
-constexpr TimeMs kStopReplyGraceMs = 5000;
+constexpr TimeMs kStopReplyGraceMs = 1000;
 }  // namespace
 
 const char* FutureTypeName(FutureType t) {
@@ -32,7 +32,7 @@ uint64_t Executor::Send(const std::string& worker_id, Future f, protocol::Body b
   f.worker_id = worker_id;
   if (f.type == FutureType::kStop) {
     stop_deadlines_.emplace(f.deadline, rid);
-  } else {
+  } else if (f.type != FutureType::kExport) {
     by_trial_[f.trial_id].insert(rid);
   }
   futures_.emplace(rid, std::move(f));
@@ -80,6 +80,41 @@ void Executor::ContinueTraining(const Trial& trial, const TrainBuffer& buffer) {
        train, {}, SendTiming::kNow);
 }
 
+void Executor::Reset(const Trial& trial, const std::string& old_trial_id, uint64_t old_attempt) {
+  protocol::Reset reset;
+  reset.trial_id = old_trial_id;
+  reset.attempt = old_attempt;
+  reset.new_trial_id = trial.trial_id;
+  reset.new_attempt = trial.attempt;
+  reset.config = trial.config;
+  Send(trial.worker_id,
+       Future{FutureType::kReset, trial.trial_id, trial.attempt, {}, 0, {}, 0}, reset, {},
+       SendTiming::kNow);
+}
+
+void Executor::ResumeOnActor(const Trial& trial, const std::string* checkpoint,
+                             const TrainBuffer& buffer) {
+  if (checkpoint != nullptr) {
+    protocol::Restore restore;
+    restore.trial_id = trial.trial_id;
+    restore.attempt = trial.attempt;
+    Send(trial.worker_id,
+         Future{FutureType::kRestore, trial.trial_id, trial.attempt, {}, 0, {}, 0}, restore,
+         *checkpoint, SendTiming::kNow);
+  }
+  ContinueTraining(trial, buffer);
+}
+
+void Executor::Export(const Trial& trial, const std::vector<std::string>& formats) {
+  protocol::Export e;
+  e.trial_id = trial.trial_id;
+  e.attempt = trial.attempt;
+  e.formats = formats;
+  Send(trial.worker_id,
+       Future{FutureType::kExport, trial.trial_id, trial.attempt, {}, 0, {}, 0}, e, {},
+       SendTiming::kNow);
+}
+
 void Executor::Save(const Trial& trial, const std::string& storage) {
   protocol::Save save;
   save.trial_id = trial.trial_id;
@@ -92,13 +127,18 @@ void Executor::Save(const Trial& trial, const std::string& storage) {
 
 void Executor::StopActor(const Trial& trial, int64_t kill_after_ms) {
   DropTrialFutures(trial.trial_id);
+  StopActorKey(trial.worker_id, trial.trial_id, trial.attempt, trial.group_id, kill_after_ms);
+}
+
+void Executor::StopActorKey(const std::string& worker_id, const std::string& trial_id,
+                            uint64_t attempt, uint64_t group_id, int64_t kill_after_ms) {
   protocol::Stop stop;
-  stop.trial_id = trial.trial_id;
-  stop.attempt = trial.attempt;
+  stop.trial_id = trial_id;
+  stop.attempt = attempt;
   stop.kill_after_ms = kill_after_ms;
-  Future f{FutureType::kStop, trial.trial_id, trial.attempt, {}, trial.group_id, {},
+  Future f{FutureType::kStop, trial_id, attempt, {}, group_id, {},
            clock_.NowMs() + kill_after_ms + kStopReplyGraceMs};
-  Send(trial.worker_id, f, stop, {}, SendTiming::kAfterCommit);
+  Send(worker_id, f, stop, {}, SendTiming::kAfterCommit);
 }
 
 std::optional<Future> Executor::Take(uint64_t rid) {

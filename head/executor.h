@@ -48,12 +48,26 @@ class Executor {
                   const std::map<std::string, double>& bundle0, const std::vector<int64_t>& gpu_ids,
                   const std::string* checkpoint, const TrainBuffer& buffer);
   void ContinueTraining(const Trial& trial, const TrainBuffer& buffer);
+  // Actor reuse: the actor of (old_trial_id, old_attempt) on the trial's worker
+  // becomes the actor of `trial`'s current attempt. The reply says whether the
+  // trainable accepted the new config; nothing else is sent until it comes.
+  void Reset(const Trial& trial, const std::string& old_trial_id, uint64_t old_attempt);
+  // After a successful RESET: restore (when `checkpoint` is set) and train.
+  void ResumeOnActor(const Trial& trial, const std::string* checkpoint, const TrainBuffer& buffer);
+  // Asks the actor to export its model; survives the STOP that follows.
+  void Export(const Trial& trial, const std::vector<std::string>& formats);
   void Save(const Trial& trial, const std::string& storage);
   // Forgets the trial's outstanding futures (their replies are dropped) and
   // stops its actor; the group is released when the stop completes or at
   // now + kill_after_ms + grace.
   void StopActor(const Trial& trial, int64_t kill_after_ms);
+  // Stops the actor of (trial_id, attempt) on `worker_id` (a cached actor, or
+  // one a RESET left under its old key); `group_id` is released afterwards.
+  void StopActorKey(const std::string& worker_id, const std::string& trial_id, uint64_t attempt,
+                    uint64_t group_id, int64_t kill_after_ms);
 
+  // Drops the trial's driver futures (their replies will be ignored).
+  void ForgetTrial(const std::string& trial_id) { DropTrialFutures(trial_id); }
   // Removes and returns the future of `rid`; nullopt for unknown or dropped.
   std::optional<Future> Take(uint64_t rid);
   // Stop futures past their deadline (removed); their groups must be released.
@@ -74,7 +88,9 @@ class Executor {
   const Clock& clock_;
   uint64_t next_rid_ = 1;
   std::unordered_map<uint64_t, Future> futures_;
-  std::unordered_map<std::string, std::set<uint64_t>> by_trial_;  // excludes stops
+  // Futures that drive a trial (create, restore, train, save, reset); STOP and
+  // EXPORT outlive the trial's actor and are not indexed here.
+  std::unordered_map<std::string, std::set<uint64_t>> by_trial_;
   std::multimap<TimeMs, uint64_t> stop_deadlines_;
 };
 

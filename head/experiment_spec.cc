@@ -81,6 +81,7 @@ Result<ExperimentSpec> ExperimentSpec::Parse(const Json& j, uint64_t default_see
       j, "",
       {"name", "trainable", "param_space", "num_samples", "metric", "mode", "stop", "resources",
        "checkpoint", "max_failures", "max_concurrent_trials", "seed", "fail_fast",
+       "reuse_actors", "export_formats", "force_cleanup_s",
        "result_buffer_length", "result_buffer_min_time_s", "result_buffer_max_time_s"}));
   ExperimentSpec s;
   if (!j.contains("trainable") || !j["trainable"].is_string() ||
@@ -183,6 +184,23 @@ Result<ExperimentSpec> ExperimentSpec::Parse(const Json& j, uint64_t default_see
       return Bad("fail_fast", "cannot be combined with max_failures != 0");
     }
   }
+  if (j.contains("reuse_actors")) {
+    if (!j["reuse_actors"].is_boolean()) return Bad("reuse_actors", "must be true or false");
+    s.reuse_actors = j["reuse_actors"].get<bool>();
+  }
+  if (j.contains("export_formats")) {
+    const Json& f = j["export_formats"];
+    if (!f.is_array()) return Bad("export_formats", "must be an array of format names");
+    for (const auto& x : f) {
+      if (!x.is_string() || x.get<std::string>().empty()) {
+        return Bad("export_formats", "must be an array of non-empty strings");
+      }
+      s.export_formats.push_back(x.get<std::string>());
+    }
+  }
+  if (j.contains("force_cleanup_s")) {
+    ASSIGN_OR_RETURN(s.force_cleanup_s, ReadNonNegative(j["force_cleanup_s"], "force_cleanup_s"));
+  }
   if (j.contains("result_buffer_length")) {
     ASSIGN_OR_RETURN(s.result_buffer_length,
                      ReadInt(j["result_buffer_length"], "result_buffer_length", 1));
@@ -222,6 +240,9 @@ Json ExperimentSpec::ToJson() const {
               {"max_concurrent_trials", max_concurrent_trials},
               {"seed", seed},
               {"fail_fast", fail_fast},
+              {"reuse_actors", reuse_actors},
+              {"export_formats", export_formats},
+              {"force_cleanup_s", force_cleanup_s},
               {"result_buffer_length", result_buffer_length},
               {"result_buffer_min_time_s", result_buffer_min_time_s},
               {"result_buffer_max_time_s", result_buffer_max_time_s}};

@@ -38,6 +38,9 @@ struct ExperimentSpec {
   int64_t max_concurrent_trials = 0;  // 0 = unlimited
   uint64_t seed = 0;
   bool fail_fast = false;
+  bool reuse_actors = false;  // hand a finished trial's actor to the next equal request
+  std::vector<std::string> export_formats;  // exported when a trial terminates
+  double force_cleanup_s = 0;  // kill deadline of STOP; 0 = the head's --force-cleanup-s
   int64_t result_buffer_length = 1;
   double result_buffer_min_time_s = 0;
   double result_buffer_max_time_s = 100;

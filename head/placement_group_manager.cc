@@ -80,10 +80,30 @@ std::optional<uint64_t> PlacementGroupManager::TakeReady(const std::string& key,
 
 void PlacementGroupManager::ReturnInUse(uint64_t group_id) {
   auto it = groups_.find(group_id);
-  if (it == groups_.end() || it->second.state != State::kInUse) return;
-  --in_use_count_;
+  if (it == groups_.end()) return;
+  if (it->second.state == State::kInUse) {
+    --in_use_count_;
+  } else if (it->second.state != State::kCached) {
+    return;
+  }
   RemoveNow(it->second);
   groups_.erase(it);
+}
+
+void PlacementGroupManager::MarkCached(uint64_t group_id) {
+  auto it = groups_.find(group_id);
+  if (it == groups_.end() || it->second.state != State::kInUse) return;
+  --in_use_count_;
+  it->second.state = State::kCached;
+  it->second.trial_id.clear();
+}
+
+void PlacementGroupManager::AssignCached(uint64_t group_id, const std::string& trial_id) {
+  auto it = groups_.find(group_id);
+  if (it == groups_.end() || it->second.state != State::kCached) return;
+  ++in_use_count_;
+  it->second.state = State::kInUse;
+  it->second.trial_id = trial_id;
 }
 
 void PlacementGroupManager::RemoveNow(Group& g) {
@@ -127,7 +147,9 @@ void PlacementGroupManager::OnWorkerRemoved(const std::string& worker_id) {
   for (auto& [id, g] : groups_) {
     if (g.state == State::kStaging || !on_worker(g)) continue;
     if (g.state == State::kReady) to_restage.push_back(id);
-    if (g.state == State::kInUse || g.state == State::kRemoving) to_drop.push_back(id);
+    if (g.state == State::kInUse || g.state == State::kCached || g.state == State::kRemoving) {
+      to_drop.push_back(id);
+    }
   }
   for (uint64_t id : to_restage) {
     Group& g = groups_.at(id);

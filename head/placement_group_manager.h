@@ -3,6 +3,8 @@
 // a trial starts on any ready group of its key. States: staging (waiting for
 // the ledger) -> ready (reserved) -> in use (a trial's actor) -> removed.
 // Unused ready groups are released after a delay (a damper against churn).
+// Actor reuse parks an in-use group as cached (its actor kept alive, owned by
+// no trial) until the next trial of the same request takes it.
 // Lives on the head loop thread; not thread-safe. Costs: staging/placing is
 // O(staging groups) per Update call, everything else O(log n).
 #pragma once
@@ -28,7 +30,7 @@ struct PlacementGroupOptions {
 
 class PlacementGroupManager {
  public:
-  enum class State { kStaging, kReady, kInUse, kRemoving };
+  enum class State { kStaging, kReady, kInUse, kCached, kRemoving };
   struct Group {
     uint64_t id = 0;
     std::string key;
@@ -62,8 +64,12 @@ class PlacementGroupManager {
 
   // Takes a ready group of `key` for `trial_id`; nullopt if none is ready.
   std::optional<uint64_t> TakeReady(const std::string& key, const std::string& trial_id);
-  // The actor of an in-use group is gone: its resources return now.
+  // The actor of an in-use (or cached) group is gone: its resources return now.
   void ReturnInUse(uint64_t group_id);
+  // Actor reuse: the in-use group's actor is kept, owned by no trial.
+  void MarkCached(uint64_t group_id);
+  // A cached group's actor serves `trial_id` now.
+  void AssignCached(uint64_t group_id, const std::string& trial_id);
   // Drops one unused group of `key`: a staging one if any (no resources held),
   // else a ready one (released after the removal delay). False if none.
   bool UnstageOne(const std::string& key);

@@ -45,7 +45,9 @@ Json Trial::ToJson() const {
               {"error_log", error_log},
               {"start_time", start_time},
               {"end_time", end_time},
-              {"num_restores", num_restores}};
+              {"num_restores", num_restores},
+              {"held", held},
+              {"exports", exports}};
 }
 
 Result<Trial> Trial::FromJson(const Json& j) {
@@ -72,6 +74,8 @@ Result<Trial> Trial::FromJson(const Json& j) {
     t.start_time = j.at("start_time").get<double>();
     t.end_time = j.at("end_time").get<double>();
     t.num_restores = j.value("num_restores", int64_t{0});
+    t.held = j.value("held", false);
+    if (j.contains("exports")) t.exports = j["exports"];
     return t;
   } catch (const Json::exception& e) {
     return Status::Corruption(std::string("trial record: ") + e.what());

@@ -47,6 +47,8 @@ struct Trial {
   double start_time = 0;  // unix s of the first start; 0 = never
   double end_time = 0;
   int64_t num_restores = 0;
+  bool held = false;  // paused by a user: waits for `resume` instead of the scheduler
+  Json exports;       // {format: content} from export_formats, when the trial terminated
 
   // ---- runtime only (the actor of the current attempt) ----
   std::string worker_id;
@@ -55,6 +57,9 @@ struct Trial {
   bool saving = false;        // a persistent SAVE is in flight
   bool stop_after_save = false;  // the decision cached while saving
   std::string memory_checkpoint;  // PAUSE checkpoint bytes (never persisted)
+  bool pause_requested = false;  // pause at the end of the in-flight TRAIN / SAVE
+  bool pausing = false;          // a memory SAVE for the pause is in flight
+  bool queued_paused = false;    // queue rank: PENDING trials start before PAUSED ones
 
   Json ToJson() const;
   static Result<Trial> FromJson(const Json& j);

@@ -121,6 +121,9 @@ Status TrialRunner::Load() {
     if (IsFinished(stored_status)) {
       SetStatus(stored, stored_status);
       dirty_trials_.erase(id);
+    } else if (stored_status == TrialStatus::kPaused && stored.held) {
+      SetStatus(stored, TrialStatus::kPaused);  // a user's pause outlives the head
+      dirty_trials_.erase(id);
     } else {
       Enqueue(stored);
       if (stored_status != TrialStatus::kPending) MarkDirty(stored);
@@ -158,11 +161,17 @@ protocol::Registered TrialRunner::HandleRegister(const protocol::Register& reg) 
     auto it = trials_.find(a.trial_id);
     bool ours = it != trials_.end() && it->second.has_actor && it->second.attempt == a.attempt &&
                 it->second.worker_id == reg.worker_id && mine.count(a.trial_id);
+    for (const auto& [key, cache] : cached_) {
+      for (const auto& c : cache) {
+        ours = ours || (c.worker_id == reg.worker_id && c.trial_id == a.trial_id &&
+                        c.attempt == a.attempt);
+      }
+    }
     if (!ours) {
       protocol::Stop stop;
       stop.trial_id = a.trial_id;
       stop.attempt = a.attempt;
-      stop.kill_after_ms = options_.force_cleanup_ms;
+      stop.kill_after_ms = options_.force_cleanup_ms;  // rid 0: no reply wanted
       sink_.SendToWorker(reg.worker_id, protocol::Message{stop, {}}, SendTiming::kAfterCommit);
     }
   }
@@ -216,12 +225,37 @@ void TrialRunner::HandleReply(const std::string& worker_id, const protocol::Repl
     OnStopDone(*f);
     return;
   }
+  if (f->type == FutureType::kExport) {
+    Trial* owner = MutableTrial(f->trial_id);
+    if (owner == nullptr) return;
+    if (!reply.ok) {
+      spdlog::warn("export of trial {} failed: {}", f->trial_id, reply.error);
+      owner->exports = Json{{"error", reply.error}};
+    } else {
+      owner->exports = reply.data.is_object() && reply.data.contains("exports")
+                           ? reply.data["exports"]
+                           : Json::object();
+    }
+    MarkDirty(*owner);
+    return;
+  }
   Trial* t = CurrentTrial(f->trial_id, f->attempt);
   if (t == nullptr) return;  // stale attempt: fenced
   switch (f->type) {
     case FutureType::kCreate: OnCreateReply(*t, reply); break;
     case FutureType::kRestore: OnRestoreReply(*t, reply); break;
-    case FutureType::kSave: OnSaveReply(*t, reply, payload); break;
+    case FutureType::kReset: OnResetReply(*t, reply); break;
+    case FutureType::kSave:
+      if (f->storage == "memory") {
+        if (!reply.ok || payload.empty()) {
+          FailTrial(*t, "pause checkpoint failed: " + reply.error, true);
+        } else {
+          OnPauseSaved(*t, payload);
+        }
+      } else {
+        OnSaveReply(*t, reply, payload);
+      }
+      break;
     case FutureType::kTrain:
       // TRAIN is answered by a RESULT batch; a REPLY means it was refused.
       FailTrial(*t, reply.error.empty() ? "TRAIN refused by worker" : reply.error, true);
@@ -324,7 +358,7 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
   if (stop) {
     FinishTrial(*t, TrialStatus::kTerminated);
   } else {
-    ContinueTraining(*t);
+    ContinueOrPause(*t);
   }
 }
 
@@ -347,7 +381,7 @@ void TrialRunner::OnSaveReply(Trial& t, const protocol::Reply& reply, const std:
   if (t.stop_after_save) {
     FinishTrial(t, TrialStatus::kTerminated);
   } else {
-    ContinueTraining(t);
+    ContinueOrPause(t);
   }
 }
 
@@ -422,23 +456,29 @@ void TrialRunner::SetStatus(Trial& t, TrialStatus s) {
   MarkDirty(t);
 }
 
+const std::string& TrialRunner::RequestKeyOf(const Trial& t) {
+  auto it = request_key_of_experiment_.find(t.experiment_id);
+  if (it != request_key_of_experiment_.end()) return it->second;
+  return request_key_of_experiment_[t.experiment_id] =
+             experiments_.at(t.experiment_id).spec.resources.Key();
+}
+
 void TrialRunner::Enqueue(Trial& t) {
-  const std::string& key = request_key_of_experiment_.count(t.experiment_id)
-                               ? request_key_of_experiment_.at(t.experiment_id)
-                               : (request_key_of_experiment_[t.experiment_id] =
-                                      experiments_.at(t.experiment_id).spec.resources.Key());
+  const std::string& key = RequestKeyOf(t);
   RequestQueue& q = queues_[key];
-  if (q.waiting.empty() && q.request.bundles.empty()) {
-    q.request = experiments_.at(t.experiment_id).spec.resources;
-  }
-  q.waiting.insert({t.seq, t.trial_id});
+  if (q.request.bundles.empty()) q.request = experiments_.at(t.experiment_id).spec.resources;
+  t.queued_paused = t.status == TrialStatus::kPaused;
+  q.waiting.insert({t.queued_paused, t.seq, t.trial_id});
 }
 
 void TrialRunner::Dequeue(Trial& t) {
-  auto kit = request_key_of_experiment_.find(t.experiment_id);
-  if (kit == request_key_of_experiment_.end()) return;
-  auto qit = queues_.find(kit->second);
-  if (qit != queues_.end()) qit->second.waiting.erase({t.seq, t.trial_id});
+  auto qit = queues_.find(RequestKeyOf(t));
+  if (qit != queues_.end()) qit->second.waiting.erase({t.queued_paused, t.seq, t.trial_id});
+}
+
+int64_t TrialRunner::KillAfterMs(const Experiment& e) const {
+  if (e.spec.force_cleanup_s > 0) return static_cast<int64_t>(e.spec.force_cleanup_s * 1000);
+  return options_.force_cleanup_ms;
 }
 
 TrainBuffer TrialRunner::BufferFor(const Trial& t) const {
@@ -474,16 +514,23 @@ void TrialRunner::StartTrial(Trial& t, uint64_t group_id) {
     if (b.worker_id == host.worker_id) gpu_ids.insert(gpu_ids.end(), b.gpu_ids.begin(), b.gpu_ids.end());
   }
   std::string checkpoint_bytes;
+  const std::string* checkpoint = CheckpointFor(t, checkpoint_bytes);
+  if (t.start_time == 0) t.start_time = WallSeconds();
+  SetStatus(t, TrialStatus::kRunning);
+  executor_.StartTrial(t, e.spec.trainable, t.worker_id, bundle0, gpu_ids, checkpoint, BufferFor(t));
+}
+
+const std::string* TrialRunner::CheckpointFor(Trial& t, std::string& storage) {
   const std::string* checkpoint = nullptr;
   if (!t.memory_checkpoint.empty()) {
-    checkpoint_bytes = std::move(t.memory_checkpoint);
+    storage = std::move(t.memory_checkpoint);
     t.memory_checkpoint.clear();
-    checkpoint = &checkpoint_bytes;
+    checkpoint = &storage;
   } else if (const CheckpointRecord* c = t.NewestCheckpoint()) {
     auto bytes = store_.Get(storage::Family::kCheckpoints, storage::CheckpointKey(t.trial_id, c->id));
     if (bytes.ok() && bytes->has_value()) {
-      checkpoint_bytes = std::move(**bytes);
-      checkpoint = &checkpoint_bytes;
+      storage = std::move(**bytes);
+      checkpoint = &storage;
     } else {
       spdlog::error("trial {}: checkpoint {} unreadable ({}); starting from scratch", t.trial_id,
                     c->id, bytes.ok() ? "missing" : bytes.status().ToString());
@@ -495,23 +542,177 @@ void TrialRunner::StartTrial(Trial& t, uint64_t group_id) {
     // From scratch: iterations are recomputed; stored ones are not rewritten.
     spdlog::info("trial {} restarts from scratch (no checkpoint)", t.trial_id);
   }
+  return checkpoint;
+}
+
+void TrialRunner::StartTrialOnCachedActor(Trial& t, const CachedActor& actor) {
+  Dequeue(t);
+  t.attempt++;
+  t.group_id = actor.group_id;
+  t.has_actor = true;
+  t.worker_id = actor.worker_id;
+  actors_by_worker_[t.worker_id].insert(t.trial_id);
+  groups_.AssignCached(actor.group_id, t.trial_id);
+  resetting_[t.trial_id] = actor;
   if (t.start_time == 0) t.start_time = WallSeconds();
   SetStatus(t, TrialStatus::kRunning);
-  executor_.StartTrial(t, e.spec.trainable, t.worker_id, bundle0, gpu_ids, checkpoint, BufferFor(t));
+  executor_.Reset(t, actor.trial_id, actor.attempt);
+}
+
+void TrialRunner::OnResetReply(Trial& t, const protocol::Reply& reply) {
+  auto it = resetting_.find(t.trial_id);
+  if (it == resetting_.end()) return;
+  CachedActor old = it->second;
+  resetting_.erase(it);
+  bool accepted = reply.ok && reply.data.is_object() && reply.data.value("reset", false);
+  if (accepted) {
+    std::string bytes;
+    const std::string* checkpoint = CheckpointFor(t, bytes);
+    executor_.ResumeOnActor(t, checkpoint, BufferFor(t));
+    return;
+  }
+  // The actor kept its old key (or is gone): stop it under that key.
+  executor_.StopActorKey(old.worker_id, old.trial_id, old.attempt, old.group_id,
+                         KillAfterMs(experiments_.at(t.experiment_id)));
+  actors_by_worker_[t.worker_id].erase(t.trial_id);
+  t.has_actor = false;
+  t.worker_id.clear();
+  t.group_id = 0;
+  std::string why = reply.ok ? std::string("Trainable runner reuse requires reset_config() to be "
+                                           "implemented and return True.")
+                             : "actor reuse failed: " + reply.error;
+  FailTrial(t, why, false);
+}
+
+void TrialRunner::ReleaseActor(Trial& t, bool reusable) {
+  if (!t.has_actor) return;
+  const int64_t kill = KillAfterMs(experiments_.at(t.experiment_id));
+  if (!(reusable && TryCacheActor(t))) executor_.StopActor(t, kill);
+  if (auto r = resetting_.find(t.trial_id); r != resetting_.end()) {
+    // Whichever key the actor has when the RESET settles, one STOP finds it.
+    executor_.StopActorKey(r->second.worker_id, r->second.trial_id, r->second.attempt, 0, kill);
+    resetting_.erase(r);
+  }
+  actors_by_worker_[t.worker_id].erase(t.trial_id);
+  t.has_actor = false;
+  t.worker_id.clear();
+  t.group_id = 0;
+}
+
+bool TrialRunner::TryCacheActor(Trial& t) {
+  if (resetting_.count(t.trial_id)) return false;
+  const std::string& key = RequestKeyOf(t);
+  auto qit = queues_.find(key);
+  size_t demand = qit == queues_.end() ? 0 : qit->second.waiting.size();
+  auto& cache = cached_[key];
+  // Ray caches only with pending demand for the same request, and at most
+  // max_pending_trials actors.
+  if (cache.size() >= demand || static_cast<int64_t>(num_cached_) >= max_pending_) return false;
+  executor_.ForgetTrial(t.trial_id);
+  groups_.MarkCached(t.group_id);
+  cache.push_back(CachedActor{t.worker_id, t.trial_id, t.attempt, t.group_id});
+  ++num_cached_;
+  return true;
+}
+
+void TrialRunner::ReconcileCachedActors() {
+  for (auto& [key, cache] : cached_) {
+    auto qit = queues_.find(key);
+    size_t demand = qit == queues_.end() ? 0 : qit->second.waiting.size();
+    while (cache.size() > demand) {
+      CachedActor a = cache.front();
+      cache.pop_front();
+      --num_cached_;
+      const Trial* owner = FindTrial(a.trial_id);
+      int64_t kill = owner == nullptr ? options_.force_cleanup_ms
+                                      : KillAfterMs(experiments_.at(owner->experiment_id));
+      executor_.StopActorKey(a.worker_id, a.trial_id, a.attempt, a.group_id, kill);
+    }
+  }
+}
+
+Status TrialRunner::PauseTrial(const std::string& trial_id, bool hold) {
+  Trial* t = MutableTrial(trial_id);
+  if (t == nullptr) return Status::NotFound("unknown trial '" + trial_id + "'");
+  switch (t->status) {
+    case TrialStatus::kTerminated:
+    case TrialStatus::kError:
+      return Status::FailedPrecondition("trial " + trial_id + " is " + TrialStatusName(t->status));
+    case TrialStatus::kRunning:
+      t->pause_requested = true;
+      t->held = hold;
+      MarkDirty(*t);
+      return Status::Ok();
+    case TrialStatus::kPending:
+    case TrialStatus::kPaused:
+      if (!hold) return Status::Ok();
+      Dequeue(*t);
+      SetStatus(*t, TrialStatus::kPaused);
+      t->held = true;
+      MarkDirty(*t);
+      return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+Status TrialRunner::Resume(const std::string& trial_id) {
+  Trial* t = MutableTrial(trial_id);
+  if (t == nullptr) return Status::NotFound("unknown trial '" + trial_id + "'");
+  if (t->status == TrialStatus::kRunning && t->pause_requested) {
+    t->pause_requested = false;  // not paused yet: carry on
+    t->held = false;
+    return Status::Ok();
+  }
+  if (t->status != TrialStatus::kPaused) {
+    return Status::FailedPrecondition("trial " + trial_id + " is " + TrialStatusName(t->status) +
+                                      ", not PAUSED");
+  }
+  if (t->held) {
+    t->held = false;
+    MarkDirty(*t);
+    Enqueue(*t);
+  }
+  return Status::Ok();
+}
+
+void TrialRunner::StartPause(Trial& t) {
+  t.pause_requested = false;
+  t.pausing = true;
+  executor_.Save(t, "memory");
+}
+
+void TrialRunner::OnPauseSaved(Trial& t, const std::string& payload) {
+  t.pausing = false;
+  const Experiment& e = experiments_.at(t.experiment_id);
+  ReleaseActor(t, e.spec.reuse_actors);
+  t.memory_checkpoint = payload;
+  SetStatus(t, TrialStatus::kPaused);
+  if (!t.held) Enqueue(t);
+}
+
+void TrialRunner::ContinueOrPause(Trial& t) {
+  if (t.pause_requested) {
+    StartPause(t);
+  } else {
+    ContinueTraining(t);
+  }
 }
 
 void TrialRunner::FinishTrial(Trial& t, TrialStatus final_status) {
   if (IsFinished(t.status)) return;
+  const Experiment& spec_owner = experiments_.at(t.experiment_id);
   if (t.has_actor) {
-    executor_.StopActor(t, options_.force_cleanup_ms);
-    actors_by_worker_[t.worker_id].erase(t.trial_id);
-    t.has_actor = false;
-    t.worker_id.clear();
-    t.group_id = 0;
-  } else {
+    bool ok = final_status == TrialStatus::kTerminated;
+    if (ok && !spec_owner.spec.export_formats.empty() && !resetting_.count(t.trial_id)) {
+      executor_.Export(t, spec_owner.spec.export_formats);
+    }
+    ReleaseActor(t, ok && spec_owner.spec.reuse_actors);
+  } else if (t.status == TrialStatus::kPending || t.status == TrialStatus::kPaused) {
     Dequeue(t);
   }
   t.saving = false;
+  t.pausing = false;
+  t.pause_requested = false;
   t.memory_checkpoint.clear();
   t.end_time = WallSeconds();
   SetStatus(t, final_status);
@@ -535,14 +736,10 @@ void TrialRunner::FailTrial(Trial& t, const std::string& error, bool retry) {
     if (e.spec.fail_fast) StopExperiment(e, nullptr);
     return;
   }
-  if (t.has_actor) {
-    executor_.StopActor(t, options_.force_cleanup_ms);
-    actors_by_worker_[t.worker_id].erase(t.trial_id);
-    t.has_actor = false;
-    t.worker_id.clear();
-    t.group_id = 0;
-  }
+  ReleaseActor(t, false);  // an actor is never reused after an error
   t.saving = false;
+  t.pausing = false;
+  t.pause_requested = false;
   t.memory_checkpoint.clear();  // retry from the newest persistent checkpoint
   // Ray requeues a retried trial at the end of the queue.
   t.seq = next_seq_++;
@@ -556,6 +753,13 @@ void TrialRunner::OnWorkerDead(const std::string& worker_id, const std::string& 
   spdlog::warn("worker {} is gone: {}", who, cause);
   // Stops sent there will never be answered: their groups die with the worker.
   executor_.TakeStopsOnWorker(worker_id);
+  for (auto& [key, cache] : cached_) {
+    size_t before = cache.size();
+    cache.erase(std::remove_if(cache.begin(), cache.end(),
+                               [&](const CachedActor& a) { return a.worker_id == worker_id; }),
+                cache.end());
+    num_cached_ -= before - cache.size();
+  }
   groups_.OnWorkerRemoved(worker_id);
   ledger_.RemoveWorker(worker_id);
   RecomputeMaxPending();
@@ -689,32 +893,46 @@ void TrialRunner::GenerateTrials() {
 
 void TrialRunner::StageAndReconcile() {
   for (auto& [key, q] : queues_) {
-    int64_t have = groups_.NumStaging(key) + groups_.NumReady(key);
+    auto cit = cached_.find(key);
+    int64_t cached = cit == cached_.end() ? 0 : static_cast<int64_t>(cit->second.size());
+    int64_t have = groups_.NumStaging(key) + groups_.NumReady(key) + cached;
     int64_t want = static_cast<int64_t>(q.waiting.size());
     while (have < want && groups_.CanStage()) {
       groups_.Stage(q.request);
       ++have;
     }
-    while (have > want && groups_.UnstageOne(key)) --have;
+    while (have > want && groups_.UnstageOne(key)) --have;  // cached actors go in Reconcile
   }
 }
 
 void TrialRunner::StartReadyTrials() {
-  // FIFO across request shapes: among shapes with a ready group, the one whose
-  // oldest waiting trial came first. A shape without a ready group never blocks
-  // another (Ray's _on_pg_ready fallback, without its deadlock).
+  // FIFO across request shapes: among shapes with a cached actor or a ready
+  // group, the one whose first waiting trial comes first. A shape without
+  // either never blocks another (Ray's _on_pg_ready fallback, without its
+  // deadlock). A cached actor is preferred over a fresh group (Ray).
   while (true) {
     RequestQueue* best = nullptr;
     std::string best_key;
     for (auto& [key, q] : queues_) {
-      if (q.waiting.empty() || !groups_.HasReady(key)) continue;
+      if (q.waiting.empty()) continue;
+      auto cit = cached_.find(key);
+      bool has_cached = cit != cached_.end() && !cit->second.empty();
+      if (!has_cached && !groups_.HasReady(key)) continue;
       if (best == nullptr || *q.waiting.begin() < *best->waiting.begin()) {
         best = &q;
         best_key = key;
       }
     }
     if (best == nullptr) return;
-    std::string trial_id = best->waiting.begin()->second;
+    std::string trial_id = std::get<2>(*best->waiting.begin());
+    auto cit = cached_.find(best_key);
+    if (cit != cached_.end() && !cit->second.empty()) {
+      CachedActor actor = cit->second.front();
+      cit->second.pop_front();
+      --num_cached_;
+      StartTrialOnCachedActor(trials_.at(trial_id), actor);
+      continue;
+    }
     auto gid = groups_.TakeReady(best_key, trial_id);
     StartTrial(trials_.at(trial_id), *gid);
   }
@@ -737,6 +955,7 @@ void TrialRunner::Tick() {
   StageAndReconcile();
   groups_.Update();
   StartReadyTrials();
+  ReconcileCachedActors();
   CheckInsufficientResources();
 }
 

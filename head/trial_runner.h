@@ -10,11 +10,13 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -67,6 +69,13 @@ class TrialRunner {
   Result<Json> Submit(const Json& spec);
   Result<std::string> AddTrial(const std::string& experiment_id, const Json& config);
   Result<std::vector<std::string>> Stop(const std::string& id);
+  // Pauses a trial: a RUNNING trial takes a memory checkpoint at the end of its
+  // current step, releases its actor (or hands it to the next trial with actor
+  // reuse) and becomes PAUSED. `hold` (a user's pause) keeps it PAUSED until
+  // Resume; without it the trial goes back to the queue (a scheduler's pause),
+  // behind every PENDING trial, and resumes from the memory checkpoint.
+  Status PauseTrial(const std::string& trial_id, bool hold);
+  Status Resume(const std::string& trial_id);
 
   // Timers and scheduling; call once per loop turn after the input.
   void Tick();
@@ -94,7 +103,17 @@ class TrialRunner {
  private:
   struct RequestQueue {
     PlacementRequest request;
-    std::set<std::pair<uint64_t, std::string>> waiting;  // (seq, trial_id)
+    // (paused?, seq, trial_id): FIFO, PENDING trials before PAUSED ones (Ray's
+    // FIFOScheduler.choose_trial_to_run).
+    std::set<std::tuple<bool, uint64_t, std::string>> waiting;
+  };
+  // An actor kept alive after its trial ended, for the next trial of the same
+  // request (reuse_actors). Its group is cached in the PG manager.
+  struct CachedActor {
+    std::string worker_id;
+    std::string trial_id;  // the actor's key on the worker
+    uint64_t attempt = 0;
+    uint64_t group_id = 0;
   };
 
   Trial& NewTrial(Experiment& e, Json config);
@@ -111,6 +130,21 @@ class TrialRunner {
   void StageAndReconcile();
   void StartReadyTrials();
   void StartTrial(Trial& t, uint64_t group_id);
+  void StartTrialOnCachedActor(Trial& t, const CachedActor& actor);
+  // The trial's checkpoint to start from (memory, else newest persistent).
+  const std::string* CheckpointFor(Trial& t, std::string& storage);
+  const std::string& RequestKeyOf(const Trial& t);
+  int64_t KillAfterMs(const Experiment& e) const;
+  // The trial no longer needs its actor: cache it for reuse when allowed and
+  // wanted, otherwise stop it. Clears the trial's actor fields.
+  void ReleaseActor(Trial& t, bool reusable);
+  bool TryCacheActor(Trial& t);
+  void ReconcileCachedActors();
+  void StartPause(Trial& t);
+  void OnPauseSaved(Trial& t, const std::string& payload);
+  void OnResetReply(Trial& t, const protocol::Reply& reply);
+  // What a trial does when its TRAIN or SAVE completes without stopping.
+  void ContinueOrPause(Trial& t);
   TrainBuffer BufferFor(const Trial& t) const;
   void ContinueTraining(Trial& t);
 
@@ -144,6 +178,10 @@ class TrialRunner {
   std::map<std::string, Experiment> experiments_;
   std::unordered_map<std::string, Trial> trials_;
   std::unordered_map<std::string, RequestQueue> queues_;  // by request key
+  std::unordered_map<std::string, std::deque<CachedActor>> cached_;  // by request key
+  size_t num_cached_ = 0;
+  // Trial -> the actor key a RESET in flight is re-keying for it.
+  std::unordered_map<std::string, CachedActor> resetting_;
   std::unordered_map<std::string, std::string> request_key_of_experiment_;
   std::unordered_map<std::string, std::unordered_set<std::string>> actors_by_worker_;
   std::unordered_map<std::string, SearchSpace> spaces_;  // by experiment id

@@ -23,9 +23,12 @@ class FakeWorkerFleet {
  public:
   struct Actor {
     std::string worker_id;
+    std::string trainable;
     int64_t iteration = 0;
     uint64_t seq = 0;
     bool restored = false;
+    int64_t num_resets = 0;  // actor state: survives RESET, not restored
+    int64_t id = 0;          // which physical actor this is
   };
 
   FakeWorkerFleet(head::TrialRunner& runner, RecordingCommandSink& sink, storage::Store& store)
@@ -77,6 +80,10 @@ class FakeWorkerFleet {
   int64_t restores = 0;
   int64_t saves = 0;
   int64_t stops = 0;
+  int64_t resets = 0;
+  int64_t exports = 0;
+  bool hang_stops = false;
+  std::map<std::string, int64_t> created_on;  // actors created per worker
   std::map<std::string, Actor> actors;  // key trial_id + "#" + attempt
 
   static double Quadratic(const Json& config, int64_t i) {
@@ -106,7 +113,8 @@ class FakeWorkerFleet {
         Reply(w, c->rid, c->trial_id, c->attempt, false, "unknown trainable 'missing'");
         return;
       }
-      actors[Key(c->trial_id, c->attempt)] = Actor{w, 0, 0, false};
+      actors[Key(c->trial_id, c->attempt)] = Actor{w, c->trainable, 0, 0, false, 0, ++next_actor_id};
+      created_on[w]++;
       Reply(w, c->rid, c->trial_id, c->attempt, true);
     } else if (auto* r = std::get_if<protocol::Restore>(&body)) {
       ++restores;
@@ -119,7 +127,35 @@ class FakeWorkerFleet {
       Actor& a = actors[Key(s->trial_id, s->attempt)];
       Reply(w, s->rid, s->trial_id, s->attempt, true, {}, Json{{"iteration", a.iteration}},
             "ckpt:" + std::to_string(a.iteration));
+    } else if (auto* rs = std::get_if<protocol::Reset>(&body)) {
+      ++resets;
+      auto it = actors.find(Key(rs->trial_id, rs->attempt));
+      if (it == actors.end()) {
+        Reply(w, rs->rid, rs->new_trial_id, rs->new_attempt, false, "no actor");
+        return;
+      }
+      if (it->second.trainable == "fail") {
+        Reply(w, rs->rid, rs->new_trial_id, rs->new_attempt, true, {}, Json{{"reset", false}});
+        return;
+      }
+      Actor a = it->second;
+      actors.erase(it);
+      a.iteration = 0;
+      a.seq = 0;
+      a.restored = false;
+      a.num_resets++;
+      actors[Key(rs->new_trial_id, rs->new_attempt)] = a;
+      Reply(w, rs->rid, rs->new_trial_id, rs->new_attempt, true, {}, Json{{"reset", true}});
+    } else if (auto* ex = std::get_if<protocol::Export>(&body)) {
+      ++exports;
+      auto it = actors.find(Key(ex->trial_id, ex->attempt));
+      Json out = Json::object();
+      for (const auto& f : ex->formats) {
+        out[f] = Json{{"iteration", it == actors.end() ? -1 : it->second.iteration}}.dump();
+      }
+      Reply(w, ex->rid, ex->trial_id, ex->attempt, true, {}, Json{{"exports", out}});
     } else if (auto* st = std::get_if<protocol::Stop>(&body)) {
+      if (hang_stops) return;  // the actor's stop never finishes
       ++stops;
       actors.erase(Key(st->trial_id, st->attempt));
       Reply(w, st->rid, st->trial_id, st->attempt, true);
@@ -145,8 +181,13 @@ class FakeWorkerFleet {
         }
         a.iteration = i;
         double x = Quadratic(trial->config, i);
-        Json result{{"training_iteration", i}, {"x", x}, {"loss", x * x}, {"done", false}};
+        Json result{{"training_iteration", i}, {"x", x},         {"loss", x * x},
+                    {"done", false},           {"num_resets", a.num_resets}, {"actor", a.id}};
+        int64_t user_freq = trial->config.value("user_checkpoint_freq", int64_t{0});
+        bool user_ckpt = user_freq > 0 && i % user_freq == 0;
+        if (user_ckpt) result["should_checkpoint"] = true;
         batch.results.push_back({++a.seq, result});
+        if (user_ckpt) break;  // a buffered batch ends at should_checkpoint
       }
       runner_.HandleResultBatch(w, batch);
     }
@@ -157,6 +198,7 @@ class FakeWorkerFleet {
   storage::Store& store_;
   std::set<std::string> alive_;
   std::map<std::string, std::pair<int64_t, bool>> fail_at_;
+  int64_t next_actor_id = 0;
 };
 
 }  // namespace ztune::testing
