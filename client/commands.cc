@@ -673,6 +673,19 @@ int RunStop(const CommandContext& ctx, const std::string& id, bool json) {
   return kExitOk;
 }
 
+int RunPauseResume(const CommandContext& ctx, const std::string& op, const std::string& trial_id,
+                   bool json) {
+  int code = kExitOk;
+  std::optional<Json> reply = CallOrReport(ctx, op, Json{{"trial_id", trial_id}}, &code);
+  if (!reply) return code;
+  if (json) {
+    PrintJson(ctx.out, StripEnvelope(std::move(*reply)));
+    return kExitOk;
+  }
+  ctx.out << trial_id << ' ' << FormatCell((*reply)["status"]) << '\n';
+  return kExitOk;
+}
+
 int RunWait(const CommandContext& ctx, const std::string& experiment_id, const WaitOptions& options,
             const Clock& clock) {
   const TimeMs start = clock.NowMs();

@@ -83,6 +83,11 @@ int RunWorkers(const CommandContext& ctx, bool json);
 // `id` is an experiment id or a trial id. Prints the stopped trial ids, one a line.
 int RunStop(const CommandContext& ctx, const std::string& id, bool json);
 
+// Pauses (op "pause") or resumes (op "resume") one trial. A paused trial keeps
+// a memory checkpoint and stays PAUSED until resumed. Prints "TRIAL STATUS".
+int RunPauseResume(const CommandContext& ctx, const std::string& op, const std::string& trial_id,
+                   bool json);
+
 struct WaitOptions {
   // Give up after this many seconds (exit 4); nullopt = wait forever.
   std::optional<double> timeout_s;

@@ -146,6 +146,28 @@ int main(int argc, char** argv) {
     run = [&](const CommandContext& ctx) { return zc::RunStop(ctx, stop_id, stop_json); };
   });
 
+  // pause / resume
+  std::string pause_id;
+  bool pause_json = false;
+  auto* pause = app.add_subcommand("pause", "pause a trial (memory checkpoint, frees its resources)");
+  pause->add_option("TRIAL", pause_id, "trial id")->required();
+  pause->add_flag("--json", pause_json, "print {trial_id, status}");
+  pause->callback([&] {
+    run = [&](const CommandContext& ctx) {
+      return zc::RunPauseResume(ctx, "pause", pause_id, pause_json);
+    };
+  });
+  std::string resume_id;
+  bool resume_json = false;
+  auto* resume = app.add_subcommand("resume", "resume a paused trial from its memory checkpoint");
+  resume->add_option("TRIAL", resume_id, "trial id")->required();
+  resume->add_flag("--json", resume_json, "print {trial_id, status}");
+  resume->callback([&] {
+    run = [&](const CommandContext& ctx) {
+      return zc::RunPauseResume(ctx, "resume", resume_id, resume_json);
+    };
+  });
+
   // wait
   std::string wait_exp;
   zc::WaitOptions wait_options;
