@@ -7,7 +7,12 @@
 // to the experiment being finished (every result durable). Prints one JSON
 // document with results/s per shape and the head's CPU time.
 //
-//   throughput [--shapes 100x100,1000x10] [--cpus-per-worker 16] [--buffer 1]
+// The bookkeeping workload (Ray's tune_scalability_bookkeeping_overhead, minus
+// the 1 s sleep) is the shape 10000x1: every trial costs a placement group
+// reserve/release, CREATE_ACTOR, one TRAIN, STOP and its durable records, so
+// head_cpu_us_per_trial is the head's bookkeeping cost per trial.
+//
+//   throughput [--shapes 100x100,1000x10,10000x1] [--cpus-per-worker 16] [--buffer 1]
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -98,6 +103,8 @@ Json RunShape(const Shape& shape, int cpus_per_worker, int64_t buffer) {
            {"trials_per_s", shape.trials / seconds},
            {"head_cpu_s", head_cpu},
            {"head_cpu_us_per_result", 1e6 * head_cpu / results},
+           {"head_cpu_us_per_trial", 1e6 * head_cpu / shape.trials},
+           {"wall_us_per_trial_per_slot", 1e6 * seconds * 2 * cpus_per_worker / shape.trials},
            {"terminated", last["trial_counts"]["TERMINATED"]}};
   workers.clear();
   head.Stop();
@@ -109,7 +116,7 @@ Json RunShape(const Shape& shape, int cpus_per_worker, int64_t buffer) {
 
 int main(int argc, char** argv) {
   CLI::App app{"ztune throughput benchmark: noop trials on a real head and 2 workers"};
-  std::string shapes_arg = "100x100,1000x10";
+  std::string shapes_arg = "100x100,1000x10,10000x1";
   int cpus_per_worker = 16;
   std::vector<int64_t> buffers = {1};
   app.add_option("--shapes", shapes_arg, "comma-separated TRIALSxITERATIONS")->capture_default_str();

@@ -45,9 +45,15 @@ int main(int argc, char** argv) {
                  "seconds an actor gets to stop before its worker kills it")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  int64_t warn_s = 60;
+  app.add_option("--insufficient-resources-warn-s", warn_s,
+                 "warn when no trial has run for this long while trials wait")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   options.runner.force_cleanup_ms = force_cleanup_s * 1000;
+  options.runner.insufficient_resources_warn_ms = warn_s * 1000;
 
   if (auto s = ztune::InitLogging(log_level, "head"); !s.ok()) {
     std::fprintf(stderr, "ztune-head: %s\n", s.message().c_str());

@@ -1,6 +1,7 @@
 #include "head/placement_group_manager.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 namespace ztune::head {
 
@@ -37,10 +38,18 @@ int PlacementGroupManager::Update() {
   if (!dirty_) return 0;
   dirty_ = false;
   int became_ready = 0;
+  // Equal requests fit or fail alike: after one failure, skip the rest of that
+  // key this round (keeps Update O(distinct requests) placements when full).
+  std::unordered_set<std::string> failed;
   for (auto it = staging_order_.begin(); it != staging_order_.end();) {
     Group& g = groups_.at(*it);
+    if (failed.count(g.key)) {
+      ++it;
+      continue;
+    }
     auto placement = ledger_.TryReserve(g.request);
     if (!placement) {
+      failed.insert(g.key);
       ++it;
       continue;
     }

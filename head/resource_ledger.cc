@@ -119,6 +119,17 @@ bool ResourceLedger::PlaceAll(const PlacementRequest& request,
 }
 
 std::optional<Placement> ResourceLedger::TryReserve(const PlacementRequest& request) {
+  if (request.bundles.size() == 1) {
+    // The common case: one bundle on the first worker that holds it, in place.
+    const ResourceSet& b = request.bundles.front();
+    for (auto& [id, w] : workers_) {
+      auto gpus = FitGpus(w, b);
+      if (!gpus) continue;
+      TakeGpus(w, b, *gpus);
+      return Placement{{BundlePlacement{id, b, *gpus}}};
+    }
+    return std::nullopt;
+  }
   std::map<std::string, WorkerResources> scratch = workers_;
   Placement p;
   if (!PlaceAll(request, scratch, p)) return std::nullopt;

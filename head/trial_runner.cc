@@ -1070,6 +1070,17 @@ int64_t TrialRunner::ActorsOn(const std::string& worker_id) const {
   return it == actors_by_worker_.end() ? 0 : static_cast<int64_t>(it->second.size());
 }
 
+bool TrialRunner::HasResourcesForTrial(const std::string& trial_id) const {
+  const Trial* t = FindTrial(trial_id);
+  if (t == nullptr) return false;
+  auto kit = request_key_of_experiment_.find(t->experiment_id);
+  if (kit == request_key_of_experiment_.end()) return false;
+  const std::string& key = kit->second;
+  auto cit = cached_.find(key);
+  if (cit != cached_.end() && !cit->second.empty()) return true;
+  return groups_.HasReady(key) || groups_.NumStaging(key) > 0 || groups_.CanStage();
+}
+
 std::string TrialRunner::DebugString() const {
   ResourceSet used = groups_.OccupiedResources();
   ResourceSet total = ledger_.Total();

@@ -95,6 +95,9 @@ class TrialRunner {
   // The best trial of an experiment by metric/mode over last results, or nullptr.
   const Trial* BestTrial(const Experiment& e) const;
   int64_t ActorsOn(const std::string& worker_id) const;
+  // Ray's has_resources_for_trial: a cached actor or a ready group of the
+  // trial's request exists, one is staging, or another may be staged.
+  bool HasResourcesForTrial(const std::string& trial_id) const;
   // "Resources requested: 3/4 CPUs, 0/0 GPUs" (Ray's debug_string).
   std::string DebugString() const;
   // Time until Tick has timed work to do (heartbeats, removals), for poll.

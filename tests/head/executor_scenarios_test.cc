@@ -136,6 +136,7 @@ TEST_F(ExecutorScenarioTest, GpuTrialsRespectDevicesAndStopFreesSlots) {
   EXPECT_EQ(T(ids[0]).status, TrialStatus::kRunning);
   EXPECT_EQ(T(ids[1]).status, TrialStatus::kRunning);
   EXPECT_EQ(runner_->DebugString(), "Resources requested: 2/4 CPUs, 2/2 GPUs");
+  EXPECT_TRUE(runner_->HasResourcesForTrial(ids[2]));  // its group is staging
   ASSERT_TRUE(runner_->Stop(ids[0]).ok());
   Turn(2);
   EXPECT_EQ(T(ids[2]).status, TrialStatus::kRunning);

@@ -1,0 +1,473 @@
+// Executor features through the real binaries: force cleanup of a hung actor,
+// graceful stop, actor reuse (and its refusal), pause/resume from the CLI, a
+// killed worker, and a multi-bundle SPREAD request. One small cluster per test,
+// 50 ms heartbeats, everything observed through `ztune ... --json` and the
+// workers' per-trial logs.
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/e2e/cluster.h"
+
+namespace ztune::e2e {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+double SecondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Writes `spec` to a file, submits it, returns the experiment id ("" on failure).
+std::string Submit(LocalCluster& cluster, const std::string& spec) {
+  static int n = 0;
+  std::string path = cluster.dir() + "/spec-" + std::to_string(n++) + ".json";
+  std::ofstream(path) << spec;
+  auto r = cluster.Cli("submit " + path, /*stdout_only=*/true);
+  EXPECT_EQ(r.exit_code, 0) << r.out << cluster.Logs();
+  if (r.exit_code != 0) return "";
+  return r.out.substr(0, r.out.find_first_of(" \n"));
+}
+
+std::string TrialId(const std::string& exp, int k) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "_%05d", k);
+  return exp + buf;
+}
+
+// The TrialDoc, or null when the CLI fails.
+Json GetTrial(const LocalCluster& cluster, const std::string& id) {
+  Json j = cluster.CliJson("trial " + id);
+  return j.is_object() && j.contains("trial") ? j["trial"] : Json();
+}
+
+std::string StatusOf(const Json& trial) {
+  return trial.is_object() && trial["status"].is_string() ? trial["status"].get<std::string>() : "";
+}
+
+int64_t IterationOf(const Json& trial) {
+  return trial.is_object() && trial["iteration"].is_number_integer() ? trial["iteration"].get<int64_t>()
+                                                                      : -1;
+}
+
+// name -> WorkerDoc
+std::map<std::string, Json> Workers(const LocalCluster& cluster) {
+  std::map<std::string, Json> out;
+  Json w = cluster.CliJson("workers");
+  if (!w.is_object()) return out;
+  for (const auto& x : w["workers"]) out[x["name"].get<std::string>()] = x;
+  return out;
+}
+
+double AvailableCpu(const Json& worker) {
+  const Json& a = worker["resources_available"];
+  return a.is_object() && a.contains("CPU") ? a["CPU"].get<double>() : 0.0;
+}
+
+bool WaitFinished(const LocalCluster& cluster, const std::string& exp, int timeout_s = 25) {
+  auto r = cluster.Cli("wait " + exp + " --timeout " + std::to_string(timeout_s) +
+                       " --interval-ms 50");
+  return r.exit_code == 0;
+}
+
+// The trial's results hold training_iteration 1..n, each exactly once, in order.
+void ExpectResultsOneToN(const LocalCluster& cluster, const std::string& id, int64_t n) {
+  Json r = cluster.CliJson("results " + id);
+  ASSERT_TRUE(r.is_object()) << id;
+  const Json& results = r["results"];
+  ASSERT_EQ(results.size(), static_cast<size_t>(n)) << id << ": " << results.dump();
+  for (int64_t i = 1; i <= n; ++i) {
+    EXPECT_EQ(results[i - 1]["training_iteration"], i) << id;
+    EXPECT_EQ(results[i - 1]["trial_id"], id);
+  }
+}
+
+std::string TrialLog(const LocalCluster& cluster, const std::string& worker,
+                     const std::string& trial_id) {
+  return ReadFile(cluster.dir() + "/work-" + worker + "/" + trial_id + "/trial.log");
+}
+
+size_t Count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) ++n;
+  return n;
+}
+
+bool Contains(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+std::string LastLine(const std::string& text) {
+  std::string t = text;
+  while (!t.empty() && t.back() == '\n') t.pop_back();
+  return t.substr(t.rfind('\n') == std::string::npos ? 0 : t.rfind('\n') + 1);
+}
+
+// stop of a trial whose step hangs -> its worker kills the actor at the
+// experiment's force_cleanup_s deadline -> the CPU comes back (the next trial
+// starts ~1 s after the stop, not 30 s) -> that trial runs to TERMINATED.
+TEST(ExecutorE2ETest, ForceCleanupKillsAHungActorAtTheDeadline) {
+  LocalCluster cluster("force-cleanup");
+  cluster.StartHead();
+  cluster.StartWorker("a", 1);
+  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+
+  // Trial 0 sleeps 30 s per step (hangs); trial 1 is quick and waits for the CPU.
+  std::string exp = Submit(cluster, R"({"trainable": "sleep",
+      "param_space": {"sleep_s": {"grid_search": [30, 0.01]}},
+      "stop": {"training_iteration": 3}, "force_cleanup_s": 1})");
+  ASSERT_FALSE(exp.empty());
+  const std::string hung = TrialId(exp, 0), next = TrialId(exp, 1);
+
+  // Running, set up, and inside its first step.
+  ASSERT_TRUE(WaitFor([&] {
+    return StatusOf(GetTrial(cluster, hung)) == "RUNNING" &&
+           Contains(TrialLog(cluster, "a", hung), "created actor");
+  }, seconds(10))) << cluster.Logs();
+  EXPECT_EQ(StatusOf(GetTrial(cluster, next)), "PENDING");
+
+  auto t0 = Clock::now();
+  auto r = cluster.Cli("stop " + hung, /*stdout_only=*/true);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out, hung + "\n");
+  // The only CPU is free once the next trial gets it.
+  ASSERT_TRUE(WaitFor([&] { return StatusOf(GetTrial(cluster, next)) != "PENDING"; }, seconds(10)))
+      << cluster.Logs();
+  double released_after = SecondsSince(t0);
+  EXPECT_GE(released_after, 0.8) << "the hung actor's CPU came back before its kill deadline";
+  EXPECT_LE(released_after, 3.0) << cluster.Logs();
+
+  ASSERT_TRUE(WaitFinished(cluster, exp)) << cluster.Logs();
+  Json h = GetTrial(cluster, hung);
+  EXPECT_EQ(StatusOf(h), "TERMINATED");
+  EXPECT_EQ(IterationOf(h), 0);
+  EXPECT_EQ(h["num_failures"], 0);
+  Json n = GetTrial(cluster, next);
+  EXPECT_EQ(StatusOf(n), "TERMINATED");
+  EXPECT_EQ(IterationOf(n), 3);
+  ExpectResultsOneToN(cluster, next, 3);
+
+  std::string log = TrialLog(cluster, "a", hung);
+  EXPECT_TRUE(Contains(log, "actor did not stop within 1000 ms; killed")) << log;
+  EXPECT_FALSE(Contains(log, "stopped at iteration")) << log;
+
+  auto workers = Workers(cluster);
+  ASSERT_EQ(workers.count("a"), 1u);
+  EXPECT_EQ(AvailableCpu(workers["a"]), 1.0);
+  Json status = cluster.CliJson("status " + exp);
+  EXPECT_EQ(status["resources"]["used"]["CPU"], 0);
+  std::cerr << "[ force cleanup: CPU back " << released_after << " s after the stop ]\n";
+}
+
+// stop of a trial whose steps are short -> the actor stops after its current
+// step, far before the (default, 600 s) kill deadline -> CPU back at once.
+TEST(ExecutorE2ETest, GracefulStopReleasesResourcesQuickly) {
+  LocalCluster cluster("graceful-stop");
+  cluster.StartHead();
+  cluster.StartWorker("a", 1);
+  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+
+  std::string exp = Submit(cluster, R"({"trainable": "sleep", "param_space": {"sleep_s": 0.05},
+      "stop": {"training_iteration": 1000}})");
+  ASSERT_FALSE(exp.empty());
+  const std::string id = TrialId(exp, 0);
+  ASSERT_TRUE(WaitFor([&] {
+    Json t = GetTrial(cluster, id);
+    return StatusOf(t) == "RUNNING" && IterationOf(t) >= 2;
+  }, seconds(10))) << cluster.Logs();
+  EXPECT_EQ(AvailableCpu(Workers(cluster)["a"]), 0.0);
+
+  auto t0 = Clock::now();
+  ASSERT_EQ(cluster.Cli("stop " + id).exit_code, 0);
+  ASSERT_TRUE(WaitFor([&] { return AvailableCpu(Workers(cluster)["a"]) == 1.0; }, seconds(5)))
+      << cluster.Logs();
+  double released_after = SecondsSince(t0);
+  EXPECT_LT(released_after, 1.0) << cluster.Logs();
+
+  Json t = GetTrial(cluster, id);
+  EXPECT_EQ(StatusOf(t), "TERMINATED");
+  EXPECT_EQ(t["num_failures"], 0);
+  ExpectResultsOneToN(cluster, id, IterationOf(t));
+  EXPECT_EQ(cluster.CliJson("status " + exp)["resources"]["used"]["CPU"], 0);
+  ASSERT_TRUE(WaitFor([&] {
+    return Contains(TrialLog(cluster, "a", id), "stopped at iteration");
+  }, seconds(5)));
+  EXPECT_FALSE(Contains(TrialLog(cluster, "a", id), "killed"));
+  std::cerr << "[ graceful stop: CPU back " << released_after << " s after the stop ]\n";
+}
+
+// reuse_actors, 4 trials on one 1-CPU worker -> one actor is created and RESET
+// into each next trial -> every trial TERMINATED with results 1..3 once, and
+// each trial's log file holds that trial's lines.
+TEST(ExecutorE2ETest, ReuseActorsResetsOneActorForEveryTrial) {
+  LocalCluster cluster("reuse");
+  cluster.StartHead();
+  cluster.StartWorker("a", 1);
+  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+
+  std::string exp = Submit(cluster, R"({"trainable": "sleep", "param_space": {"sleep_s": 0.01},
+      "num_samples": 4, "stop": {"training_iteration": 3}, "reuse_actors": true})");
+  ASSERT_FALSE(exp.empty());
+  ASSERT_TRUE(WaitFinished(cluster, exp)) << cluster.Logs();
+
+  std::string all_logs;
+  for (int k = 0; k < 4; ++k) {
+    const std::string id = TrialId(exp, k);
+    Json t = GetTrial(cluster, id);
+    EXPECT_EQ(StatusOf(t), "TERMINATED") << t.dump();
+    EXPECT_EQ(t["num_failures"], 0);
+    ExpectResultsOneToN(cluster, id, 3);
+
+    std::string log = TrialLog(cluster, "a", id);
+    all_logs += log;
+    SCOPED_TRACE(id + " log:\n" + log);
+    if (k == 0) {
+      EXPECT_TRUE(Contains(log, "created actor for trial " + id + " attempt 1 (trainable sleep)"));
+    } else {
+      // The first line of a reused actor's log is in the new trial's file.
+      EXPECT_TRUE(Contains(log, "actor reused from trial " + TrialId(exp, k - 1) +
+                                    " attempt 1 (trainable sleep)"));
+      EXPECT_FALSE(Contains(log, "created actor"));
+    }
+    if (k < 3) {
+      // The handover is the old trial's last line; nothing of the next trial follows it.
+      EXPECT_TRUE(Contains(log, "actor reset: now serves trial " + TrialId(exp, k + 1) +
+                                    " attempt 1"));
+      EXPECT_FALSE(Contains(log, "stopped at iteration"));
+      EXPECT_TRUE(Contains(LastLine(log), "actor reset: now serves"));
+    } else {
+      EXPECT_FALSE(Contains(log, "actor reset"));
+      EXPECT_TRUE(Contains(log, "stopped at iteration 3"));
+    }
+    EXPECT_FALSE(Contains(log, "Failure"));
+  }
+  EXPECT_EQ(Count(all_logs, "created actor"), 1u) << all_logs;
+  EXPECT_EQ(Count(all_logs, "actor reused from"), 3u) << all_logs;
+  EXPECT_EQ(AvailableCpu(Workers(cluster)["a"]), 1.0);
+}
+
+// reuse_actors with a trainable that cannot reset (`fail`) -> the second trial,
+// handed the first one's actor, ends in ERROR naming reset_config().
+TEST(ExecutorE2ETest, ReuseWithoutResetSupportIsATrialError) {
+  LocalCluster cluster("reuse-no-reset");
+  cluster.StartHead();
+  cluster.StartWorker("a", 1);
+  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+
+  std::string exp = Submit(cluster, R"({"trainable": "fail", "param_space": {"fail_at": 1000},
+      "num_samples": 2, "stop": {"training_iteration": 2}, "reuse_actors": true})");
+  ASSERT_FALSE(exp.empty());
+  ASSERT_TRUE(WaitFinished(cluster, exp)) << cluster.Logs();
+
+  Json first = GetTrial(cluster, TrialId(exp, 0));
+  EXPECT_EQ(StatusOf(first), "TERMINATED") << first.dump();
+  ExpectResultsOneToN(cluster, TrialId(exp, 0), 2);
+  Json second = GetTrial(cluster, TrialId(exp, 1));
+  EXPECT_EQ(StatusOf(second), "ERROR") << second.dump();
+  ASSERT_TRUE(second["error"].is_string()) << second.dump();
+  EXPECT_TRUE(Contains(second["error"].get<std::string>(), "reuse requires reset_config()"))
+      << second["error"];
+  EXPECT_EQ(IterationOf(second), 0);
+  // The refused actor is stopped, and the CPU comes back.
+  ASSERT_TRUE(WaitFor([&] { return AvailableCpu(Workers(cluster)["a"]) == 1.0; }, seconds(5)))
+      << cluster.Logs();
+  EXPECT_TRUE(WaitFor([&] {
+    return Contains(TrialLog(cluster, "a", TrialId(exp, 0)), "stopped at iteration 2");
+  }, seconds(5))) << TrialLog(cluster, "a", TrialId(exp, 0));
+}
+
+// pause from the CLI -> PAUSED, CPU free, no progress -> resume -> runs on from
+// the memory checkpoint to TERMINATED with iterations 1..40 exactly once.
+TEST(ExecutorE2ETest, PauseAndResumeFromTheCli) {
+  LocalCluster cluster("pause-resume");
+  cluster.StartHead();
+  cluster.StartWorker("a", 1);
+  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+
+  std::string exp = Submit(cluster, R"({"trainable": "sleep", "param_space": {"sleep_s": 0.05},
+      "stop": {"training_iteration": 40}})");
+  ASSERT_FALSE(exp.empty());
+  const std::string id = TrialId(exp, 0);
+  ASSERT_TRUE(WaitFor([&] {
+    Json t = GetTrial(cluster, id);
+    return StatusOf(t) == "RUNNING" && IterationOf(t) >= 3;
+  }, seconds(10))) << cluster.Logs();
+
+  auto r = cluster.Cli("pause " + id);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_TRUE(WaitFor([&] { return StatusOf(GetTrial(cluster, id)) == "PAUSED"; }, seconds(5)))
+      << cluster.Logs();
+  ASSERT_TRUE(WaitFor([&] { return AvailableCpu(Workers(cluster)["a"]) == 1.0; }, seconds(3)))
+      << cluster.Logs();
+  Json paused = GetTrial(cluster, id);
+  EXPECT_EQ(paused["held"], true);
+  EXPECT_TRUE(paused["worker"].is_null()) << paused.dump();
+  const int64_t at_pause = IterationOf(paused);
+  EXPECT_GE(at_pause, 3);
+  EXPECT_LT(at_pause, 40);
+  std::this_thread::sleep_for(milliseconds(300));
+  Json still = GetTrial(cluster, id);
+  EXPECT_EQ(StatusOf(still), "PAUSED");
+  EXPECT_EQ(IterationOf(still), at_pause);
+  EXPECT_EQ(cluster.CliJson("results " + id)["results"].size(), static_cast<size_t>(at_pause));
+
+  r = cluster.Cli("resume " + id);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_TRUE(WaitFinished(cluster, exp)) << cluster.Logs();
+  Json done = GetTrial(cluster, id);
+  EXPECT_EQ(StatusOf(done), "TERMINATED");
+  EXPECT_EQ(IterationOf(done), 40);
+  EXPECT_EQ(done["num_restores"], 1);
+  EXPECT_EQ(done["num_failures"], 0);
+  EXPECT_EQ(done["held"], false);
+  ExpectResultsOneToN(cluster, id, 40);
+
+  std::string log = TrialLog(cluster, "a", id);
+  EXPECT_TRUE(Contains(log, "saved checkpoint at iteration " + std::to_string(at_pause))) << log;
+  EXPECT_TRUE(Contains(log, "restored from checkpoint at iteration " + std::to_string(at_pause)))
+      << log;
+  EXPECT_EQ(Count(log, "created actor"), 2u) << log;
+
+  r = cluster.Cli("resume " + id);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Contains(r.out, "error: FailedPrecondition")) << r.out;
+  r = cluster.Cli("pause " + id);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(AvailableCpu(Workers(cluster)["a"]), 1.0);
+}
+
+// kill -9 of a worker with a running trial -> the head notices within the
+// liveness window -> the trial is retried on the other worker from its newest
+// persistent checkpoint -> both TERMINATED, results 1..60 exactly once.
+TEST(ExecutorE2ETest, KilledWorkerTrialRetriesElsewhereFromItsCheckpoint) {
+  LocalCluster cluster("worker-killed");
+  cluster.StartHead();
+  cluster.StartWorker("a", 1);
+  cluster.StartWorker("b", 1);
+  ASSERT_TRUE(cluster.WaitForWorkers(2)) << cluster.Logs();
+  auto workers = Workers(cluster);
+  const std::string dead_id = workers["a"]["worker_id"].get<std::string>();
+
+  std::string exp = Submit(cluster, R"({"trainable": "sleep", "param_space": {"sleep_s": 0.05},
+      "num_samples": 2, "stop": {"training_iteration": 60},
+      "checkpoint": {"frequency": 5}, "max_failures": 1})");
+  ASSERT_FALSE(exp.empty());
+
+  std::string victim, survivor;
+  ASSERT_TRUE(WaitFor([&] {
+    Json t0 = GetTrial(cluster, TrialId(exp, 0)), t1 = GetTrial(cluster, TrialId(exp, 1));
+    if (StatusOf(t0) != "RUNNING" || StatusOf(t1) != "RUNNING") return false;
+    if (IterationOf(t0) < 6 || IterationOf(t1) < 6) return false;
+    victim = t0["worker"] == "a" ? TrialId(exp, 0) : TrialId(exp, 1);
+    survivor = victim == TrialId(exp, 0) ? TrialId(exp, 1) : TrialId(exp, 0);
+    return true;
+  }, seconds(10))) << cluster.Logs();
+  ASSERT_EQ(GetTrial(cluster, victim)["worker"], "a");
+  ASSERT_EQ(GetTrial(cluster, survivor)["worker"], "b");
+
+  auto t0 = Clock::now();
+  cluster.worker(0).Kill(SIGKILL);
+  ASSERT_TRUE(WaitFor([&] { return GetTrial(cluster, victim)["num_failures"] == 1; }, seconds(5)))
+      << cluster.Logs();
+  double noticed_after = SecondsSince(t0);
+  EXPECT_LT(noticed_after, 1.5) << "liveness window is 300 ms";
+
+  ASSERT_TRUE(WaitFinished(cluster, exp)) << cluster.Logs();
+  Json v = GetTrial(cluster, victim);
+  EXPECT_EQ(StatusOf(v), "TERMINATED") << v.dump();
+  EXPECT_EQ(v["num_failures"], 1);
+  EXPECT_EQ(v["num_restores"], 1);
+  EXPECT_EQ(IterationOf(v), 60);
+  ASSERT_TRUE(v["error"].is_string()) << v.dump();
+  EXPECT_TRUE(Contains(v["error"].get<std::string>(), dead_id)) << v["error"];
+  ExpectResultsOneToN(cluster, victim, 60);
+  Json s = GetTrial(cluster, survivor);
+  EXPECT_EQ(StatusOf(s), "TERMINATED");
+  EXPECT_EQ(s["num_failures"], 0);
+  ExpectResultsOneToN(cluster, survivor, 60);
+
+  // The retry ran on b, restored from a persistent checkpoint (a multiple of 5).
+  std::string log = TrialLog(cluster, "b", victim);
+  auto p = log.find("restored from checkpoint at iteration ");
+  ASSERT_NE(p, std::string::npos) << log;
+  int64_t restored_at = std::stoll(log.substr(p + 38));
+  EXPECT_GE(restored_at, 5) << log;
+  EXPECT_EQ(restored_at % 5, 0) << log;
+
+  workers = Workers(cluster);
+  EXPECT_EQ(workers["a"]["alive"], false);
+  EXPECT_EQ(workers["b"]["alive"], true);
+  EXPECT_EQ(AvailableCpu(workers["b"]), 1.0);
+  Json status = cluster.CliJson("status " + exp);
+  EXPECT_EQ(status["resources"]["used"]["CPU"], 0);
+  EXPECT_EQ(status["resources"]["total"]["CPU"], 1);
+  std::cerr << "[ worker death noticed " << noticed_after << " s after kill -9; restored at "
+            << restored_at << " ]\n";
+}
+
+// 4 x {CPU: 1} SPREAD on 4 one-CPU workers -> the first trial holds every
+// worker's CPU, the second waits PENDING until it ends -> both finish.
+TEST(ExecutorE2ETest, SpreadBundlesTakeEveryWorkerAndTheNextTrialWaits) {
+  LocalCluster cluster("spread");
+  cluster.StartHead();
+  for (const char* name : {"a", "b", "c", "d"}) cluster.StartWorker(name, 1);
+  ASSERT_TRUE(cluster.WaitForWorkers(4)) << cluster.Logs();
+
+  // 0.2 s steps (not shorter): each trial runs ~1 s so that polling sees it.
+  std::string exp = Submit(cluster, R"({"trainable": "sleep", "param_space": {"sleep_s": 0.2},
+      "num_samples": 2, "stop": {"training_iteration": 5},
+      "resources": {"bundles": [{"CPU": 1}, {"CPU": 1}, {"CPU": 1}, {"CPU": 1}],
+                    "strategy": "SPREAD"}})");
+  ASSERT_FALSE(exp.empty());
+  const std::string first = TrialId(exp, 0), second = TrialId(exp, 1);
+
+  // A workers snapshot taken between two trial snapshots that both show the
+  // same trial RUNNING was taken while it ran.
+  int seen_first = 0, seen_second = 0;
+  ASSERT_TRUE(WaitFor([&] {
+    Json a0 = GetTrial(cluster, first), a1 = GetTrial(cluster, second);
+    auto workers = Workers(cluster);
+    Json b0 = GetTrial(cluster, first), b1 = GetTrial(cluster, second);
+    if (StatusOf(b0) == "TERMINATED" && StatusOf(b1) == "TERMINATED") return true;
+    bool first_ran = StatusOf(a0) == "RUNNING" && StatusOf(b0) == "RUNNING";
+    bool second_ran = StatusOf(a1) == "RUNNING" && StatusOf(b1) == "RUNNING";
+    EXPECT_FALSE(StatusOf(a0) == "RUNNING" && StatusOf(a1) == "RUNNING")
+        << "both trials RUNNING at once";
+    if (first_ran) {
+      ++seen_first;
+      EXPECT_EQ(StatusOf(a1), "PENDING");
+      EXPECT_EQ(StatusOf(b1), "PENDING");
+    }
+    if (second_ran) {
+      ++seen_second;
+      EXPECT_EQ(StatusOf(a0), "TERMINATED");
+    }
+    if (first_ran || second_ran) {
+      EXPECT_EQ(workers.size(), 4u);
+      for (auto& [name, w] : workers) EXPECT_EQ(AvailableCpu(w), 0.0) << name << ": " << w.dump();
+    }
+    return false;
+  }, seconds(20))) << cluster.Logs();
+  EXPECT_GT(seen_first, 0);
+  EXPECT_GT(seen_second, 0);
+
+  ASSERT_TRUE(WaitFinished(cluster, exp)) << cluster.Logs();
+  Json t0 = GetTrial(cluster, first), t1 = GetTrial(cluster, second);
+  EXPECT_EQ(StatusOf(t0), "TERMINATED");
+  EXPECT_EQ(StatusOf(t1), "TERMINATED");
+  ExpectResultsOneToN(cluster, first, 5);
+  ExpectResultsOneToN(cluster, second, 5);
+  EXPECT_GE(t1["start_time"].get<double>(), t0["end_time"].get<double>());
+  EXPECT_EQ(t0["resources"]["strategy"], "SPREAD");
+  EXPECT_EQ(t0["resources"]["bundles"].size(), 4u);
+  for (auto& [name, w] : Workers(cluster)) EXPECT_EQ(AvailableCpu(w), 1.0) << name;
+}
+
+}  // namespace
+}  // namespace ztune::e2e
