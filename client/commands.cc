@@ -388,7 +388,7 @@ int RunSubmit(const CommandContext& ctx, const std::string& spec_path, bool json
 }
 
 int RunAddTrial(const CommandContext& ctx, const std::string& experiment_id,
-                const std::string& config_text, bool json) {
+                const std::string& config_text, bool json, const std::string& restore_from) {
   Result<Json> config = ParseJson(config_text);
   if (!config.ok()) {
     ctx.err << "error: CONFIG_JSON is not valid JSON: " << config.status().message() << '\n';
@@ -399,9 +399,9 @@ int RunAddTrial(const CommandContext& ctx, const std::string& experiment_id,
     return kExitUsage;
   }
   int code = kExitOk;
-  std::optional<Json> reply =
-      CallOrReport(ctx, "add_trial",
-                   Json{{"experiment_id", experiment_id}, {"config", std::move(*config)}}, &code);
+  Json args{{"experiment_id", experiment_id}, {"config", std::move(*config)}};
+  if (!restore_from.empty()) args["restore_from"] = restore_from;
+  std::optional<Json> reply = CallOrReport(ctx, "add_trial", std::move(args), &code);
   if (!reply) return code;
   if (json) {
     PrintJson(ctx.out, StripEnvelope(std::move(*reply)));

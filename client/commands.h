@@ -55,10 +55,11 @@ Json StripEnvelope(Json reply);
 // Prints the experiment id (or {experiment_id, total_trials} with json).
 int RunSubmit(const CommandContext& ctx, const std::string& spec_path, bool json);
 
-// `config_text` must be a JSON object literal. Prints the trial id (or
-// {trial_id} with json).
+// `config_text` must be a JSON object literal. With `restore_from` (a trial
+// id) the new trial starts from that trial's newest persistent checkpoint.
+// Prints the trial id (or {trial_id} with json).
 int RunAddTrial(const CommandContext& ctx, const std::string& experiment_id,
-                const std::string& config_text, bool json);
+                const std::string& config_text, bool json, const std::string& restore_from = {});
 
 int RunExperiments(const CommandContext& ctx, bool json);
 

@@ -60,15 +60,17 @@ int main(int argc, char** argv) {
   });
 
   // add-trial
-  std::string add_exp, add_config;
+  std::string add_exp, add_config, add_restore_from;
   bool add_json = false;
   auto* add = app.add_subcommand("add-trial", "add a trial with a given config; prints its id");
   add->add_option("EXP", add_exp, "experiment id")->required();
   add->add_option("CONFIG_JSON", add_config, "trial config, a JSON object literal")->required();
   add->add_flag("--json", add_json, "print {trial_id}");
+  add->add_option("--restore-from", add_restore_from,
+                  "start from this trial's newest persistent checkpoint");
   add->callback([&] {
     run = [&](const CommandContext& ctx) {
-      return zc::RunAddTrial(ctx, add_exp, add_config, add_json);
+      return zc::RunAddTrial(ctx, add_exp, add_config, add_json, add_restore_from);
     };
   });
 

@@ -51,7 +51,11 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request)
   if (op == "add_trial") {
     ASSIGN_OR_RETURN(std::string exp, StringArg(request, "experiment_id"));
     if (!request.contains("config")) return ztune::Status::InvalidArgument("missing argument 'config'");
-    ASSIGN_OR_RETURN(std::string id, runner_.AddTrial(exp, request["config"]));
+    std::string restore_from;
+    if (request.contains("restore_from") && !request["restore_from"].is_null()) {
+      ASSIGN_OR_RETURN(restore_from, StringArg(request, "restore_from"));
+    }
+    ASSIGN_OR_RETURN(std::string id, runner_.AddTrial(exp, request["config"], restore_from));
     return Json{{"trial_id", id}};
   }
   if (op == "stop") {
@@ -227,6 +231,7 @@ Json ClientService::TrialDoc(const Trial& t) const {
               {"checkpoints", cps},
               {"num_restores", t.num_restores},
               {"held", t.held},
+              {"restore_from", NullIfEmpty(t.restore_from)},
               {"exports", t.exports},
               {"start_time", t.start_time == 0 ? Json() : Json(t.start_time)},
               {"end_time", t.end_time == 0 ? Json() : Json(t.end_time)}};

@@ -47,6 +47,7 @@ Json Trial::ToJson() const {
               {"end_time", end_time},
               {"num_restores", num_restores},
               {"held", held},
+              {"restore_from", restore_from},
               {"exports", exports}};
 }
 
@@ -75,6 +76,7 @@ Result<Trial> Trial::FromJson(const Json& j) {
     t.end_time = j.at("end_time").get<double>();
     t.num_restores = j.value("num_restores", int64_t{0});
     t.held = j.value("held", false);
+    t.restore_from = j.value("restore_from", std::string());
     if (j.contains("exports")) t.exports = j["exports"];
     return t;
   } catch (const Json::exception& e) {

@@ -47,6 +47,9 @@ struct Trial {
   double start_time = 0;  // unix s of the first start; 0 = never
   double end_time = 0;
   int64_t num_restores = 0;
+  // Start from this trial's newest persistent checkpoint while this trial has
+  // none of its own (Ray's restore_path).
+  std::string restore_from;
   bool held = false;  // paused by a user: waits for `resume` instead of the scheduler
   Json exports;       // {format: content} from export_formats, when the trial terminated
 

@@ -522,19 +522,26 @@ void TrialRunner::StartTrial(Trial& t, uint64_t group_id) {
 
 const std::string* TrialRunner::CheckpointFor(Trial& t, std::string& storage) {
   const std::string* checkpoint = nullptr;
+  // Reads checkpoint `c` of trial `owner` into `storage`.
+  auto read = [&](const std::string& owner, const CheckpointRecord& c) {
+    auto bytes = store_.Get(storage::Family::kCheckpoints, storage::CheckpointKey(owner, c.id));
+    if (bytes.ok() && bytes->has_value()) {
+      storage = std::move(**bytes);
+      checkpoint = &storage;
+    } else {
+      spdlog::error("trial {}: checkpoint {} of {} unreadable ({}); starting from scratch",
+                    t.trial_id, c.id, owner, bytes.ok() ? "missing" : bytes.status().ToString());
+    }
+  };
+  const Trial* source = t.restore_from.empty() ? nullptr : FindTrial(t.restore_from);
   if (!t.memory_checkpoint.empty()) {
     storage = std::move(t.memory_checkpoint);
     t.memory_checkpoint.clear();
     checkpoint = &storage;
   } else if (const CheckpointRecord* c = t.NewestCheckpoint()) {
-    auto bytes = store_.Get(storage::Family::kCheckpoints, storage::CheckpointKey(t.trial_id, c->id));
-    if (bytes.ok() && bytes->has_value()) {
-      storage = std::move(**bytes);
-      checkpoint = &storage;
-    } else {
-      spdlog::error("trial {}: checkpoint {} unreadable ({}); starting from scratch", t.trial_id,
-                    c->id, bytes.ok() ? "missing" : bytes.status().ToString());
-    }
+    read(t.trial_id, *c);
+  } else if (source != nullptr && source->NewestCheckpoint() != nullptr) {
+    read(source->trial_id, *source->NewestCheckpoint());
   }
   if (checkpoint != nullptr) {
     t.num_restores++;
@@ -838,7 +845,8 @@ Result<Json> TrialRunner::Submit(const Json& spec_json) {
   return Json{{"experiment_id", id}, {"total_trials", stored.total_variants}};
 }
 
-Result<std::string> TrialRunner::AddTrial(const std::string& experiment_id, const Json& config) {
+Result<std::string> TrialRunner::AddTrial(const std::string& experiment_id, const Json& config,
+                                          const std::string& restore_from) {
   auto it = experiments_.find(experiment_id);
   if (it == experiments_.end()) return Status::NotFound("unknown experiment '" + experiment_id + "'");
   if (!config.is_object()) return Status::InvalidArgument("config must be a JSON object");
@@ -847,7 +855,21 @@ Result<std::string> TrialRunner::AddTrial(const std::string& experiment_id, cons
     return Status::FailedPrecondition("experiment " + experiment_id + " is " +
                                       (e.stopped ? "stopped" : "finished"));
   }
+  if (!restore_from.empty()) {
+    const Trial* source = FindTrial(restore_from);
+    if (source == nullptr) return Status::NotFound("restore_from: unknown trial '" + restore_from + "'");
+    if (source->NewestCheckpoint() == nullptr) {
+      return Status::FailedPrecondition("restore_from: trial " + restore_from +
+                                        " has no persistent checkpoint");
+    }
+    if (experiments_.at(source->experiment_id).spec.trainable != e.spec.trainable) {
+      return Status::InvalidArgument("restore_from: trial " + restore_from + " runs trainable '" +
+                                     experiments_.at(source->experiment_id).spec.trainable +
+                                     "', not '" + e.spec.trainable + "'");
+    }
+  }
   Trial& t = NewTrial(e, config);
+  t.restore_from = restore_from;
   e.total_variants++;
   e.next_variant++;  // an added trial counts as a variant the searcher produced
   MarkDirty(e);

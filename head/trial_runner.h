@@ -67,7 +67,10 @@ class TrialRunner {
 
   // ---- client requests ----
   Result<Json> Submit(const Json& spec);
-  Result<std::string> AddTrial(const std::string& experiment_id, const Json& config);
+  // Adds a trial with `config`; with `restore_from` (a trial with a persistent
+  // checkpoint) it starts from that checkpoint.
+  Result<std::string> AddTrial(const std::string& experiment_id, const Json& config,
+                               const std::string& restore_from = {});
   Result<std::vector<std::string>> Stop(const std::string& id);
   // Pauses a trial: a RUNNING trial takes a memory checkpoint at the end of its
   // current step, releases its actor (or hands it to the next trial with actor

@@ -411,6 +411,72 @@ TEST(ExecutorE2ETest, KilledWorkerTrialRetriesElsewhereFromItsCheckpoint) {
             << restored_at << " ]\n";
 }
 
+// SIGSTOP of a worker (its connection stays up, only heartbeats stop) -> the
+// head declares it dead after the liveness window (6 x 50 ms) -> its trial is
+// retried on the other worker -> SIGCONT: the worker re-registers, its stale
+// actor is stopped and its late results are fenced -> results 1..60 once.
+TEST(ExecutorE2ETest, FrozenWorkerIsDeclaredDeadByHeartbeatAndFencedOnReturn) {
+  LocalCluster cluster("worker-frozen");
+  cluster.StartHead();
+  cluster.StartWorker("a", 1);
+  cluster.StartWorker("b", 1);
+  ASSERT_TRUE(cluster.WaitForWorkers(2)) << cluster.Logs();
+  const std::string frozen_id = Workers(cluster)["a"]["worker_id"].get<std::string>();
+
+  std::string exp = Submit(cluster, R"({"trainable": "sleep", "param_space": {"sleep_s": 0.05},
+      "num_samples": 2, "stop": {"training_iteration": 60},
+      "checkpoint": {"frequency": 5}, "max_failures": 1})");
+  ASSERT_FALSE(exp.empty());
+  std::string victim, survivor;
+  ASSERT_TRUE(WaitFor([&] {
+    Json t0 = GetTrial(cluster, TrialId(exp, 0)), t1 = GetTrial(cluster, TrialId(exp, 1));
+    if (StatusOf(t0) != "RUNNING" || StatusOf(t1) != "RUNNING") return false;
+    if (IterationOf(t0) < 6 || IterationOf(t1) < 6) return false;
+    victim = t0["worker"] == "a" ? TrialId(exp, 0) : TrialId(exp, 1);
+    survivor = victim == TrialId(exp, 0) ? TrialId(exp, 1) : TrialId(exp, 0);
+    return true;
+  }, seconds(10))) << cluster.Logs();
+  ASSERT_EQ(GetTrial(cluster, victim)["worker"], "a");
+
+  auto t0 = Clock::now();
+  cluster.worker(0).Signal(SIGSTOP);
+  ASSERT_TRUE(WaitFor([&] { return GetTrial(cluster, victim)["num_failures"] == 1; }, seconds(5)))
+      << cluster.Logs();
+  double noticed_after = SecondsSince(t0);
+  cluster.worker(0).Signal(SIGCONT);
+  EXPECT_GE(noticed_after, 0.25) << "declared dead before the liveness window passed";
+  EXPECT_LT(noticed_after, 1.5) << cluster.Logs();
+  Json v = GetTrial(cluster, victim);
+  ASSERT_TRUE(v["error"].is_string()) << v.dump();
+  EXPECT_TRUE(Contains(v["error"].get<std::string>(), frozen_id)) << v["error"];
+  EXPECT_TRUE(Contains(v["error"].get<std::string>(), "no heartbeat")) << v["error"];
+
+  // Back from SIGCONT, the worker registers again.
+  ASSERT_TRUE(cluster.WaitForWorkers(2)) << cluster.Logs();
+  ASSERT_TRUE(WaitFinished(cluster, exp)) << cluster.Logs();
+  v = GetTrial(cluster, victim);
+  EXPECT_EQ(StatusOf(v), "TERMINATED") << v.dump();
+  EXPECT_EQ(v["num_failures"], 1);
+  EXPECT_EQ(IterationOf(v), 60);
+  ExpectResultsOneToN(cluster, victim, 60);
+  Json s = GetTrial(cluster, survivor);
+  EXPECT_EQ(StatusOf(s), "TERMINATED");
+  EXPECT_EQ(s["num_failures"], 0);
+  ExpectResultsOneToN(cluster, survivor, 60);
+
+  // The stale attempt-1 actor on a is stopped, and both ledgers end full.
+  EXPECT_TRUE(WaitFor([&] {
+    return Contains(TrialLog(cluster, "a", victim), "stopped at iteration");
+  }, seconds(5))) << TrialLog(cluster, "a", victim) << cluster.Logs();
+  ASSERT_TRUE(WaitFor([&] {
+    auto w = Workers(cluster);
+    return w.size() == 2 && AvailableCpu(w["a"]) == 1.0 && AvailableCpu(w["b"]) == 1.0 &&
+           w["a"]["actors"] == 0 && w["b"]["actors"] == 0;
+  }, seconds(5))) << cluster.CliJson("workers").dump(2) << cluster.Logs();
+  EXPECT_EQ(cluster.CliJson("status " + exp)["resources"]["used"]["CPU"], 0);
+  std::cerr << "[ frozen worker declared dead " << noticed_after << " s after SIGSTOP ]\n";
+}
+
 // 4 x {CPU: 1} SPREAD on 4 one-CPU workers -> the first trial holds every
 // worker's CPU, the second waits PENDING until it ends -> both finish.
 TEST(ExecutorE2ETest, SpreadBundlesTakeEveryWorkerAndTheNextTrialWaits) {

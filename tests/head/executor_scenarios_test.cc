@@ -401,3 +401,35 @@ TEST_F(ExecutorScenarioTest, PausedTrialsResumeAfterPendingOnes) {
 
 }  // namespace
 }  // namespace ztune::head
+
+namespace ztune::head {
+namespace {
+
+// save persistent -> a new trial restores from it -> it continues from the
+// checkpoint's iteration (Ray's restore_path; iterations_since_restore
+// restarts on the worker).
+TEST_F(ExecutorScenarioTest, NewTrialRestoresFromAnotherTrialsCheckpoint) {
+  fleet_->Register("w", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 4},
+      "checkpoint": {"frequency": 4}})");
+  ASSERT_TRUE(RunUntil([&] { return T(Trials(exp)[0]).status == TrialStatus::kTerminated; }));
+  std::string first = Trials(exp)[0];
+  // The experiment is finished; a new one restores from the first's checkpoint.
+  std::string exp2 = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 7},
+      "max_concurrent_trials": 1, "num_samples": 1})");
+  EXPECT_EQ(runner_->AddTrial(exp2, Json::object(), "e9999_00000").status().code(),
+            StatusCode::kNotFound);
+  auto id = runner_->AddTrial(exp2, Json::object(), first);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  ASSERT_TRUE(RunUntil([&] { return Finished(exp2); }));
+  const Trial& t = T(*id);
+  EXPECT_EQ(t.status, TrialStatus::kTerminated);
+  EXPECT_EQ(t.num_restores, 1);
+  auto r = Results(*id);
+  ASSERT_EQ(r.size(), 3u);  // iterations 5, 6, 7
+  EXPECT_EQ(r.front()["training_iteration"], 5);
+  EXPECT_EQ(r.back()["training_iteration"], 7);
+}
+
+}  // namespace
+}  // namespace ztune::head
