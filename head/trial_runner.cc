@@ -161,12 +161,7 @@ protocol::Registered TrialRunner::HandleRegister(const protocol::Register& reg) 
     auto it = trials_.find(a.trial_id);
     bool ours = it != trials_.end() && it->second.has_actor && it->second.attempt == a.attempt &&
                 it->second.worker_id == reg.worker_id && mine.count(a.trial_id);
-    for (const auto& [key, cache] : cached_) {
-      for (const auto& c : cache) {
-        ours = ours || (c.worker_id == reg.worker_id && c.trial_id == a.trial_id &&
-                        c.attempt == a.attempt);
-      }
-    }
+    ours = ours || IsCachedActor(reg.worker_id, a.trial_id, a.attempt);
     if (!ours) {
       protocol::Stop stop;
       stop.trial_id = a.trial_id;
@@ -291,8 +286,21 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
     // A stale attempt (fenced) or a replay for a finished trial: nothing is
     // stored; ACK so the worker's outbox does not replay it forever.
     if (max_seq > 0) acks_[{worker_id, batch.trial_id, batch.attempt}] = max_seq;
-    spdlog::debug("dropped results of {} attempt {} from {}", batch.trial_id, batch.attempt,
-                  worker_id);
+    const Trial* known = FindTrial(batch.trial_id);
+    bool stale_actor = known != nullptr && !IsCachedActor(worker_id, batch.trial_id, batch.attempt) &&
+                       (known->attempt != batch.attempt ||
+                        (known->has_actor && known->worker_id != worker_id));
+    if (stale_actor) {
+      // An actor of an attempt the head gave up on (its worker was declared
+      // dead, then woke up): it must not keep running.
+      spdlog::warn("dropped results of {} attempt {} from {} (current attempt {}); stopping "
+                   "that stale actor", batch.trial_id, batch.attempt, worker_id, known->attempt);
+      protocol::Stop stop;  // rid 0: no reply wanted
+      stop.trial_id = batch.trial_id;
+      stop.attempt = batch.attempt;
+      stop.kill_after_ms = options_.force_cleanup_ms;
+      sink_.SendToWorker(worker_id, protocol::Message{stop, {}}, SendTiming::kAfterCommit);
+    }
     return;
   }
   auto f = executor_.Take(batch.rid);  // replays after a reconnect have no future
@@ -1090,6 +1098,16 @@ const Trial* TrialRunner::BestTrial(const Experiment& e) const {
 int64_t TrialRunner::ActorsOn(const std::string& worker_id) const {
   auto it = actors_by_worker_.find(worker_id);
   return it == actors_by_worker_.end() ? 0 : static_cast<int64_t>(it->second.size());
+}
+
+bool TrialRunner::IsCachedActor(const std::string& worker_id, const std::string& trial_id,
+                                uint64_t attempt) const {
+  for (const auto& [key, cache] : cached_) {
+    for (const auto& c : cache) {
+      if (c.worker_id == worker_id && c.trial_id == trial_id && c.attempt == attempt) return true;
+    }
+  }
+  return false;
 }
 
 bool TrialRunner::HasResourcesForTrial(const std::string& trial_id) const {

@@ -145,6 +145,8 @@ class TrialRunner {
   // wanted, otherwise stop it. Clears the trial's actor fields.
   void ReleaseActor(Trial& t, bool reusable);
   bool TryCacheActor(Trial& t);
+  bool IsCachedActor(const std::string& worker_id, const std::string& trial_id,
+                     uint64_t attempt) const;
   void ReconcileCachedActors();
   void StartPause(Trial& t);
   void OnPauseSaved(Trial& t, const std::string& payload);

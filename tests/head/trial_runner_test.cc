@@ -417,3 +417,72 @@ TEST_F(TrialRunnerTest, DebugStringShowsUsedOverTotal) {
 
 }  // namespace
 }  // namespace ztune::head
+
+namespace ztune::head {
+namespace {
+
+// worker frozen past the liveness window -> its trial moves on (attempt 2) ->
+// the worker wakes up: its late results are dropped, its stale actor stopped.
+TEST_F(TrialRunnerTest, FencesAWorkerThatWakesUpAfterBeingDeclaredDead) {
+  fleet_->Register("w1", 1);
+  fleet_->Register("w2", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 40},
+      "max_failures": 1})");
+  for (int i = 0; i < 3; ++i) fleet_->Turn();
+  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  const std::string frozen = runner_->FindTrial(id)->worker_id;
+  const std::string other = frozen == "w1" ? "w2" : "w1";
+  fleet_->Kill(frozen);
+  for (int i = 0; i < 6; ++i) {
+    clock_.AdvanceMs(100);
+    runner_->HandleHeartbeat(other);
+    fleet_->Turn();
+  }
+  ASSERT_EQ(runner_->FindTrial(id)->attempt, 2u);
+  ASSERT_EQ(runner_->FindTrial(id)->worker_id, other);
+  const int64_t before = runner_->FindTrial(id)->iteration;
+  size_t mark = sink_.sent.size();
+
+  // The frozen worker's late batch for attempt 1 (it never re-registered).
+  protocol::ResultBatch late;
+  late.rid = 1;
+  late.trial_id = id;
+  late.attempt = 1;
+  late.results.push_back({99, Json{{"training_iteration", before + 1}, {"loss", -7}}});
+  runner_->HandleResultBatch(frozen, late);
+  EXPECT_EQ(runner_->FindTrial(id)->iteration, before);
+  storage::WriteBatch batch;
+  runner_->FlushTo(batch);
+  EXPECT_TRUE(store_.Commit(batch).ok());
+  int stops = 0, acks = 0;
+  for (size_t i = mark; i < sink_.sent.size(); ++i) {
+    const auto& s = sink_.sent[i];
+    if (s.worker_id != frozen) continue;
+    if (auto* st = std::get_if<protocol::Stop>(&s.message.body)) {
+      EXPECT_EQ(st->attempt, 1u);
+      ++stops;
+    }
+    if (std::holds_alternative<protocol::Ack>(s.message.body)) ++acks;
+  }
+  EXPECT_EQ(stops, 1);
+  EXPECT_EQ(acks, 1);  // acknowledged so its outbox does not replay it forever
+  mark = sink_.sent.size();
+
+  // It re-registers listing that actor: told to stop it again.
+  protocol::Register r;
+  r.worker_id = frozen;
+  r.resources = {{"CPU", 1}};
+  r.trainables = {"quadratic"};
+  r.live_actors = {{id, 1, 0, 1}};
+  runner_->HandleRegister(r);
+  int restops = 0;
+  for (size_t i = mark; i < sink_.sent.size(); ++i) {
+    restops += std::holds_alternative<protocol::Stop>(sink_.sent[i].message.body) ? 1 : 0;
+  }
+  EXPECT_EQ(restops, 1);
+  RunToEnd(exp);
+  for (const auto& res : StoredResults(id)) EXPECT_NE(res["loss"], -7);
+}
+
+}  // namespace
+}  // namespace ztune::head
