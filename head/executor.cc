@@ -70,14 +70,15 @@ void Executor::StartTrial(const Trial& trial, const std::string& trainable,
   Send(worker_id, f, train, {}, SendTiming::kNow);
 }
 
-void Executor::ContinueTraining(const Trial& trial, const TrainBuffer& buffer) {
+void Executor::ContinueTraining(const Trial& trial, const TrainBuffer& buffer,
+                                SendTiming timing) {
   protocol::Train train;
   train.trial_id = trial.trial_id;
   train.attempt = trial.attempt;
   train.buffer_length = buffer.length;
   train.buffer_time_s = buffer.time_s;
   Send(trial.worker_id, Future{FutureType::kTrain, trial.trial_id, trial.attempt, {}, 0, {}, 0},
-       train, {}, SendTiming::kNow);
+       train, {}, timing);
 }
 
 void Executor::Reset(const Trial& trial, const std::string& old_trial_id, uint64_t old_attempt) {

@@ -47,7 +47,8 @@ class Executor {
   void StartTrial(const Trial& trial, const std::string& trainable, const std::string& worker_id,
                   const std::map<std::string, double>& bundle0, const std::vector<int64_t>& gpu_ids,
                   const std::string* checkpoint, const TrainBuffer& buffer);
-  void ContinueTraining(const Trial& trial, const TrainBuffer& buffer);
+  void ContinueTraining(const Trial& trial, const TrainBuffer& buffer,
+                        SendTiming timing = SendTiming::kNow);
   // Actor reuse: the actor of (old_trial_id, old_attempt) on the trial's worker
   // becomes the actor of `trial`'s current attempt. The reply says whether the
   // trainable accepted the new config; nothing else is sent until it comes.

@@ -113,8 +113,7 @@ void HeadServer::HandleWorkerFrames(const std::string& identity,
                       "'; it must equal the socket routing id. Dropped.");
       return;
     }
-    protocol::Registered r = runner_.HandleRegister(*reg);
-    after_commit_.push_back({identity, protocol::Encode(protocol::Message{r, {}})});
+    runner_.HandleRegister(*reg);  // answers REGISTERED (after the commit)
     return;
   }
   if (!runner_.IsKnownWorker(identity)) {

@@ -99,6 +99,23 @@ void PlacementGroupManager::ReturnInUse(uint64_t group_id) {
   groups_.erase(it);
 }
 
+uint64_t PlacementGroupManager::AdoptInUse(const PlacementRequest& request,
+                                           const Placement& placement,
+                                           const std::string& trial_id) {
+  Group g;
+  g.id = next_id_++;
+  g.key = request.Key();
+  g.request = request;
+  g.state = State::kInUse;
+  g.placement = placement;
+  g.trial_id = trial_id;
+  ledger_.ReserveExact(placement);
+  ++in_use_count_;
+  uint64_t id = g.id;
+  groups_.emplace(id, std::move(g));
+  return id;
+}
+
 void PlacementGroupManager::MarkCached(uint64_t group_id) {
   auto it = groups_.find(group_id);
   if (it == groups_.end() || it->second.state != State::kInUse) return;

@@ -66,6 +66,10 @@ class PlacementGroupManager {
   std::optional<uint64_t> TakeReady(const std::string& key, const std::string& trial_id);
   // The actor of an in-use (or cached) group is gone: its resources return now.
   void ReturnInUse(uint64_t group_id);
+  // A re-attached actor after a head restart: an in-use group with the
+  // recorded placement (reserved again in the ledger).
+  uint64_t AdoptInUse(const PlacementRequest& request, const Placement& placement,
+                      const std::string& trial_id);
   // Actor reuse: the in-use group's actor is kept, owned by no trial.
   void MarkCached(uint64_t group_id);
   // A cached group's actor serves `trial_id` now.

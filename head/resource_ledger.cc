@@ -137,6 +137,14 @@ std::optional<Placement> ResourceLedger::TryReserve(const PlacementRequest& requ
   return p;
 }
 
+void ResourceLedger::ReserveExact(const Placement& placement) {
+  for (const auto& b : placement.bundles) {
+    auto it = workers_.find(b.worker_id);
+    if (it == workers_.end()) continue;
+    TakeGpus(it->second, b.resources, b.gpu_ids);
+  }
+}
+
 void ResourceLedger::Release(const Placement& placement) {
   for (const auto& b : placement.bundles) {
     auto it = workers_.find(b.worker_id);

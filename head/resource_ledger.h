@@ -38,6 +38,9 @@ class ResourceLedger {
   // Reserves every bundle or nothing. nullopt when the request does not fit now.
   std::optional<Placement> TryReserve(const PlacementRequest& request);
   void Release(const Placement& placement);
+  // Re-reserves a placement recorded before a head restart (re-attached
+  // actors). Bundles on workers the ledger does not know are skipped.
+  void ReserveExact(const Placement& placement);
 
   // Whether the request could ever be placed on the registered workers' totals.
   // FailedPrecondition says what was asked and what the largest worker has.

@@ -2,6 +2,27 @@
 
 namespace ztune::head {
 
+Json PlacementToJson(const Placement& p) {
+  Json out = Json::array();
+  for (const auto& b : p.bundles) {
+    out.push_back(Json{{"worker_id", b.worker_id},
+                       {"resources", b.resources.ToJson()},
+                       {"gpu_ids", b.gpu_ids}});
+  }
+  return out;
+}
+
+Result<Placement> PlacementFromJson(const Json& j) {
+  Placement p;
+  if (!j.is_array()) return Status::Corruption("placement is not an array");
+  for (const auto& b : j) {
+    ASSIGN_OR_RETURN(ResourceSet rs, ResourceSet::FromJson(b.at("resources")));
+    p.bundles.push_back(BundlePlacement{b.at("worker_id").get<std::string>(), std::move(rs),
+                                        b.at("gpu_ids").get<std::vector<int64_t>>()});
+  }
+  return p;
+}
+
 const char* TrialStatusName(TrialStatus s) {
   switch (s) {
     case TrialStatus::kPending: return "PENDING";
@@ -48,6 +69,8 @@ Json Trial::ToJson() const {
               {"num_restores", num_restores},
               {"held", held},
               {"restore_from", restore_from},
+              {"actor_worker", actor_worker},
+              {"placement", PlacementToJson(placement)},
               {"exports", exports}};
 }
 
@@ -77,6 +100,10 @@ Result<Trial> Trial::FromJson(const Json& j) {
     t.num_restores = j.value("num_restores", int64_t{0});
     t.held = j.value("held", false);
     t.restore_from = j.value("restore_from", std::string());
+    t.actor_worker = j.value("actor_worker", std::string());
+    if (j.contains("placement")) {
+      ASSIGN_OR_RETURN(t.placement, PlacementFromJson(j["placement"]));
+    }
     if (j.contains("exports")) t.exports = j["exports"];
     return t;
   } catch (const Json::exception& e) {

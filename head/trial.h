@@ -7,10 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/json.h"
 #include "common/resources.h"
 #include "common/status.h"
 #include "head/experiment_spec.h"
+#include "head/resource_ledger.h"
 
 namespace ztune::head {
 
@@ -28,6 +30,9 @@ struct CheckpointRecord {
   bool score_valid = false;  // false: NaN or missing score attribute (ranks worst)
   double score = 0;          // already multiplied by the order sign (higher is better)
 };
+
+Json PlacementToJson(const Placement& p);
+Result<Placement> PlacementFromJson(const Json& j);
 
 struct Trial {
   // ---- persisted ----
@@ -50,6 +55,10 @@ struct Trial {
   // Start from this trial's newest persistent checkpoint while this trial has
   // none of its own (Ray's restore_path).
   std::string restore_from;
+  // Where the actor of the current attempt lives (persisted while RUNNING so
+  // that a restarted head can re-attach it).
+  std::string actor_worker;
+  Placement placement;
   bool held = false;  // paused by a user: waits for `resume` instead of the scheduler
   Json exports;       // {format: content} from export_formats, when the trial terminated
 
@@ -63,6 +72,7 @@ struct Trial {
   bool pause_requested = false;  // pause at the end of the in-flight TRAIN / SAVE
   bool pausing = false;          // a memory SAVE for the pause is in flight
   bool queued_paused = false;    // queue rank: PENDING trials start before PAUSED ones
+  TimeMs reattach_deadline = 0;  // > 0: RUNNING at a head restart, waiting for its worker
 
   Json ToJson() const;
   static Result<Trial> FromJson(const Json& j);

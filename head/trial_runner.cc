@@ -121,6 +121,15 @@ Status TrialRunner::Load() {
     if (IsFinished(stored_status)) {
       SetStatus(stored, stored_status);
       dirty_trials_.erase(id);
+    } else if (stored_status == TrialStatus::kRunning && !stored.actor_worker.empty()) {
+      // Its worker may still host the live actor: wait for it to re-attach.
+      SetStatus(stored, TrialStatus::kRunning);
+      dirty_trials_.erase(id);
+      TimeMs grace = options_.reattach_grace_ms > 0
+                         ? options_.reattach_grace_ms
+                         : 2 * options_.heartbeat_ms * options_.liveness;
+      stored.reattach_deadline = clock_.NowMs() + grace;
+      awaiting_reattach_.insert(id);
     } else if (stored_status == TrialStatus::kPaused && stored.held) {
       SetStatus(stored, TrialStatus::kPaused);  // a user's pause outlives the head
       dirty_trials_.erase(id);
@@ -145,36 +154,80 @@ bool TrialRunner::IsKnownWorker(const std::string& worker_id) const {
   return registry_.FindAlive(worker_id) != nullptr;
 }
 
-protocol::Registered TrialRunner::HandleRegister(const protocol::Register& reg) {
+void TrialRunner::HandleRegister(const protocol::Register& reg) {
   bool fresh = registry_.Register(reg);
+  protocol::Registered registered;
+  registered.worker_id = reg.worker_id;
+  registered.heartbeat_ms = options_.heartbeat_ms;
+  registered.liveness = options_.liveness;
+  // Sent before anything below (re-attach TRAINs, STOPs): the worker holds
+  // its replies and replays its outbox once it has this.
+  sink_.SendToWorker(reg.worker_id, protocol::Message{registered, {}}, SendTiming::kAfterCommit);
   if (fresh) {
     ledger_.AddWorker(reg.worker_id, ResourceSet::FromDoubles(reg.resources), reg.gpu_ids);
     groups_.NotifyCapacityChanged();
     RecomputeMaxPending();
-    spdlog::info("worker {} registered ({} on {}, pid {}): {}", reg.worker_id, reg.name, reg.host,
-                 reg.pid, ResourceSet::FromDoubles(reg.resources).ToString());
+    spdlog::info("worker {} registered ({} on {}, pid {}): {}, {} live actors", reg.worker_id,
+                 reg.name, reg.host, reg.pid, ResourceSet::FromDoubles(reg.resources).ToString(),
+                 reg.live_actors.size());
   }
-  // Actors the worker hosts that the head does not consider its own are
-  // stopped: their trials moved on (or the head restarted without them).
-  const auto& mine = actors_by_worker_[reg.worker_id];
   for (const auto& a : reg.live_actors) {
     auto it = trials_.find(a.trial_id);
-    bool ours = it != trials_.end() && it->second.has_actor && it->second.attempt == a.attempt &&
-                it->second.worker_id == reg.worker_id && mine.count(a.trial_id);
+    Trial* t = it == trials_.end() ? nullptr : &it->second;
+    bool ours = t != nullptr && t->has_actor && t->attempt == a.attempt &&
+                t->worker_id == reg.worker_id;
     ours = ours || IsCachedActor(reg.worker_id, a.trial_id, a.attempt);
+    if (!ours && t != nullptr && awaiting_reattach_.count(t->trial_id) &&
+        t->attempt == a.attempt && t->actor_worker == reg.worker_id) {
+      ours = Reattach(*t, reg.worker_id);
+    }
     if (!ours) {
-      protocol::Stop stop;
+      // An actor the head does not own (its trial moved on, finished, or is
+      // unknown after a restart): it must not keep running.
+      protocol::Stop stop;  // rid 0: no reply wanted
       stop.trial_id = a.trial_id;
       stop.attempt = a.attempt;
-      stop.kill_after_ms = options_.force_cleanup_ms;  // rid 0: no reply wanted
+      stop.kill_after_ms = options_.force_cleanup_ms;
       sink_.SendToWorker(reg.worker_id, protocol::Message{stop, {}}, SendTiming::kAfterCommit);
     }
   }
-  protocol::Registered r;
-  r.worker_id = reg.worker_id;
-  r.heartbeat_ms = options_.heartbeat_ms;
-  r.liveness = options_.liveness;
-  return r;
+}
+
+bool TrialRunner::Reattach(Trial& t, const std::string& worker_id) {
+  awaiting_reattach_.erase(t.trial_id);
+  t.reattach_deadline = 0;
+  const Experiment& e = experiments_.at(t.experiment_id);
+  t.group_id = groups_.AdoptInUse(e.spec.resources, t.placement, t.trial_id);
+  t.has_actor = true;
+  t.worker_id = worker_id;
+  actors_by_worker_[worker_id].insert(t.trial_id);
+  spdlog::info("re-attached trial {} attempt {} on {} at iteration {}", t.trial_id, t.attempt,
+               worker_id, t.iteration);
+  // The actor may be mid-TRAIN (its batch comes back without a future and is
+  // only stored) or idle: this TRAIN drives it from now on. After the commit,
+  // so that it follows REGISTERED.
+  executor_.ContinueTraining(t, BufferFor(t), SendTiming::kAfterCommit);
+  return true;
+}
+
+void TrialRunner::ExpireReattachWaits() {
+  if (awaiting_reattach_.empty()) return;
+  TimeMs now = clock_.NowMs();
+  for (auto it = awaiting_reattach_.begin(); it != awaiting_reattach_.end();) {
+    Trial& t = trials_.at(*it);
+    if (t.reattach_deadline > now) {
+      ++it;
+      continue;
+    }
+    it = awaiting_reattach_.erase(it);
+    spdlog::info("trial {}: worker {} did not re-attach its actor; restarting it from its "
+                 "newest checkpoint", t.trial_id, t.actor_worker);
+    t.reattach_deadline = 0;
+    t.actor_worker.clear();
+    t.placement = Placement{};
+    SetStatus(t, TrialStatus::kPending);
+    Enqueue(t);
+  }
 }
 
 void TrialRunner::HandleHeartbeat(const std::string& worker_id) { registry_.Touch(worker_id); }
@@ -514,6 +567,8 @@ void TrialRunner::StartTrial(Trial& t, uint64_t group_id) {
   // when the head bundle is empty: then the actor itself takes nothing).
   const BundlePlacement& host = g->placement.bundles.front();
   t.worker_id = host.worker_id;
+  t.actor_worker = host.worker_id;
+  t.placement = g->placement;
   actors_by_worker_[t.worker_id].insert(t.trial_id);
   std::map<std::string, double> bundle0;
   if (!g->request.head_bundle_empty) bundle0 = host.resources.ToDoubles();
@@ -566,6 +621,8 @@ void TrialRunner::StartTrialOnCachedActor(Trial& t, const CachedActor& actor) {
   t.group_id = actor.group_id;
   t.has_actor = true;
   t.worker_id = actor.worker_id;
+  t.actor_worker = actor.worker_id;
+  if (const auto* g = groups_.Find(actor.group_id)) t.placement = g->placement;
   actors_by_worker_[t.worker_id].insert(t.trial_id);
   groups_.AssignCached(actor.group_id, t.trial_id);
   resetting_[t.trial_id] = actor;
@@ -589,10 +646,7 @@ void TrialRunner::OnResetReply(Trial& t, const protocol::Reply& reply) {
   // The actor kept its old key (or is gone): stop it under that key.
   executor_.StopActorKey(old.worker_id, old.trial_id, old.attempt, old.group_id,
                          KillAfterMs(experiments_.at(t.experiment_id)));
-  actors_by_worker_[t.worker_id].erase(t.trial_id);
-  t.has_actor = false;
-  t.worker_id.clear();
-  t.group_id = 0;
+  ClearActor(t);
   std::string why = reply.ok ? std::string("Trainable runner reuse requires reset_config() to be "
                                            "implemented and return True.")
                              : "actor reuse failed: " + reply.error;
@@ -608,10 +662,18 @@ void TrialRunner::ReleaseActor(Trial& t, bool reusable) {
     executor_.StopActorKey(r->second.worker_id, r->second.trial_id, r->second.attempt, 0, kill);
     resetting_.erase(r);
   }
-  actors_by_worker_[t.worker_id].erase(t.trial_id);
+  ClearActor(t);
+}
+
+void TrialRunner::ClearActor(Trial& t) {
+  auto it = actors_by_worker_.find(t.worker_id);
+  if (it != actors_by_worker_.end()) it->second.erase(t.trial_id);
   t.has_actor = false;
   t.worker_id.clear();
   t.group_id = 0;
+  t.actor_worker.clear();
+  t.placement = Placement{};
+  MarkDirty(t);
 }
 
 bool TrialRunner::TryCacheActor(Trial& t) {
@@ -785,9 +847,7 @@ void TrialRunner::OnWorkerDead(const std::string& worker_id, const std::string& 
   for (const auto& id : victims) {
     Trial* t = MutableTrial(id);
     if (t == nullptr || !t->has_actor) continue;
-    t->has_actor = false;  // nothing to stop: the worker is gone
-    t->group_id = 0;
-    t->worker_id.clear();
+    ClearActor(*t);  // nothing to stop: the worker is gone
     FailTrial(*t, "worker " + who + " died: " + cause, true);
   }
 }
@@ -981,6 +1041,7 @@ void TrialRunner::Tick() {
                  "resources", f.trial_id, f.worker_id);
     OnStopDone(f);
   }
+  ExpireReattachWaits();
   GenerateTrials();
   StageAndReconcile();
   groups_.Update();

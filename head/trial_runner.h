@@ -41,6 +41,9 @@ struct RunnerOptions {
   TimeMs pg_removal_delay_ms = 2000;
   int64_t force_cleanup_ms = 600'000;  // kill deadline carried by STOP
   TimeMs heartbeat_ms = 1000;
+  // How long a trial RUNNING at a head restart waits for its worker to
+  // re-attach it before it restarts from its checkpoint; 0 = 2 x liveness window.
+  TimeMs reattach_grace_ms = 0;
   int64_t liveness = 3;
   TimeMs insufficient_resources_warn_ms = 60'000;
 };
@@ -56,7 +59,10 @@ class TrialRunner {
 
   // ---- worker input (the HeadServer has decoded and routed it) ----
   bool IsKnownWorker(const std::string& worker_id) const;
-  protocol::Registered HandleRegister(const protocol::Register& reg);
+  // Registers the worker, answers REGISTERED (after the commit), re-attaches
+  // the live actors of trials that were RUNNING there before a head restart,
+  // and stops the live actors the head does not own.
+  void HandleRegister(const protocol::Register& reg);
   void HandleHeartbeat(const std::string& worker_id);
   void HandleDisconnect(const std::string& worker_id, const std::string& reason);
   void HandleReply(const std::string& worker_id, const protocol::Reply& reply,
@@ -169,6 +175,10 @@ class TrialRunner {
   // checkpoint), otherwise ERROR. `retry` false forces ERROR.
   void FailTrial(Trial& t, const std::string& error, bool retry);
   void OnWorkerDead(const std::string& worker_id, const std::string& cause);
+  // Adopts a live actor reported by a registering worker (after a restart).
+  bool Reattach(Trial& t, const std::string& worker_id);
+  void ExpireReattachWaits();
+  void ClearActor(Trial& t);
   void MaybeFinishExperiment(Experiment& e);
   void StopExperiment(Experiment& e, std::vector<std::string>* stopped);
   void RecomputeMaxPending();
@@ -194,6 +204,7 @@ class TrialRunner {
   std::unordered_map<std::string, std::unordered_set<std::string>> actors_by_worker_;
   std::unordered_map<std::string, SearchSpace> spaces_;  // by experiment id
   std::set<std::string> searching_;  // experiments whose searcher may yield more
+  std::set<std::string> awaiting_reattach_;  // RUNNING at restart, actor not back yet
   uint64_t next_seq_ = 1;
   uint64_t next_experiment_ = 1;
   int64_t num_pending_ = 0;  // trials in PENDING (Ray's max_pending_trials bound)
