@@ -45,6 +45,11 @@ int main(int argc, char** argv) {
                  "seconds an actor gets to stop before its worker kills it")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--reattach-grace-ms", options.runner.reattach_grace_ms,
+                 "after a restart, how long RUNNING trials wait for their worker to re-attach "
+                 "(0 = 2 x heartbeat-ms x liveness)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   int64_t warn_s = 60;
   app.add_option("--insufficient-resources-warn-s", warn_s,
                  "warn when no trial has run for this long while trials wait")

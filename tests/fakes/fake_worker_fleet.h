@@ -50,6 +50,33 @@ class FakeWorkerFleet {
     alive_.insert(worker_id);
   }
 
+  // Re-registers after a head restart, listing its live actors, then replays
+  // every unacknowledged result batch (as a real worker's outbox does).
+  void Reregister(const std::string& worker_id, double cpus) {
+    protocol::Register r;
+    r.worker_id = worker_id;
+    r.name = worker_id;
+    r.host = "localhost";
+    r.resources = {{"CPU", cpus}};
+    r.trainables = {"quadratic", "noop", "fail"};
+    for (const auto& [key, a] : actors) {
+      if (a.worker_id != worker_id) continue;
+      auto hash = key.rfind('#');
+      r.live_actors.push_back({key.substr(0, hash), std::stoull(key.substr(hash + 1)), 0,
+                               a.iteration});
+    }
+    runner_.HandleRegister(r);
+    alive_.insert(worker_id);
+    for (auto& [key, batches] : outbox) {
+      auto it = actors.find(key);
+      if (it == actors.end() || it->second.worker_id != worker_id) continue;
+      for (const auto& b : batches) {
+        ++replayed;
+        runner_.HandleResultBatch(worker_id, b);
+      }
+    }
+  }
+
   // Kills a worker: it answers nothing any more.
   void Kill(const std::string& worker_id) { alive_.erase(worker_id); }
   void Heartbeat() {
@@ -81,6 +108,9 @@ class FakeWorkerFleet {
   int64_t saves = 0;
   int64_t stops = 0;
   int64_t resets = 0;
+  int64_t replayed = 0;
+  // Unacknowledged result batches per actor key (the worker's outbox).
+  std::map<std::string, std::vector<protocol::ResultBatch>> outbox;
   int64_t exports = 0;
   bool hang_stops = false;
   std::map<std::string, int64_t> created_on;  // actors created per worker
@@ -127,6 +157,11 @@ class FakeWorkerFleet {
       Actor& a = actors[Key(s->trial_id, s->attempt)];
       Reply(w, s->rid, s->trial_id, s->attempt, true, {}, Json{{"iteration", a.iteration}},
             "ckpt:" + std::to_string(a.iteration));
+    } else if (auto* ack = std::get_if<protocol::Ack>(&body)) {
+      auto& batches = outbox[Key(ack->trial_id, ack->attempt)];
+      std::erase_if(batches, [&](const protocol::ResultBatch& b) {
+        return b.results.empty() || b.results.back().seq <= ack->seq;
+      });
     } else if (auto* rs = std::get_if<protocol::Reset>(&body)) {
       ++resets;
       auto it = actors.find(Key(rs->trial_id, rs->attempt));
@@ -189,6 +224,7 @@ class FakeWorkerFleet {
         batch.results.push_back({++a.seq, result});
         if (user_ckpt) break;  // a buffered batch ends at should_checkpoint
       }
+      outbox[Key(t->trial_id, t->attempt)].push_back(batch);
       runner_.HandleResultBatch(w, batch);
     }
   }

@@ -486,3 +486,76 @@ TEST_F(TrialRunnerTest, FencesAWorkerThatWakesUpAfterBeingDeclaredDead) {
 
 }  // namespace
 }  // namespace ztune::head
+
+namespace ztune::head {
+namespace {
+
+// head killed mid-run -> restarted on the same store -> the workers re-register
+// with their live actors -> trials continue on them: no restore, no new
+// attempt, unacknowledged results replayed, every iteration stored once.
+TEST_F(TrialRunnerTest, ReattachesLiveActorsAfterAHeadRestart) {
+  fleet_->Register("w1", 2);
+  fleet_->Register("w2", 2);
+  std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 6,
+      "stop": {"training_iteration": 30}, "checkpoint": {"frequency": 10}})");
+  for (int i = 0; i < 8; ++i) fleet_->Turn();
+  // The crash: the last turn's results were never committed, and what the
+  // head had queued is lost.
+  sink_.TakeAll();
+  auto actors = fleet_->actors;
+  auto outbox = fleet_->outbox;
+  Reset();
+  fleet_->actors = actors;
+  fleet_->outbox = outbox;
+  const Experiment* e = runner_->FindExperiment(exp);
+  EXPECT_EQ(e->counts.at(TrialStatus::kRunning), 4);
+  fleet_->Reregister("w1", 2);
+  fleet_->Reregister("w2", 2);
+  EXPECT_GT(fleet_->replayed, 0);
+  RunToEnd(exp, 5000);
+  for (const auto& id : runner_->FindExperiment(exp)->trial_ids) {
+    const Trial* t = runner_->FindTrial(id);
+    EXPECT_EQ(t->status, TrialStatus::kTerminated);
+    EXPECT_EQ(t->attempt, 1u) << id;
+    EXPECT_EQ(t->num_restores, 0) << id;
+    EXPECT_EQ(t->num_failures, 0) << id;
+    auto results = StoredResults(id);
+    ASSERT_EQ(results.size(), 30u) << id;
+    for (int64_t i = 1; i <= 30; ++i) {
+      EXPECT_EQ(results[i - 1]["training_iteration"], i);
+      EXPECT_DOUBLE_EQ(results[i - 1]["x"].get<double>(), FakeWorkerFleet::Quadratic(t->config, i));
+    }
+  }
+  EXPECT_EQ(fleet_->restores, 0);
+  EXPECT_DOUBLE_EQ(runner_->ledger().Available().Get("CPU"), 4);
+}
+
+// a worker that does not come back within the grace period: its trials
+// restart from their newest persistent checkpoint elsewhere.
+TEST_F(TrialRunnerTest, RestartsTrialsWhoseWorkerNeverReturns) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 30},
+      "checkpoint": {"frequency": 5}})");
+  for (int i = 0; i < 12; ++i) fleet_->Turn();
+  sink_.TakeAll();
+  Reset();
+  fleet_->Register("w2", 1);  // a different worker; w1 is gone
+  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  for (int i = 0; i < 5; ++i) {
+    fleet_->Turn();
+    clock_.AdvanceMs(50);
+    fleet_->Heartbeat();
+  }
+  EXPECT_EQ(runner_->FindTrial(id)->attempt, 1u);  // still waiting (grace 600 ms)
+  RunToEnd(exp, 5000);
+  const Trial* t = runner_->FindTrial(id);
+  EXPECT_EQ(t->attempt, 2u);
+  EXPECT_EQ(t->num_restores, 1);
+  EXPECT_EQ(t->num_failures, 0);
+  auto results = StoredResults(id);
+  ASSERT_EQ(results.size(), 30u);
+  for (int64_t i = 1; i <= 30; ++i) EXPECT_EQ(results[i - 1]["training_iteration"], i);
+}
+
+}  // namespace
+}  // namespace ztune::head
