@@ -54,12 +54,21 @@ class QuadraticTrainable : public Trainable {
     ASSIGN_OR_RETURN(lr_, ConfigNumber(config, "lr", 0.1));
     ASSIGN_OR_RETURN(double x0, ConfigNumber(config, "x0", 10.0));
     ASSIGN_OR_RETURN(target_, ConfigNumber(config, "target", 0.0));
+    // Optional wall time per step, so that demos and chaos tests can watch
+    // (and interrupt) a quadratic run; it does not change any value.
+    ASSIGN_OR_RETURN(step_sleep_s_, ConfigNumber(config, "step_sleep_s", 0.0));
+    if (step_sleep_s_ < 0 || step_sleep_s_ > 3600) {
+      return Status::InvalidArgument("config key 'step_sleep_s' must be in [0, 3600]");
+    }
     x_ = x0;
     iteration_ = ctx.iteration;
     return Status::Ok();
   }
 
   Result<Json> Step(const TrialContext& ctx) override {
+    if (step_sleep_s_ > 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(step_sleep_s_));
+    }
     x_ = x_ - lr_ * 2.0 * (x_ - target_);
     iteration_ = ctx.iteration + 1;
     double d = x_ - target_;
@@ -103,6 +112,7 @@ class QuadraticTrainable : public Trainable {
   static constexpr char kMagic[] = "QUA1";
   double lr_ = 0.1;
   double target_ = 0;
+  double step_sleep_s_ = 0;
   double x_ = 10;
   int64_t iteration_ = 0;
 };
