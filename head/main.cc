@@ -6,6 +6,7 @@
 
 #include "common/logging.h"
 #include "head/head_server.h"
+#include "head/store_check.h"
 #include "storage/rocksdb_store.h"
 
 namespace {
@@ -18,6 +19,12 @@ int main(int argc, char** argv) {
   std::string data_dir;
   ztune::head::HeadServerOptions options;
   std::string log_level = "info";
+  bool check = false;
+  bool check_json = false;
+  app.add_flag("--check", check,
+               "verify the data dir offline (records, results, checkpoints), print a summary, "
+               "exit 0 if consistent, 1 if not");
+  app.add_flag("--json", check_json, "with --check: print the summary as JSON");
   int64_t force_cleanup_s = 600;
   app.add_option("--data-dir", data_dir, "RocksDB data directory (created if missing)")->required();
   app.add_option("--worker-endpoint", options.worker_endpoint, "ROUTER endpoint for workers")
@@ -68,6 +75,23 @@ int main(int argc, char** argv) {
   if (!store.ok()) {
     spdlog::critical("cannot open data dir {}: {}", data_dir, store.status().ToString());
     return 3;
+  }
+  if (check) {
+    if (auto s = (*store)->Verify(); !s.ok()) {
+      std::printf("%s: %s\n", data_dir.c_str(), s.ToString().c_str());
+      return 1;
+    }
+    auto report = ztune::head::CheckStore(**store);
+    if (!report.ok()) {
+      std::printf("%s: %s\n", data_dir.c_str(), report.status().ToString().c_str());
+      return 1;
+    }
+    if (check_json) {
+      std::printf("%s\n", report->ToJson().dump(2).c_str());
+    } else {
+      std::printf("%s: %s\n", data_dir.c_str(), report->ToText().c_str());
+    }
+    return report->ok() ? 0 : 1;
   }
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);

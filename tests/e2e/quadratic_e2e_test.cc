@@ -111,6 +111,11 @@ TEST(QuadraticE2ETest, SixteenTrialsOnTwoWorkersAgreeWithTheStore) {
     csv[id] = ParseCsv(r.out);
   }
   ASSERT_EQ(cluster.head().Stop(), 0) << cluster.Logs();
+  // The offline check agrees: every record consistent, every checkpoint readable.
+  auto check = e2e::Run(std::string(ZTUNE_HEAD_BIN) + " --check --data-dir " + cluster.data_dir());
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+  EXPECT_NE(check.out.find("16 trials, 800 results"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("consistent"), std::string::npos) << check.out;
 
   auto store = storage::RocksDbStore::Open(cluster.data_dir());
   ASSERT_TRUE(store.ok()) << store.status().ToString();

@@ -1,0 +1,164 @@
+#include "head/store_check.h"
+
+#include <map>
+#include <set>
+
+#include "head/trial.h"
+#include "storage/keys.h"
+
+namespace ztune::head {
+namespace {
+
+// The trial id part of a result / checkpoint key (before the '\0').
+std::string TrialOfKey(std::string_view key) {
+  auto zero = key.find('\0');
+  return std::string(key.substr(0, zero));
+}
+
+}  // namespace
+
+Json StoreCheckReport::ToJson() const {
+  return Json{{"ok", ok()},
+              {"experiments", experiments},
+              {"trials", trials},
+              {"results", results},
+              {"checkpoints", checkpoints},
+              {"checkpoint_bytes", checkpoint_bytes},
+              {"problems", problems}};
+}
+
+std::string StoreCheckReport::ToText() const {
+  std::string s = std::to_string(experiments) + " experiments, " + std::to_string(trials) +
+                  " trials, " + std::to_string(results) + " results, " +
+                  std::to_string(checkpoints) + " checkpoints (" +
+                  std::to_string(checkpoint_bytes) + " bytes): ";
+  if (ok()) return s + "consistent";
+  s += std::to_string(problems.size()) + " problems\n";
+  for (const auto& p : problems) s += "  - " + p + "\n";
+  return s;
+}
+
+Result<StoreCheckReport> CheckStore(storage::Store& store) {
+  StoreCheckReport report;
+  auto problem = [&](std::string p) {
+    if (report.problems.size() < 1000) report.problems.push_back(std::move(p));
+  };
+  std::set<std::string> experiments;
+  RETURN_IF_ERROR(store.Scan(storage::Family::kExperiments, "",
+                             [&](std::string_view key, std::string_view v) {
+                               ++report.experiments;
+                               Json j = Json::parse(v, nullptr, false);
+                               auto e = j.is_discarded()
+                                            ? Result<Experiment>(Status::Corruption("not JSON"))
+                                            : Experiment::FromJson(j);
+                               if (!e.ok()) {
+                                 problem("experiment " + std::string(key) + ": " +
+                                         e.status().message());
+                               } else {
+                                 experiments.insert(e->experiment_id);
+                               }
+                               return true;
+                             }));
+  std::map<std::string, Trial> trials;
+  RETURN_IF_ERROR(store.Scan(storage::Family::kTrials, "", [&](std::string_view key,
+                                                               std::string_view v) {
+    ++report.trials;
+    Json j = Json::parse(v, nullptr, false);
+    auto t = j.is_discarded() ? Result<Trial>(Status::Corruption("not JSON")) : Trial::FromJson(j);
+    if (!t.ok()) {
+      problem("trial " + std::string(key) + ": " + t.status().message());
+      return true;
+    }
+    if (!experiments.count(t->experiment_id)) {
+      problem("trial " + t->trial_id + " belongs to unknown experiment " + t->experiment_id);
+    }
+    trials.emplace(t->trial_id, std::move(t).value());
+    return true;
+  }));
+
+  // Results: one scan over the family, grouped by trial (keys are ordered).
+  std::map<std::string, std::pair<int64_t, int64_t>> ranges;  // trial -> (first, last)
+  std::set<std::string> reported_gap;
+  RETURN_IF_ERROR(store.Scan(storage::Family::kResults, "", [&](std::string_view key,
+                                                                std::string_view v) {
+    ++report.results;
+    std::string trial = TrialOfKey(key);
+    auto iteration = storage::KeySuffixNumber(key);
+    if (!iteration) {
+      problem("malformed result key for trial " + trial);
+      return true;
+    }
+    if (!trials.count(trial)) {
+      if (!reported_gap.count(trial)) problem("results of unknown trial " + trial);
+      reported_gap.insert(trial);
+      return true;
+    }
+    Json r = Json::parse(v, nullptr, false);
+    if (r.is_discarded() || !r.is_object()) {
+      problem("result " + std::to_string(*iteration) + " of " + trial + " is not a JSON object");
+    } else if (r.value("training_iteration", int64_t{-1}) != static_cast<int64_t>(*iteration) ||
+               r.value("trial_id", std::string()) != trial) {
+      problem("result " + std::to_string(*iteration) + " of " + trial +
+              " does not match its key (training_iteration / trial_id)");
+    }
+    auto [it, inserted] = ranges.try_emplace(trial, *iteration, *iteration);
+    if (!inserted) {
+      if (static_cast<int64_t>(*iteration) != it->second.second + 1 && !reported_gap.count(trial)) {
+        problem("results of " + trial + " jump from iteration " +
+                std::to_string(it->second.second) + " to " + std::to_string(*iteration));
+        reported_gap.insert(trial);
+      }
+      it->second.second = static_cast<int64_t>(*iteration);
+    }
+    return true;
+  }));
+  for (const auto& [id, t] : trials) {
+    auto r = ranges.find(id);
+    int64_t last = r == ranges.end() ? 0 : r->second.second;
+    if (last != t.iteration) {
+      problem("trial " + id + " records iteration " + std::to_string(t.iteration) +
+              " but its stored results end at " + std::to_string(last));
+    }
+    if (r != ranges.end() && r->second.first != 1 && t.restore_from.empty()) {
+      problem("results of " + id + " start at iteration " + std::to_string(r->second.first));
+    }
+  }
+
+  // Checkpoints: every retained one readable, none orphaned.
+  std::set<std::pair<std::string, uint64_t>> present;
+  RETURN_IF_ERROR(store.Scan(storage::Family::kCheckpoints, "", [&](std::string_view key,
+                                                                    std::string_view v) {
+    ++report.checkpoints;
+    report.checkpoint_bytes += static_cast<int64_t>(v.size());
+    auto id = storage::KeySuffixNumber(key);
+    std::string trial = TrialOfKey(key);
+    if (!id) {
+      problem("malformed checkpoint key for trial " + trial);
+    } else {
+      present.insert({trial, *id});
+    }
+    if (v.empty()) problem("checkpoint " + std::to_string(id.value_or(0)) + " of " + trial + " is empty");
+    return true;
+  }));
+  for (const auto& [id, t] : trials) {
+    for (const auto& c : t.checkpoints) {
+      if (!present.count({id, c.id})) {
+        problem("trial " + id + " retains checkpoint " + std::to_string(c.id) +
+                " (iteration " + std::to_string(c.iteration) + ") but its bytes are missing");
+      }
+    }
+  }
+  for (const auto& [trial, cid] : present) {
+    auto it = trials.find(trial);
+    bool retained = false;
+    if (it != trials.end()) {
+      for (const auto& c : it->second.checkpoints) retained = retained || c.id == cid;
+    }
+    if (!retained) {
+      problem("checkpoint " + std::to_string(cid) + " of " + trial + " is not retained by any trial");
+    }
+  }
+  return report;
+}
+
+}  // namespace ztune::head

@@ -1,0 +1,36 @@
+// StoreCheck: offline verification of a head's data directory
+// (`ztune-head --check`). Reads every record and reports what is
+// inconsistent; never writes. Single-threaded.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "common/status.h"
+#include "storage/store.h"
+
+namespace ztune::head {
+
+struct StoreCheckReport {
+  int64_t experiments = 0;
+  int64_t trials = 0;
+  int64_t results = 0;
+  int64_t checkpoints = 0;
+  int64_t checkpoint_bytes = 0;
+  std::vector<std::string> problems;  // empty = consistent
+
+  bool ok() const { return problems.empty(); }
+  Json ToJson() const;
+  std::string ToText() const;
+};
+
+// Checks that every experiment and trial record parses; that each trial's
+// results are contiguous (1..iteration, or from the restored checkpoint's
+// iteration for --restore-from trials), carry the trial id and the key's
+// iteration; that every retained checkpoint is present and readable; and that
+// no result or checkpoint belongs to an unknown trial. An error Status means
+// the store could not be read at all.
+Result<StoreCheckReport> CheckStore(storage::Store& store);
+
+}  // namespace ztune::head

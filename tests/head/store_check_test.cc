@@ -1,0 +1,86 @@
+#include "head/store_check.h"
+
+#include <gtest/gtest.h>
+
+#include "head/trial_runner.h"
+#include "storage/in_memory_store.h"
+#include "storage/keys.h"
+#include "tests/fakes/fake_worker_fleet.h"
+#include "tests/fakes/recording_command_sink.h"
+
+namespace ztune::head {
+namespace {
+
+class StoreCheckTest : public ::testing::Test {
+ protected:
+  // A store written by a real run: 2 trials x 10 iterations, checkpoints every 4.
+  void SetUp() override {
+    testing::RecordingCommandSink sink;
+    FakeClock clock;
+    TrialRunner runner(store_, sink, clock, RunnerOptions{});
+    ASSERT_TRUE(runner.Load().ok());
+    testing::FakeWorkerFleet fleet(runner, sink, store_);
+    fleet.Register("w", 2);
+    auto r = runner.Submit(Json::parse(R"({"trainable": "quadratic", "num_samples": 2,
+        "stop": {"training_iteration": 10}, "checkpoint": {"frequency": 4}})"));
+    ASSERT_TRUE(r.ok());
+    exp_ = (*r)["experiment_id"];
+    for (int i = 0; i < 40; ++i) fleet.Turn();
+    ASSERT_TRUE(runner.FindExperiment(exp_)->finished);
+    trial_ = runner.FindExperiment(exp_)->trial_ids[0];
+  }
+
+  void Apply(storage::WriteBatch batch) { ASSERT_TRUE(store_.Commit(batch).ok()); }
+
+  storage::InMemoryStore store_;
+  std::string exp_;
+  std::string trial_;
+};
+
+TEST_F(StoreCheckTest, AcceptsAConsistentStore) {
+  auto report = CheckStore(store_);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->ToText();
+  EXPECT_EQ(report->experiments, 1);
+  EXPECT_EQ(report->trials, 2);
+  EXPECT_EQ(report->results, 20);
+  EXPECT_EQ(report->checkpoints, 4);
+}
+
+TEST_F(StoreCheckTest, ReportsAGapInResults) {
+  storage::WriteBatch b;
+  b.Delete(storage::Family::kResults, storage::ResultKey(trial_, 5));
+  Apply(std::move(b));
+  auto report = CheckStore(store_);
+  ASSERT_TRUE(report.ok());
+  ASSERT_FALSE(report->ok());
+  EXPECT_NE(report->ToText().find("jump from iteration 4 to 6"), std::string::npos)
+      << report->ToText();
+}
+
+TEST_F(StoreCheckTest, ReportsMissingAndOrphanedCheckpoints) {
+  storage::WriteBatch b;
+  b.Delete(storage::Family::kCheckpoints, storage::CheckpointKey(trial_, 1));
+  b.Put(storage::Family::kCheckpoints, storage::CheckpointKey("e0009_00000", 3), "x");
+  Apply(std::move(b));
+  auto report = CheckStore(store_);
+  ASSERT_TRUE(report.ok());
+  std::string text = report->ToText();
+  EXPECT_NE(text.find("bytes are missing"), std::string::npos) << text;
+  EXPECT_NE(text.find("not retained"), std::string::npos) << text;
+}
+
+TEST_F(StoreCheckTest, ReportsUnreadableRecordsAndResultMismatch) {
+  storage::WriteBatch b;
+  b.Put(storage::Family::kTrials, "broken", "{not json");
+  b.Put(storage::Family::kResults, storage::ResultKey(trial_, 3), R"({"training_iteration": 7})");
+  Apply(std::move(b));
+  auto report = CheckStore(store_);
+  ASSERT_TRUE(report.ok());
+  std::string text = report->ToText();
+  EXPECT_NE(text.find("trial broken"), std::string::npos) << text;
+  EXPECT_NE(text.find("does not match its key"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace ztune::head
