@@ -686,6 +686,35 @@ int RunPauseResume(const CommandContext& ctx, const std::string& op, const std::
   return kExitOk;
 }
 
+int RunResume(const CommandContext& ctx, const std::string& id, const std::string& errored,
+              bool unfinished, bool json) {
+  if (!errored.empty() && errored != "retry" && errored != "restart") {
+    ctx.err << "error: --errored must be retry or restart\n";
+    return kExitUsage;
+  }
+  Json args{{"id", id}, {"unfinished", unfinished}};
+  if (!errored.empty()) args["errored"] = errored;
+  int code = kExitOk;
+  std::optional<Json> reply = CallOrReport(ctx, "resume", std::move(args), &code);
+  if (!reply) return code;
+  if (json) {
+    PrintJson(ctx.out, StripEnvelope(std::move(*reply)));
+    return kExitOk;
+  }
+  if (reply->contains("status")) {  // a trial
+    ctx.out << id << ' ' << FormatCell((*reply)["status"]) << '\n';
+    return kExitOk;
+  }
+  for (const Json& t : ArrayField(*reply, "retried")) ctx.out << "retried " << FormatCell(t) << '\n';
+  for (const Json& t : ArrayField(*reply, "restarted")) {
+    ctx.out << "restarted " << FormatCell(t["from"]) << " as " << FormatCell(t["trial_id"]) << '\n';
+  }
+  for (const Json& t : ArrayField(*reply, "terminated")) {
+    ctx.out << "terminated " << FormatCell(t) << '\n';
+  }
+  return kExitOk;
+}
+
 int RunWait(const CommandContext& ctx, const std::string& experiment_id, const WaitOptions& options,
             const Clock& clock) {
   const TimeMs start = clock.NowMs();

@@ -89,6 +89,12 @@ int RunStop(const CommandContext& ctx, const std::string& id, bool json);
 int RunPauseResume(const CommandContext& ctx, const std::string& op, const std::string& trial_id,
                    bool json);
 
+// `ztune resume ID`: a trial id resumes a paused trial; an experiment id
+// applies Ray's resume policies (`errored` "retry" | "restart" | empty,
+// `unfinished` false terminates what is left). Prints what changed.
+int RunResume(const CommandContext& ctx, const std::string& id, const std::string& errored,
+              bool unfinished, bool json);
+
 struct WaitOptions {
   // Give up after this many seconds (exit 4); nullopt = wait forever.
   std::optional<double> timeout_s;

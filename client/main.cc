@@ -159,14 +159,21 @@ int main(int argc, char** argv) {
       return zc::RunPauseResume(ctx, "pause", pause_id, pause_json);
     };
   });
-  std::string resume_id;
-  bool resume_json = false;
-  auto* resume = app.add_subcommand("resume", "resume a paused trial from its memory checkpoint");
-  resume->add_option("TRIAL", resume_id, "trial id")->required();
-  resume->add_flag("--json", resume_json, "print {trial_id, status}");
+  std::string resume_id, resume_errored;
+  bool resume_json = false, resume_no_unfinished = false;
+  auto* resume = app.add_subcommand(
+      "resume", "resume a paused trial, or apply resume policies to an experiment");
+  resume->add_option("ID", resume_id, "trial id or experiment id")->required();
+  resume->add_option("--errored", resume_errored,
+                     "experiment: retry errored trials from their checkpoint (same id), or "
+                     "restart them from scratch (new ids)")
+      ->check(CLI::IsMember({"retry", "restart"}));
+  resume->add_flag("--no-unfinished", resume_no_unfinished,
+                   "experiment: terminate every unfinished trial instead of continuing it");
+  resume->add_flag("--json", resume_json, "print the reply document");
   resume->callback([&] {
     run = [&](const CommandContext& ctx) {
-      return zc::RunPauseResume(ctx, "resume", resume_id, resume_json);
+      return zc::RunResume(ctx, resume_id, resume_errored, !resume_no_unfinished, resume_json);
     };
   });
 

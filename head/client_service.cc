@@ -63,8 +63,23 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request)
     ASSIGN_OR_RETURN(auto stopped, runner_.Stop(id));
     return Json{{"stopped", stopped}};
   }
+  if (op == "resume" && request.contains("id") &&
+      runner_.FindExperiment(request.value("id", "")) != nullptr) {
+    std::string errored;
+    if (request.contains("errored") && !request["errored"].is_null()) {
+      ASSIGN_OR_RETURN(errored, StringArg(request, "errored"));
+    }
+    bool unfinished = true;
+    if (request.contains("unfinished")) {
+      if (!request["unfinished"].is_boolean()) {
+        return ztune::Status::InvalidArgument("'unfinished' must be true or false");
+      }
+      unfinished = request["unfinished"].get<bool>();
+    }
+    return runner_.ResumeExperiment(request["id"].get<std::string>(), errored, unfinished);
+  }
   if (op == "pause" || op == "resume") {
-    ASSIGN_OR_RETURN(std::string id, StringArg(request, "trial_id"));
+    ASSIGN_OR_RETURN(std::string id, StringArg(request, request.contains("id") ? "id" : "trial_id"));
     RETURN_IF_ERROR(op == "pause" ? runner_.PauseTrial(id, /*hold=*/true) : runner_.Resume(id));
     return Json{{"trial_id", id}, {"status", TrialStatusName(runner_.FindTrial(id)->status)}};
   }

@@ -752,6 +752,54 @@ Status TrialRunner::Resume(const std::string& trial_id) {
   return Status::Ok();
 }
 
+Result<Json> TrialRunner::ResumeExperiment(const std::string& experiment_id,
+                                           const std::string& errored, bool unfinished) {
+  auto eit = experiments_.find(experiment_id);
+  if (eit == experiments_.end()) {
+    return Status::NotFound("unknown experiment '" + experiment_id + "'");
+  }
+  if (!errored.empty() && errored != "retry" && errored != "restart") {
+    return Status::InvalidArgument("errored must be \"retry\" or \"restart\", got '" + errored +
+                                   "'");
+  }
+  Experiment& e = eit->second;
+  Json retried = Json::array(), restarted = Json::array(), terminated = Json::array();
+  if (!unfinished) {
+    std::vector<std::string> stopped;
+    StopExperiment(e, &stopped);
+    for (const auto& id : stopped) terminated.push_back(id);
+  }
+  const std::vector<std::string> ids = e.trial_ids;  // NewTrial appends
+  for (const auto& id : ids) {
+    Trial& t = trials_.at(id);
+    if (t.status != TrialStatus::kError || errored.empty()) continue;
+    if (errored == "retry") {
+      t.error.clear();
+      t.end_time = 0;
+      t.memory_checkpoint.clear();
+      t.seq = next_seq_++;
+      SetStatus(t, TrialStatus::kPending);
+      Enqueue(t);
+      retried.push_back(id);
+    } else {
+      Trial& fresh = NewTrial(e, t.config);
+      e.total_variants++;
+      e.next_variant++;
+      restarted.push_back(Json{{"from", id}, {"trial_id", fresh.trial_id}});
+    }
+  }
+  if (!retried.empty() || !restarted.empty()) {
+    e.finished = false;
+    if (!e.stopped && !e.SearchFinished()) searching_.insert(e.experiment_id);
+  }
+  MarkDirty(e);
+  MaybeFinishExperiment(e);
+  return Json{{"experiment_id", experiment_id},
+              {"retried", retried},
+              {"restarted", restarted},
+              {"terminated", terminated}};
+}
+
 void TrialRunner::StartPause(Trial& t) {
   t.pause_requested = false;
   t.pausing = true;

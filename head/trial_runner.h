@@ -85,6 +85,13 @@ class TrialRunner {
   // behind every PENDING trial, and resumes from the memory checkpoint.
   Status PauseTrial(const std::string& trial_id, bool hold);
   Status Resume(const std::string& trial_id);
+  // Ray's resume policies for an experiment: `errored` "retry" puts ERROR
+  // trials back in the queue with their id (from their newest persistent
+  // checkpoint), "restart" adds a fresh trial (new id, same config, from
+  // scratch) for each; `unfinished` false terminates every unfinished trial
+  // and ends the search. Returns what changed.
+  Result<Json> ResumeExperiment(const std::string& experiment_id, const std::string& errored,
+                                bool unfinished);
 
   // Timers and scheduling; call once per loop turn after the input.
   void Tick();

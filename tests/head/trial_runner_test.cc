@@ -559,3 +559,64 @@ TEST_F(TrialRunnerTest, RestartsTrialsWhoseWorkerNeverReturns) {
 
 }  // namespace
 }  // namespace ztune::head
+
+namespace ztune::head {
+namespace {
+
+// errored trials -> resume --errored retry keeps their id and restores from
+// their checkpoint; --errored restart adds fresh trials; --no-unfinished
+// terminates what is left.
+TEST_F(TrialRunnerTest, ResumePoliciesRetryRestartAndTerminate) {
+  fleet_->Register("w1", 2);
+  std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 2,
+      "stop": {"training_iteration": 8}, "checkpoint": {"frequency": 2}})");
+  auto ids = runner_->FindExperiment(exp)->trial_ids;
+  fleet_->FailAt(ids[0], 5, /*once=*/false);
+  fleet_->FailAt(ids[1], 3, /*once=*/false);
+  RunToEnd(exp);
+  ASSERT_EQ(runner_->FindTrial(ids[0])->status, TrialStatus::kError);
+  ASSERT_EQ(runner_->FindTrial(ids[1])->status, TrialStatus::kError);
+
+  fleet_->FailAt(ids[0], 1000);  // fixed
+  auto retried = runner_->ResumeExperiment(exp, "retry", true);
+  ASSERT_TRUE(retried.ok()) << retried.status().ToString();
+  EXPECT_EQ((*retried)["retried"].size(), 2u);
+  EXPECT_FALSE(runner_->FindExperiment(exp)->finished);
+  fleet_->FailAt(ids[1], 1000);
+  RunToEnd(exp);
+  for (const auto& id : ids) {
+    const Trial* t = runner_->FindTrial(id);
+    EXPECT_EQ(t->status, TrialStatus::kTerminated) << id;
+    EXPECT_EQ(t->num_restores, 1) << id;  // from its checkpoint at 4 / 2
+    EXPECT_EQ(StoredResults(id).size(), 8u);
+  }
+
+  // restart: a new trial with the same config, from scratch.
+  std::string exp2 = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 4}})");
+  const std::string bad = runner_->FindExperiment(exp2)->trial_ids[0];
+  fleet_->FailAt(bad, 2, /*once=*/false);
+  RunToEnd(exp2);
+  auto restarted = runner_->ResumeExperiment(exp2, "restart", true);
+  ASSERT_TRUE(restarted.ok());
+  ASSERT_EQ((*restarted)["restarted"].size(), 1u);
+  std::string fresh = (*restarted)["restarted"][0]["trial_id"];
+  EXPECT_NE(fresh, bad);
+  RunToEnd(exp2);
+  EXPECT_EQ(runner_->FindTrial(bad)->status, TrialStatus::kError);
+  EXPECT_EQ(runner_->FindTrial(fresh)->status, TrialStatus::kTerminated);
+  EXPECT_EQ(runner_->FindTrial(fresh)->config, runner_->FindTrial(bad)->config);
+
+  // --no-unfinished: everything still open is terminated, nothing new starts.
+  std::string exp3 = Submit(R"({"trainable": "quadratic", "num_samples": 3,
+      "stop": {"training_iteration": 100000}})");
+  fleet_->Turn();
+  auto ended = runner_->ResumeExperiment(exp3, "", false);
+  ASSERT_TRUE(ended.ok());
+  EXPECT_EQ((*ended)["terminated"].size(), 3u);
+  EXPECT_TRUE(runner_->FindExperiment(exp3)->finished);
+  EXPECT_FALSE(runner_->ResumeExperiment(exp3, "later", true).ok());
+  EXPECT_EQ(runner_->ResumeExperiment("e9999", "", true).status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace ztune::head
