@@ -203,6 +203,8 @@ bool TrialRunner::Reattach(Trial& t, const std::string& worker_id) {
   actors_by_worker_[worker_id].insert(t.trial_id);
   spdlog::info("re-attached trial {} attempt {} on {} at iteration {}", t.trial_id, t.attempt,
                worker_id, t.iteration);
+  // A user's pause that the crash interrupted still applies.
+  if (t.held) t.pause_requested = true;
   // The actor may be mid-TRAIN (its batch comes back without a future and is
   // only stored) or idle: this TRAIN drives it from now on. After the commit,
   // so that it follows REGISTERED.
