@@ -411,7 +411,13 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
     FailTrial(*t, batch.error.empty() ? "step failed" : batch.error, true);
     return;
   }
-  if (!f) return;  // a replay: the live TRAIN's own batch drives the trial
+  if (!f) {
+    // A replay (after a reconnect or a head restart): the live TRAIN's own
+    // batch drives the trial, but a replayed stop ends it here, so that no
+    // iteration past the stop is ever stored.
+    if (stop) FinishTrial(*t, TrialStatus::kTerminated);
+    return;
+  }
   if (checkpoint) {
     t->saving = true;
     t->stop_after_save = stop;
