@@ -343,32 +343,43 @@ TEST(ExecutorE2ETest, PauseAndResumeFromTheCli) {
   EXPECT_EQ(AvailableCpu(Workers(cluster)["a"]), 1.0);
 }
 
+// Two `sleep` trials (0.05 s steps, stop at 60, checkpoints every 5,
+// max_failures 1) on workers a and b, one each, both past iteration 6.
+struct TwoTrialRun {
+  std::string exp, victim, survivor, a_id;  // victim runs on a
+};
+
+bool StartTwoTrialRun(LocalCluster& cluster, TwoTrialRun& run) {
+  cluster.StartHead();
+  cluster.StartWorker("a", 1);
+  cluster.StartWorker("b", 1);
+  if (!cluster.WaitForWorkers(2)) return false;
+  run.a_id = Workers(cluster)["a"]["worker_id"].get<std::string>();
+  run.exp = Submit(cluster, R"({"trainable": "sleep", "param_space": {"sleep_s": 0.05},
+      "num_samples": 2, "stop": {"training_iteration": 60},
+      "checkpoint": {"frequency": 5}, "max_failures": 1})");
+  if (run.exp.empty()) return false;
+  const std::string& exp = run.exp;
+  return WaitFor([&] {
+    Json t0 = GetTrial(cluster, TrialId(exp, 0)), t1 = GetTrial(cluster, TrialId(exp, 1));
+    if (StatusOf(t0) != "RUNNING" || StatusOf(t1) != "RUNNING") return false;
+    if (IterationOf(t0) < 6 || IterationOf(t1) < 6) return false;
+    run.victim = t0["worker"] == "a" ? TrialId(exp, 0) : TrialId(exp, 1);
+    run.survivor = run.victim == TrialId(exp, 0) ? TrialId(exp, 1) : TrialId(exp, 0);
+    return true;
+  }, seconds(10));
+}
+
 // kill -9 of a worker with a running trial -> the head notices within the
 // liveness window -> the trial is retried on the other worker from its newest
 // persistent checkpoint -> both TERMINATED, results 1..60 exactly once.
 TEST(ExecutorE2ETest, KilledWorkerTrialRetriesElsewhereFromItsCheckpoint) {
   LocalCluster cluster("worker-killed");
-  cluster.StartHead();
-  cluster.StartWorker("a", 1);
-  cluster.StartWorker("b", 1);
-  ASSERT_TRUE(cluster.WaitForWorkers(2)) << cluster.Logs();
-  auto workers = Workers(cluster);
-  const std::string dead_id = workers["a"]["worker_id"].get<std::string>();
-
-  std::string exp = Submit(cluster, R"({"trainable": "sleep", "param_space": {"sleep_s": 0.05},
-      "num_samples": 2, "stop": {"training_iteration": 60},
-      "checkpoint": {"frequency": 5}, "max_failures": 1})");
-  ASSERT_FALSE(exp.empty());
-
-  std::string victim, survivor;
-  ASSERT_TRUE(WaitFor([&] {
-    Json t0 = GetTrial(cluster, TrialId(exp, 0)), t1 = GetTrial(cluster, TrialId(exp, 1));
-    if (StatusOf(t0) != "RUNNING" || StatusOf(t1) != "RUNNING") return false;
-    if (IterationOf(t0) < 6 || IterationOf(t1) < 6) return false;
-    victim = t0["worker"] == "a" ? TrialId(exp, 0) : TrialId(exp, 1);
-    survivor = victim == TrialId(exp, 0) ? TrialId(exp, 1) : TrialId(exp, 0);
-    return true;
-  }, seconds(10))) << cluster.Logs();
+  TwoTrialRun run;
+  ASSERT_TRUE(StartTwoTrialRun(cluster, run)) << cluster.Logs();
+  const std::string &exp = run.exp, &victim = run.victim, &survivor = run.survivor;
+  const std::string& dead_id = run.a_id;
+  Json workers;
   ASSERT_EQ(GetTrial(cluster, victim)["worker"], "a");
   ASSERT_EQ(GetTrial(cluster, survivor)["worker"], "b");
 
@@ -418,25 +429,10 @@ TEST(ExecutorE2ETest, KilledWorkerTrialRetriesElsewhereFromItsCheckpoint) {
 // actor is stopped and its late results are fenced -> results 1..60 once.
 TEST(ExecutorE2ETest, FrozenWorkerIsDeclaredDeadByHeartbeatAndFencedOnReturn) {
   LocalCluster cluster("worker-frozen");
-  cluster.StartHead();
-  cluster.StartWorker("a", 1);
-  cluster.StartWorker("b", 1);
-  ASSERT_TRUE(cluster.WaitForWorkers(2)) << cluster.Logs();
-  const std::string frozen_id = Workers(cluster)["a"]["worker_id"].get<std::string>();
-
-  std::string exp = Submit(cluster, R"({"trainable": "sleep", "param_space": {"sleep_s": 0.05},
-      "num_samples": 2, "stop": {"training_iteration": 60},
-      "checkpoint": {"frequency": 5}, "max_failures": 1})");
-  ASSERT_FALSE(exp.empty());
-  std::string victim, survivor;
-  ASSERT_TRUE(WaitFor([&] {
-    Json t0 = GetTrial(cluster, TrialId(exp, 0)), t1 = GetTrial(cluster, TrialId(exp, 1));
-    if (StatusOf(t0) != "RUNNING" || StatusOf(t1) != "RUNNING") return false;
-    if (IterationOf(t0) < 6 || IterationOf(t1) < 6) return false;
-    victim = t0["worker"] == "a" ? TrialId(exp, 0) : TrialId(exp, 1);
-    survivor = victim == TrialId(exp, 0) ? TrialId(exp, 1) : TrialId(exp, 0);
-    return true;
-  }, seconds(10))) << cluster.Logs();
+  TwoTrialRun run;
+  ASSERT_TRUE(StartTwoTrialRun(cluster, run)) << cluster.Logs();
+  const std::string &exp = run.exp, &victim = run.victim, &survivor = run.survivor;
+  const std::string& frozen_id = run.a_id;
   ASSERT_EQ(GetTrial(cluster, victim)["worker"], "a");
 
   auto t0 = Clock::now();
