@@ -119,6 +119,11 @@ void HeadServer::HandleWorkerFrames(const std::string& identity,
   if (!runner_.IsKnownWorker(identity)) {
     ++stats_.unknown_senders;
     if (std::holds_alternative<protocol::Disconnect>(m.body)) return;
+    TimeMs now = clock_.NowMs();
+    auto [it, first] = disconnect_sent_.try_emplace(identity, now);
+    if (!first && now - it->second < options_.runner.heartbeat_ms) return;
+    it->second = now;
+    if (disconnect_sent_.size() > 10000) disconnect_sent_.clear();  // bounded memory
     WarnRateLimited(std::string(protocol::CommandName(m.body)) + " from unregistered worker '" +
                     identity + "': told to re-register");
     SendFramesToWorker(identity,

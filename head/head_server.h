@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <zmq.hpp>
@@ -94,6 +95,10 @@ class HeadServer final : public CommandSink {
   std::vector<Outgoing> after_commit_;
   std::vector<PendingClientReply> client_replies_;
   TimeMs last_heartbeat_sent_ = 0;
+  // Unknown identity -> when it was last told to re-register: at most once
+  // per heartbeat interval, so that a worker's queued messages after a head
+  // restart do not each trigger a REGISTER of all its live actors.
+  std::unordered_map<std::string, TimeMs> disconnect_sent_;
   TimeMs last_warning_ = 0;
   uint64_t suppressed_warnings_ = 0;
   HeadStats stats_;

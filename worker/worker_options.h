@@ -24,7 +24,10 @@ struct WorkerOptions {
   int64_t heartbeat_ms = 1000;
   int64_t liveness = 3;
   // Reconnect backoff starts at the heartbeat interval and doubles up to this.
-  int64_t max_backoff_ms = 32000;
+  // Kept well below the head's default re-attach grace (2 x heartbeat x
+  // liveness = 6 s), so that a worker finds a restarted head in time to
+  // re-attach its actors.
+  int64_t max_backoff_ms = 2000;
   // On shutdown, how long actors get to finish their current command and Cleanup.
   int64_t shutdown_grace_ms = 5000;
 };
