@@ -116,14 +116,14 @@ void Executor::Export(const Trial& trial, const std::vector<std::string>& format
        SendTiming::kNow);
 }
 
-void Executor::Save(const Trial& trial, const std::string& storage) {
+void Executor::Save(const Trial& trial, const std::string& storage, SendTiming timing) {
   protocol::Save save;
   save.trial_id = trial.trial_id;
   save.attempt = trial.attempt;
   save.storage = storage;
   Send(trial.worker_id,
        Future{FutureType::kSave, trial.trial_id, trial.attempt, {}, 0, storage, 0}, save, {},
-       SendTiming::kNow);
+       timing);
 }
 
 void Executor::StopActor(const Trial& trial, int64_t kill_after_ms) {

@@ -57,7 +57,8 @@ class Executor {
   void ResumeOnActor(const Trial& trial, const std::string* checkpoint, const TrainBuffer& buffer);
   // Asks the actor to export its model; survives the STOP that follows.
   void Export(const Trial& trial, const std::vector<std::string>& formats);
-  void Save(const Trial& trial, const std::string& storage);
+  void Save(const Trial& trial, const std::string& storage,
+            SendTiming timing = SendTiming::kNow);
   // Forgets the trial's outstanding futures (their replies are dropped) and
   // stops its actor; the group is released when the stop completes or at
   // now + kill_after_ms + grace.

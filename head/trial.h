@@ -73,6 +73,10 @@ struct Trial {
   bool pausing = false;          // a memory SAVE for the pause is in flight
   bool queued_paused = false;    // queue rank: PENDING trials start before PAUSED ones
   TimeMs reattach_deadline = 0;  // > 0: RUNNING at a head restart, waiting for its worker
+  // Re-attached with results beyond `iteration` in the worker's outbox: the
+  // trial is driven once their replay reaches this iteration (or at the deadline).
+  int64_t replay_until = 0;
+  TimeMs replay_deadline = 0;
 
   Json ToJson() const;
   static Result<Trial> FromJson(const Json& j);

@@ -179,7 +179,7 @@ void TrialRunner::HandleRegister(const protocol::Register& reg) {
     ours = ours || IsCachedActor(reg.worker_id, a.trial_id, a.attempt);
     if (!ours && t != nullptr && awaiting_reattach_.count(t->trial_id) &&
         t->attempt == a.attempt && t->actor_worker == reg.worker_id) {
-      ours = Reattach(*t, reg.worker_id);
+      ours = Reattach(*t, reg.worker_id, a);
     }
     if (!ours) {
       // An actor the head does not own (its trial moved on, finished, or is
@@ -193,7 +193,9 @@ void TrialRunner::HandleRegister(const protocol::Register& reg) {
   }
 }
 
-bool TrialRunner::Reattach(Trial& t, const std::string& worker_id) {
+bool TrialRunner::Reattach(Trial& t, const std::string& worker_id,
+                           const protocol::LiveActor& live) {
+  const int64_t live_iteration = live.iteration;
   awaiting_reattach_.erase(t.trial_id);
   t.reattach_deadline = 0;
   const Experiment& e = experiments_.at(t.experiment_id);
@@ -201,19 +203,56 @@ bool TrialRunner::Reattach(Trial& t, const std::string& worker_id) {
   t.has_actor = true;
   t.worker_id = worker_id;
   actors_by_worker_[worker_id].insert(t.trial_id);
-  spdlog::info("re-attached trial {} attempt {} on {} at iteration {}", t.trial_id, t.attempt,
-               worker_id, t.iteration);
+  spdlog::info("re-attached trial {} attempt {} on {} at iteration {} (actor at {})", t.trial_id,
+               t.attempt, worker_id, t.iteration, live_iteration);
   // A user's pause that the crash interrupted still applies.
   if (t.held) t.pause_requested = true;
-  // The actor may be mid-TRAIN (its batch comes back without a future and is
-  // only stored) or idle: this TRAIN drives it from now on. After the commit,
-  // so that it follows REGISTERED.
-  executor_.ContinueTraining(t, BufferFor(t), SendTiming::kAfterCommit);
+  if (live_iteration > t.iteration || live.training) {
+    // The actor is ahead (its unacknowledged results come back from its
+    // outbox right after REGISTERED) or mid-TRAIN (its batch will follow):
+    // decide once they are stored, as the TRAIN's own reply would have.
+    t.replay_until = std::max(live_iteration, t.iteration + (live.training ? 1 : 0));
+    t.replay_deadline = clock_.NowMs() + 2 * options_.heartbeat_ms * options_.liveness;
+    awaiting_replay_.insert(t.trial_id);
+    return true;
+  }
+  // After the commit, so that everything follows REGISTERED.
+  DriveAfterReattach(t, SendTiming::kAfterCommit);
   return true;
 }
 
+bool TrialRunner::CheckpointDue(const Trial& t) const {
+  if (t.last_result.is_null() || t.iteration == 0) return false;
+  const CheckpointRecord* c = t.NewestCheckpoint();
+  if (c != nullptr && c->iteration >= t.iteration) return false;  // already taken
+  const CheckpointPolicy& policy = experiments_.at(t.experiment_id).spec.checkpoint;
+  bool done = t.last_result.value("done", false);
+  return (policy.frequency > 0 && t.iteration % policy.frequency == 0) ||
+         (done && policy.at_end) || t.last_result.value("should_checkpoint", false);
+}
+
+void TrialRunner::DriveAfterReattach(Trial& t, SendTiming timing) {
+  awaiting_replay_.erase(t.trial_id);
+  t.replay_until = 0;
+  t.replay_deadline = 0;
+  bool done = !t.last_result.is_null() && t.last_result.value("done", false);
+  if (CheckpointDue(t)) {
+    t.saving = true;
+    t.stop_after_save = done;
+    executor_.Save(t, "persistent", timing);
+  } else if (done) {
+    FinishTrial(t, TrialStatus::kTerminated);
+  } else if (t.pause_requested) {
+    t.pause_requested = false;
+    t.pausing = true;
+    executor_.Save(t, "memory", timing);
+  } else {
+    executor_.ContinueTraining(t, BufferFor(t), timing);
+  }
+}
+
 void TrialRunner::ExpireReattachWaits() {
-  if (awaiting_reattach_.empty()) return;
+  if (awaiting_reattach_.empty() && awaiting_replay_.empty()) return;
   TimeMs now = clock_.NowMs();
   for (auto it = awaiting_reattach_.begin(); it != awaiting_reattach_.end();) {
     Trial& t = trials_.at(*it);
@@ -227,8 +266,17 @@ void TrialRunner::ExpireReattachWaits() {
     t.reattach_deadline = 0;
     t.actor_worker.clear();
     t.placement = Placement{};
-    SetStatus(t, TrialStatus::kPending);
-    Enqueue(t);
+    if (t.held) {
+      SetStatus(t, TrialStatus::kPaused);  // an acknowledged pause outlives the lost actor
+    } else {
+      SetStatus(t, TrialStatus::kPending);
+      Enqueue(t);
+    }
+  }
+  for (auto it = awaiting_replay_.begin(); it != awaiting_replay_.end();) {
+    Trial& t = trials_.at(*it);
+    ++it;
+    if (t.replay_deadline <= now) DriveAfterReattach(t, SendTiming::kNow);
   }
 }
 
@@ -412,6 +460,11 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
     return;
   }
   if (!f) {
+    if (t->replay_until > 0 && t->iteration >= t->replay_until) {
+      // The outbox replay of a re-attached actor is in: drive it from here.
+      DriveAfterReattach(*t, SendTiming::kNow);
+      return;
+    }
     // A replay (after a reconnect or a head restart): the live TRAIN's own
     // batch drives the trial, but a replayed stop ends it here, so that no
     // iteration past the stop is ever stored.

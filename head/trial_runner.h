@@ -183,7 +183,12 @@ class TrialRunner {
   void FailTrial(Trial& t, const std::string& error, bool retry);
   void OnWorkerDead(const std::string& worker_id, const std::string& cause);
   // Adopts a live actor reported by a registering worker (after a restart).
-  bool Reattach(Trial& t, const std::string& worker_id);
+  bool Reattach(Trial& t, const std::string& worker_id, const protocol::LiveActor& live);
+  // The first decision for a re-attached trial, from its stored state: finish
+  // it if its last result stopped it, take a checkpoint that is due, or train.
+  void DriveAfterReattach(Trial& t, SendTiming timing);
+  // Whether a persistent checkpoint is due after the trial's last result.
+  bool CheckpointDue(const Trial& t) const;
   void ExpireReattachWaits();
   void ClearActor(Trial& t);
   void MaybeFinishExperiment(Experiment& e);
@@ -212,6 +217,7 @@ class TrialRunner {
   std::unordered_map<std::string, SearchSpace> spaces_;  // by experiment id
   std::set<std::string> searching_;  // experiments whose searcher may yield more
   std::set<std::string> awaiting_reattach_;  // RUNNING at restart, actor not back yet
+  std::set<std::string> awaiting_replay_;    // re-attached, outbox replay not in yet
   uint64_t next_seq_ = 1;
   uint64_t next_experiment_ = 1;
   int64_t num_pending_ = 0;  // trials in PENDING (Ray's max_pending_trials bound)

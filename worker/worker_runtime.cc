@@ -180,6 +180,7 @@ void WorkerRuntime::SendRegister() {
     auto it = acked_seq_.find(key);
     a.acked_seq = it == acked_seq_.end() ? 0 : it->second;
     a.iteration = slot.iteration;
+    for (const auto& c : slot.pending) a.training = a.training || c.kind == CommandKind::kTrain;
     r.live_actors.push_back(std::move(a));
   }
   // The first REGISTER of an incarnation at info; the resends at debug.

@@ -31,12 +31,14 @@ struct LiveActor {
   uint64_t attempt = 0;
   uint64_t acked_seq = 0;
   int64_t iteration = 0;
+  bool training = false;  // a TRAIN is queued or running: its batch will follow
   template <class V>
   void Visit(V& v) {
     v("trial_id", trial_id, Need::kRequired);
     v("attempt", attempt, Need::kRequired);
     v("acked_seq", acked_seq, Need::kOptional);
     v("iteration", iteration, Need::kOptional);
+    v("training", training, Need::kOptional);
   }
 };
 

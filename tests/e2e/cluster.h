@@ -58,6 +58,8 @@ class LocalCluster {
 
   Process& head() { return *head_; }
   Process& worker(size_t i) { return *workers_.at(i); }
+  // The head's log; every restart of the head appends to it.
+  std::string head_log() const { return dir_ + "/logs/head.log"; }
 
   // Runs `ztune --head <endpoint> <args>`; stderr merged unless `stdout_only`.
   CommandResult Cli(const std::string& args, bool stdout_only = false) const {
