@@ -620,3 +620,74 @@ TEST_F(TrialRunnerTest, ResumePoliciesRetryRestartAndTerminate) {
 
 }  // namespace
 }  // namespace ztune::head
+
+namespace ztune::head {
+namespace {
+
+// crash while a RESET (actor reuse) is in flight -> the worker still has the
+// actor under the finished trial's key: it is stopped; the trial that was to
+// reuse it waits out the grace and starts on a fresh actor.
+TEST_F(TrialRunnerTest, RestartDuringActorReuseEndsConsistent) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 2, "reuse_actors": true,
+      "stop": {"training_iteration": 3}})");
+  const auto ids = runner_->FindExperiment(exp)->trial_ids;
+  // Run until the first trial is done and the RESET for the second is sent.
+  for (int i = 0; i < 50 && sink_.Count<protocol::Reset>() == 0; ++i) {
+    runner_->Tick();
+    storage::WriteBatch b;
+    runner_->FlushTo(b);
+    ASSERT_TRUE(store_.Commit(b).ok());
+    if (sink_.Count<protocol::Reset>() > 0) break;
+    fleet_->Turn();
+  }
+  ASSERT_EQ(sink_.Count<protocol::Reset>(), 1u);
+  ASSERT_EQ(runner_->FindTrial(ids[0])->status, TrialStatus::kTerminated);
+  sink_.TakeAll();  // the crash: the RESET never reaches the worker
+  auto actors = fleet_->actors;
+  auto outbox = fleet_->outbox;
+  Reset();
+  fleet_->actors = actors;
+  fleet_->outbox = outbox;
+  fleet_->Reregister("w1", 1);
+  RunToEnd(exp, 5000);
+  for (const auto& id : ids) {
+    EXPECT_EQ(runner_->FindTrial(id)->status, TrialStatus::kTerminated) << id;
+    auto results = StoredResults(id);
+    ASSERT_EQ(results.size(), 3u) << id;
+    for (int64_t i = 1; i <= 3; ++i) EXPECT_EQ(results[i - 1]["training_iteration"], i);
+  }
+  EXPECT_GE(fleet_->stops, 1);  // the stale actor of the finished trial
+  EXPECT_EQ(runner_->groups().NumInUse(), 0);
+  EXPECT_DOUBLE_EQ(runner_->ledger().Available().Get("CPU"), 1);
+}
+
+// crash while trials wait PENDING with staged groups -> after the restart
+// they start, none twice, none lost, no group leaks.
+TEST_F(TrialRunnerTest, RestartWithPendingTrialsAndStagedGroupsEndsConsistent) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 3,
+      "stop": {"training_iteration": 5}, "checkpoint": {"frequency": 2}})");
+  fleet_->Turn();
+  EXPECT_EQ(runner_->groups().NumStagingTotal(), 2);
+  sink_.TakeAll();
+  auto actors = fleet_->actors;
+  auto outbox = fleet_->outbox;
+  Reset();
+  fleet_->actors = actors;
+  fleet_->outbox = outbox;
+  fleet_->Reregister("w1", 1);
+  RunToEnd(exp, 5000);
+  const auto ids = runner_->FindExperiment(exp)->trial_ids;
+  ASSERT_EQ(ids.size(), 3u);
+  for (const auto& id : ids) {
+    EXPECT_EQ(runner_->FindTrial(id)->status, TrialStatus::kTerminated) << id;
+    EXPECT_EQ(runner_->FindTrial(id)->attempt, 1u) << id;
+    EXPECT_EQ(StoredResults(id).size(), 5u) << id;
+  }
+  EXPECT_EQ(runner_->groups().NumInUse(), 0);
+  EXPECT_EQ(runner_->groups().NumStagingTotal(), 0);
+}
+
+}  // namespace
+}  // namespace ztune::head
