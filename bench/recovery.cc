@@ -218,19 +218,6 @@ double Mb(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0
 
 // ----------------------------------------------------------------- part 1
 
-// The head's id formats (head/trial_runner.cc): e0001, e0001_00000.
-std::string ExperimentIdFor(uint64_t n) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "e%04llu", static_cast<unsigned long long>(n));
-  return buf;
-}
-
-std::string TrialIdFor(const std::string& experiment_id, uint64_t index) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "_%05llu", static_cast<unsigned long long>(index));
-  return experiment_id + buf;
-}
-
 // A result as the worker fills it (ActorRunner::FillResult) and the head stores
 // it (trial_id and done set): the quadratic trainable's loss and x.
 Json MakeResult(const std::string& trial_id, int64_t iteration, int64_t last_iteration,
@@ -294,7 +281,7 @@ Json BuildStore(const std::string& data_dir, const StoreShape& shape) {
     auto space = ztune::head::SearchSpace::Parse(spec->param_space);
     if (!space.ok()) return Json{{"error", "space: " + space.status().ToString()}};
     ztune::head::Experiment e;
-    e.experiment_id = ExperimentIdFor(static_cast<uint64_t>(x + 1));
+    e.experiment_id = ztune::head::ExperimentIdFor(static_cast<uint64_t>(x + 1));
     e.spec = *spec;
     e.finished = true;
     e.created_at = now;
@@ -307,7 +294,7 @@ Json BuildStore(const std::string& data_dir, const StoreShape& shape) {
               std::to_string(x + 2));
     for (int64_t k = 0; k < n_trials; ++k) {
       ztune::head::Trial t;
-      t.trial_id = TrialIdFor(e.experiment_id, static_cast<uint64_t>(k));
+      t.trial_id = ztune::head::TrialIdFor(e.experiment_id, static_cast<uint64_t>(k));
       t.experiment_id = e.experiment_id;
       t.seq = seq++;
       t.config = space->Variant(e.spec.seed, static_cast<uint64_t>(k));

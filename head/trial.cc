@@ -1,6 +1,20 @@
 #include "head/trial.h"
 
+#include <cstdio>
+
 namespace ztune::head {
+
+std::string ExperimentIdFor(uint64_t n) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "e%04llu", static_cast<unsigned long long>(n));
+  return buf;
+}
+
+std::string TrialIdFor(const std::string& experiment_id, uint64_t index) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "_%05llu", static_cast<unsigned long long>(index));
+  return experiment_id + buf;
+}
 
 Json PlacementToJson(const Placement& p) {
   Json out = Json::array();

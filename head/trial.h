@@ -31,6 +31,10 @@ struct CheckpointRecord {
   double score = 0;          // already multiplied by the order sign (higher is better)
 };
 
+// Id formats: experiments "e0001", trials "e0001_00003" (sortable by creation).
+std::string ExperimentIdFor(uint64_t n);
+std::string TrialIdFor(const std::string& experiment_id, uint64_t index);
+
 Json PlacementToJson(const Placement& p);
 Result<Placement> PlacementFromJson(const Json& j);
 

@@ -22,18 +22,6 @@ std::string DateString() {
   return buf;
 }
 
-std::string ExperimentIdFor(uint64_t n) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "e%04llu", static_cast<unsigned long long>(n));
-  return buf;
-}
-
-std::string TrialIdFor(const std::string& experiment_id, uint64_t index) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "_%05llu", static_cast<unsigned long long>(index));
-  return experiment_id + buf;
-}
-
 // Score of a checkpoint for retention: (valid, signed score, id), higher is better.
 bool BetterCheckpoint(const CheckpointRecord& a, const CheckpointRecord& b) {
   if (a.score_valid != b.score_valid) return a.score_valid;

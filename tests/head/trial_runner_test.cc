@@ -24,6 +24,18 @@ class TrialRunnerTest : public ::testing::Test {
     fleet_ = std::make_unique<FakeWorkerFleet>(*runner_, sink_, store_);
   }
 
+  // kill -9 of the head: what it had queued is lost, uncommitted changes are
+  // gone; a new head loads the same store, while the workers keep their
+  // actors and outboxes.
+  void CrashHead() {
+    sink_.TakeAll();
+    auto actors = fleet_->actors;
+    auto outbox = fleet_->outbox;
+    Reset();
+    fleet_->actors = actors;
+    fleet_->outbox = outbox;
+  }
+
   static RunnerOptions DefaultOptions() {
     RunnerOptions o;
     o.heartbeat_ms = 100;
@@ -501,12 +513,7 @@ TEST_F(TrialRunnerTest, ReattachesLiveActorsAfterAHeadRestart) {
   for (int i = 0; i < 8; ++i) fleet_->Turn();
   // The crash: the last turn's results were never committed, and what the
   // head had queued is lost.
-  sink_.TakeAll();
-  auto actors = fleet_->actors;
-  auto outbox = fleet_->outbox;
-  Reset();
-  fleet_->actors = actors;
-  fleet_->outbox = outbox;
+  CrashHead();
   const Experiment* e = runner_->FindExperiment(exp);
   EXPECT_EQ(e->counts.at(TrialStatus::kRunning), 4);
   fleet_->Reregister("w1", 2);
@@ -643,12 +650,7 @@ TEST_F(TrialRunnerTest, RestartDuringActorReuseEndsConsistent) {
   }
   ASSERT_EQ(sink_.Count<protocol::Reset>(), 1u);
   ASSERT_EQ(runner_->FindTrial(ids[0])->status, TrialStatus::kTerminated);
-  sink_.TakeAll();  // the crash: the RESET never reaches the worker
-  auto actors = fleet_->actors;
-  auto outbox = fleet_->outbox;
-  Reset();
-  fleet_->actors = actors;
-  fleet_->outbox = outbox;
+  CrashHead();  // the RESET never reaches the worker
   fleet_->Reregister("w1", 1);
   RunToEnd(exp, 5000);
   for (const auto& id : ids) {
@@ -670,12 +672,7 @@ TEST_F(TrialRunnerTest, RestartWithPendingTrialsAndStagedGroupsEndsConsistent) {
       "stop": {"training_iteration": 5}, "checkpoint": {"frequency": 2}})");
   fleet_->Turn();
   EXPECT_EQ(runner_->groups().NumStagingTotal(), 2);
-  sink_.TakeAll();
-  auto actors = fleet_->actors;
-  auto outbox = fleet_->outbox;
-  Reset();
-  fleet_->actors = actors;
-  fleet_->outbox = outbox;
+  CrashHead();
   fleet_->Reregister("w1", 1);
   RunToEnd(exp, 5000);
   const auto ids = runner_->FindExperiment(exp)->trial_ids;
