@@ -2,14 +2,10 @@
 #include <gtest/gtest.h>
 
 #include "tests/e2e/cluster.h"
+#include "tests/e2e/trial_queries.h"
 
 namespace ztune::e2e {
 namespace {
-
-Json TrialsOf(const LocalCluster& c, const std::string& exp) {
-  Json t = c.CliJson("trials " + exp);
-  return t.is_object() ? t["trials"] : Json::array();
-}
 
 // head killed with -9 mid-run -> restarted on the same data dir -> the workers
 // re-register with their live actors -> every trial continues on its actor
