@@ -1197,11 +1197,15 @@ void TrialRunner::FlushTo(storage::WriteBatch& batch) {
     if (it != trials_.end()) batch_.Put(storage::Family::kTrials, id, it->second.ToJson().dump());
   }
   dirty_trials_.clear();
-  for (const auto& op : batch_.ops()) {
-    if (op.is_delete) {
-      batch.Delete(op.family, op.key);
-    } else {
-      batch.Put(op.family, op.key, op.value);
+  if (batch.empty()) {
+    batch = std::move(batch_);  // the usual case: no copy of result bytes
+  } else {
+    for (const auto& op : batch_.ops()) {
+      if (op.is_delete) {
+        batch.Delete(op.family, op.key);
+      } else {
+        batch.Put(op.family, op.key, op.value);
+      }
     }
   }
   batch_.Clear();
