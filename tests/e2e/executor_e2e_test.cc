@@ -291,6 +291,65 @@ TEST(ExecutorE2ETest, PauseAndResumeFromTheCli) {
   EXPECT_EQ(AvailableCpu(Workers(cluster)["a"]), 1.0);
 }
 
+// A 64 MiB checkpoint each way with 300 ms liveness: saved at the end of one
+// trial (worker -> head in chunks), then restored into a new trial started
+// from it (head -> worker in chunks, its first TRAIN waiting behind the
+// payload). Heartbeats keep flowing through both transfers and through the
+// head's commit of the checkpoint: nobody is declared dead, nothing retried.
+TEST(ExecutorE2ETest, LargeCheckpointsTravelInChunksAndHeartbeatsKeepFlowing) {
+  LocalCluster cluster("large-checkpoint");
+  cluster.StartHead();
+  cluster.StartWorker("a", 1);
+  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  const char* kConfig = R"({"checkpoint_bytes": 67108864})";
+  std::string exp = Submit(cluster, std::string(R"({"trainable": "blob", "param_space": )") +
+                                        kConfig + R"(, "stop": {"training_iteration": 2},
+      "checkpoint": {"at_end": true}})");
+  ASSERT_FALSE(exp.empty());
+  const std::string first = TrialId(exp, 0);
+  ASSERT_TRUE(WaitFinished(cluster, exp, 60)) << cluster.Logs();
+  Json t0 = GetTrial(cluster, first);
+  ASSERT_EQ(StatusOf(t0), "TERMINATED") << t0.dump();
+  ASSERT_EQ(t0["checkpoints"].size(), 1u) << t0.dump();
+
+  // A finished experiment takes no new trial: the new one goes into a second
+  // experiment kept waiting (unfinished) by a blocker that holds the CPU.
+  std::string blocker = Submit(cluster, R"({"trainable": "sleep", "param_space": {"sleep_s": 0.05},
+      "stop": {"training_iteration": 100000}})");
+  ASSERT_FALSE(blocker.empty());
+  ASSERT_TRUE(WaitFor([&] { return StatusOf(GetTrial(cluster, TrialId(blocker, 0))) == "RUNNING"; },
+                      seconds(10))) << cluster.Logs();
+  std::string exp2 = Submit(cluster, std::string(R"({"trainable": "blob", "param_space": )") +
+                                         kConfig + R"(, "stop": {"training_iteration": 3}})");
+  ASSERT_FALSE(exp2.empty());
+  auto r = cluster.Cli("add-trial " + exp2 + " '" + kConfig + "' --restore-from " + first);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string second = TrialId(exp2, 1);
+  r = cluster.Cli("stop " + blocker);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_TRUE(WaitFinished(cluster, exp2, 60)) << cluster.Logs();
+  Json t1 = GetTrial(cluster, second);
+  EXPECT_EQ(StatusOf(t1), "TERMINATED") << t1.dump();
+  EXPECT_EQ(IterationOf(t1), 3) << t1.dump();
+  EXPECT_EQ(t1["num_restores"], 1) << t1.dump();
+  EXPECT_EQ(t1["num_failures"], 0) << t1.dump();
+  EXPECT_EQ(t0["num_failures"], 0) << t0.dump();
+  // Restored at iteration 2: its own results start at 3.
+  Json results = cluster.CliJson("results " + second);
+  ASSERT_EQ(results["results"].size(), 1u) << results.dump();
+  EXPECT_EQ(results["results"][0]["training_iteration"], 3);
+  std::string log = TrialLog(cluster, "a", second);
+  EXPECT_TRUE(Contains(log, "restored from checkpoint at iteration 2")) << log;
+
+  const std::string head_log = ReadFile(cluster.head_log());
+  EXPECT_FALSE(Contains(head_log, "no heartbeat")) << cluster.Logs();
+  const std::string worker_log = ReadFile(cluster.dir() + "/logs/worker-a.log");
+  EXPECT_TRUE(Contains(worker_log, "sending 67108")) << "the SAVE did not go in chunks";
+  EXPECT_TRUE(Contains(worker_log, "receiving 67108")) << "the RESTORE did not go in chunks";
+  EXPECT_FALSE(Contains(worker_log, "head silent")) << cluster.Logs();
+  EXPECT_EQ(Count(worker_log, "REGISTER worker"), 1u) << cluster.Logs();
+}
+
 // Two `sleep` trials (0.05 s steps, stop at 60, checkpoints every 5,
 // max_failures 1) on workers a and b, one each, both past iteration 6.
 struct TwoTrialRun {
@@ -441,18 +500,32 @@ TEST(ExecutorE2ETest, SpreadBundlesTakeEveryWorkerAndTheNextTrialWaits) {
   ASSERT_FALSE(exp.empty());
   const std::string first = TrialId(exp, 0), second = TrialId(exp, 1);
 
-  // A workers snapshot taken between two trial snapshots that both show the
-  // same trial RUNNING was taken while it ran.
+  // One `trials` call is one snapshot of both trials (the head answers it in
+  // one loop turn); two `trial` calls are not. A workers snapshot taken
+  // between two trial snapshots that both show the same trial RUNNING was
+  // taken while it ran (a trial that leaves RUNNING here never comes back).
+  auto snapshot = [&](Json& first_doc, Json& second_doc) {
+    Json all = TrialsOf(cluster, exp);
+    first_doc = Json();
+    second_doc = Json();
+    for (const auto& t : all) {
+      if (t["trial_id"] == first) first_doc = t;
+      if (t["trial_id"] == second) second_doc = t;
+    }
+  };
   int seen_first = 0, seen_second = 0;
   ASSERT_TRUE(WaitFor([&] {
-    Json a0 = GetTrial(cluster, first), a1 = GetTrial(cluster, second);
+    Json a0, a1, b0, b1;
+    snapshot(a0, a1);
     auto workers = Workers(cluster);
-    Json b0 = GetTrial(cluster, first), b1 = GetTrial(cluster, second);
+    snapshot(b0, b1);
     if (StatusOf(b0) == "TERMINATED" && StatusOf(b1) == "TERMINATED") return true;
     bool first_ran = StatusOf(a0) == "RUNNING" && StatusOf(b0) == "RUNNING";
     bool second_ran = StatusOf(a1) == "RUNNING" && StatusOf(b1) == "RUNNING";
     EXPECT_FALSE(StatusOf(a0) == "RUNNING" && StatusOf(a1) == "RUNNING")
-        << "both trials RUNNING at once";
+        << "both trials RUNNING at once: " << a0.dump() << "\n" << a1.dump();
+    EXPECT_FALSE(StatusOf(b0) == "RUNNING" && StatusOf(b1) == "RUNNING")
+        << "both trials RUNNING at once: " << b0.dump() << "\n" << b1.dump();
     if (first_ran) {
       ++seen_first;
       EXPECT_EQ(StatusOf(a1), "PENDING");
