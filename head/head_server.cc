@@ -20,7 +20,9 @@ HeadServer::HeadServer(zmq::context_t& context, storage::Store& store, HeadServe
       runner_(store, *this, clock_, options_.runner),
       clients_(runner_),
       workers_(context_, zmq::socket_type::router),
-      client_socket_(context_, zmq::socket_type::router) {}
+      client_socket_(context_, zmq::socket_type::router),
+      save_payloads_(static_cast<uint64_t>(options_.max_worker_message_bytes)),
+      writer_(store_) {}
 
 Status HeadServer::Start() {
   RETURN_IF_ERROR(runner_.Load());
@@ -65,12 +67,104 @@ Status HeadServer::Start() {
 
 void HeadServer::SendToWorker(const std::string& worker_id, protocol::Message message,
                               SendTiming timing) {
-  auto frames = protocol::Encode(message);
-  if (timing == SendTiming::kNow) {
-    SendFramesToWorker(worker_id, frames);
-  } else {
-    after_commit_.push_back({worker_id, std::move(frames)});
+  Outgoing out;
+  out.worker_id = worker_id;
+  if (message.payload.size() > protocol::kInlinePayloadBytes &&
+      std::holds_alternative<protocol::Restore>(message.body)) {
+    out.chunked_rid = protocol::HeaderRid(message.body);
+    out.chunked_payload = std::move(message.payload);
+    message.payload.clear();
+    protocol::SetAnnouncedPayloadBytes(message.body, out.chunked_payload.size());
   }
+  out.frames = protocol::Encode(message);
+  if (timing == SendTiming::kNow) {
+    SendOutgoing(out);
+  } else {
+    after_commit_.push_back(std::move(out));
+  }
+}
+
+void HeadServer::SendOutgoing(Outgoing& out) {
+  SendFramesToWorker(out.worker_id, out.frames);
+  if (out.chunked_payload.empty()) return;
+  if (chunk_sender_.Contains(out.worker_id, out.chunked_rid)) {
+    spdlog::error("RESTORE {} to {} is already streaming; not sent twice", out.chunked_rid,
+                  out.worker_id);
+    return;
+  }
+  chunk_sender_.Start(out.worker_id, out.chunked_rid, std::move(out.chunked_payload));
+  PumpChunks();
+}
+
+void HeadServer::PumpChunks() {
+  if (chunk_sender_.empty()) return;
+  std::vector<protocol::ChunkSender::Outgoing> out;
+  chunk_sender_.TakeSendable(out);
+  for (auto& o : out) SendFramesToWorker(o.peer, protocol::Encode(o.message));
+}
+
+void HeadServer::DropTransfersOf(const std::string& worker_id) {
+  chunk_sender_.TakePeer(worker_id);
+  save_payloads_.TakePeer(worker_id);
+}
+
+void HeadServer::DropTransfersOfDeadWorkers() {
+  if (chunk_sender_.empty() && save_payloads_.empty()) return;
+  for (const auto& peers : {chunk_sender_.Peers(), save_payloads_.Peers()}) {
+    for (const auto& id : peers) {
+      if (runner_.registry().FindAlive(id) == nullptr) DropTransfersOf(id);
+    }
+  }
+}
+
+void HeadServer::HandleChunkedReplyHeader(const std::string& identity, protocol::Message message) {
+  const auto& reply = std::get<protocol::Reply>(message.body);
+  runner_.HandleHeartbeat(identity);
+  protocol::Reply refused = reply;
+  Status s = save_payloads_.Expect(identity, std::move(message));
+  if (s.ok()) return;
+  // The request fails with the reason; the worker's chunks that follow find
+  // no header and are dropped.
+  WarnRateLimited("worker '" + identity + "': " + s.message());
+  refused.ok = false;
+  refused.error = "checkpoint transfer refused: " + s.message();
+  refused.payload_bytes = 0;
+  runner_.HandleReply(identity, refused, {});
+}
+
+void HeadServer::HandleChunk(const std::string& identity, const protocol::Chunk& chunk,
+                             const std::string& bytes) {
+  runner_.HandleHeartbeat(identity);
+  auto outcome = save_payloads_.OnChunk(identity, chunk, bytes);
+  if (auto* refusal = std::get_if<protocol::ChunkAssembler::Refusal>(&outcome)) {
+    if (!refusal->header) {
+      spdlog::debug("chunk from {} dropped: {}", identity, refusal->error.message());
+      return;
+    }
+    WarnRateLimited("worker '" + identity + "': " + refusal->error.message());
+    auto reply = std::get<protocol::Reply>(refusal->header->body);
+    reply.ok = false;
+    reply.error = "checkpoint transfer failed: " + refusal->error.message();
+    reply.payload_bytes = 0;
+    runner_.HandleReply(identity, reply, {});
+    return;
+  }
+  auto& progress = std::get<protocol::ChunkAssembler::Progress>(outcome);
+  SendFramesToWorker(identity, protocol::Encode(protocol::Message{progress.credit, {}}));
+  if (!progress.done) return;
+  const auto& reply = std::get<protocol::Reply>(progress.done->body);
+  runner_.HandleReply(identity, reply, progress.done->payload);
+}
+
+void HeadServer::HandleCredit(const std::string& identity, const protocol::Credit& credit) {
+  runner_.HandleHeartbeat(identity);
+  Status s = chunk_sender_.OnCredit(identity, credit);
+  if (!s.ok()) {
+    ++stats_.malformed;
+    WarnRateLimited("worker '" + identity + "': " + s.message());
+    return;
+  }
+  PumpChunks();
 }
 
 void HeadServer::SendFramesToWorker(const std::string& worker_id,
@@ -113,6 +207,12 @@ void HeadServer::HandleWorkerFrames(const std::string& identity,
                       "'; it must equal the socket routing id. Dropped.");
       return;
     }
+    // A new incarnation reset its transfers (docs/protocol.md); a repeated
+    // REGISTER of the same one did not.
+    const WorkerInfo* known = runner_.registry().Find(identity);
+    if (known == nullptr || !known->alive || known->incarnation != reg->incarnation) {
+      DropTransfersOf(identity);
+    }
     runner_.HandleRegister(*reg);  // answers REGISTERED (after the commit)
     return;
   }
@@ -137,7 +237,17 @@ void HeadServer::HandleWorkerFrames(const std::string& identity,
         if constexpr (std::is_same_v<T, protocol::Heartbeat>) {
           runner_.HandleHeartbeat(identity);
         } else if constexpr (std::is_same_v<T, protocol::Reply>) {
-          runner_.HandleReply(identity, body, m.payload);
+          // An answer ends our RESTORE's chunks, if any are still going.
+          chunk_sender_.Cancel(identity, body.rid);
+          if (body.payload_bytes > 0) {
+            HandleChunkedReplyHeader(identity, std::move(m));
+          } else {
+            runner_.HandleReply(identity, body, m.payload);
+          }
+        } else if constexpr (std::is_same_v<T, protocol::Chunk>) {
+          HandleChunk(identity, body, m.payload);
+        } else if constexpr (std::is_same_v<T, protocol::Credit>) {
+          HandleCredit(identity, body);
         } else if constexpr (std::is_same_v<T, protocol::ResultBatch>) {
           runner_.HandleResultBatch(identity, body);
         } else if constexpr (std::is_same_v<T, protocol::Disconnect>) {
@@ -226,13 +336,36 @@ void HeadServer::DrainClients() {
   }
 }
 
-void HeadServer::SendHeartbeats() {
+void HeadServer::SendHeartbeats(bool during_commit) {
   TimeMs now = clock_.NowMs();
   if (now - last_heartbeat_sent_ < options_.runner.heartbeat_ms) return;
   last_heartbeat_sent_ = now;
   auto frames = protocol::Encode(protocol::Message{protocol::Heartbeat{}, {}});
   for (const auto& [id, w] : runner_.registry().workers()) {
-    if (w.alive) SendFramesToWorker(id, frames);
+    if (!w.alive) continue;
+    if (during_commit) {
+      zmqutil::SendFrames(workers_, frames, id).IgnoreError();
+    } else {
+      SendFramesToWorker(id, frames);
+    }
+  }
+}
+
+Status HeadServer::CommitTurn(storage::WriteBatch batch) {
+  const TimeMs start = clock_.NowMs();
+  const size_t bytes = batch.bytes();
+  writer_.Begin(std::move(batch));
+  while (true) {
+    const TimeMs next = last_heartbeat_sent_ + options_.runner.heartbeat_ms - clock_.NowMs();
+    if (std::optional<Status> s = writer_.Wait(std::max<TimeMs>(1, next))) {
+      const TimeMs took = clock_.NowMs() - start;
+      if (took > options_.runner.heartbeat_ms) {
+        ++stats_.slow_commits;
+        spdlog::info("slow commit: {} bytes in {} ms (heartbeats kept going)", bytes, took);
+      }
+      return *std::move(s);
+    }
+    SendHeartbeats(/*during_commit=*/true);
   }
 }
 
@@ -252,10 +385,11 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     DrainWorkers();
     DrainClients();
     runner_.Tick();
+    DropTransfersOfDeadWorkers();
     storage::WriteBatch batch;
     runner_.FlushTo(batch);
     if (!batch.empty()) {
-      Status s = store_.Commit(batch);
+      Status s = CommitTurn(std::move(batch));
       if (!s.ok()) {
         spdlog::critical("commit failed: {}; the head stops (restart it on the same data dir)",
                          s.ToString());
@@ -266,7 +400,7 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     // Sending can fail a worker and queue more messages: iterate a copy.
     std::vector<Outgoing> outgoing;
     outgoing.swap(after_commit_);
-    for (auto& out : outgoing) SendFramesToWorker(out.worker_id, out.frames);
+    for (auto& out : outgoing) SendOutgoing(out);
     for (auto& r : client_replies_) {
       SendClientReply(r.identity, r.is_read ? clients_.Handle(r.request) : r.reply, r.delimited);
     }

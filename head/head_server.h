@@ -17,9 +17,11 @@
 #include <zmq.hpp>
 
 #include "common/clock.h"
+#include "common/protocol/chunked_transfer.h"
 #include "common/status.h"
 #include "head/client_service.h"
 #include "head/command_sink.h"
+#include "head/commit_writer.h"
 #include "head/trial_runner.h"
 #include "storage/store.h"
 
@@ -41,6 +43,7 @@ struct HeadStats {
   uint64_t messages_in = 0;
   uint64_t malformed = 0;
   uint64_t unknown_senders = 0;
+  uint64_t slow_commits = 0;  // commits longer than one heartbeat interval
 };
 
 class HeadServer final : public CommandSink {
@@ -64,6 +67,9 @@ class HeadServer final : public CommandSink {
   struct Outgoing {
     std::string worker_id;
     std::vector<std::string> frames;
+    // A RESTORE whose payload goes in chunks after the header in `frames`.
+    uint64_t chunked_rid = 0;
+    std::string chunked_payload;
   };
   struct PendingClientReply {
     std::string identity;
@@ -77,8 +83,24 @@ class HeadServer final : public CommandSink {
   void DrainClients();
   void HandleWorkerFrames(const std::string& identity, std::span<const std::string_view> frames);
   void SendFramesToWorker(const std::string& worker_id, const std::vector<std::string>& frames);
+  // Sends an Outgoing: its frames, then its chunked payload if any.
+  void SendOutgoing(Outgoing& out);
+  void PumpChunks();
+  // Large payloads: a REPLY header, its CHUNKs, and CREDITs for our RESTOREs.
+  void HandleChunkedReplyHeader(const std::string& identity, protocol::Message message);
+  void HandleChunk(const std::string& identity, const protocol::Chunk& chunk,
+                   const std::string& bytes);
+  void HandleCredit(const std::string& identity, const protocol::Credit& credit);
+  // Drops the transfers of workers that died or registered anew.
+  void DropTransfersOf(const std::string& worker_id);
+  void DropTransfersOfDeadWorkers();
+  // Commits the turn's batch on the writer thread, sending heartbeats while
+  // it runs.
+  Status CommitTurn(storage::WriteBatch batch);
+  // Once per heartbeat interval. `during_commit`: a failed send is not
+  // reported to the runner, which must not act while the commit runs.
+  void SendHeartbeats(bool during_commit = false);
   void SendClientReply(const std::string& identity, const Json& reply, bool delimited);
-  void SendHeartbeats();
   void WarnRateLimited(const std::string& what);
 
   zmq::context_t& context_;
@@ -102,6 +124,9 @@ class HeadServer final : public CommandSink {
   TimeMs last_warning_ = 0;
   uint64_t suppressed_warnings_ = 0;
   HeadStats stats_;
+  protocol::ChunkSender chunk_sender_;         // RESTORE payloads to workers
+  protocol::ChunkAssembler save_payloads_;     // SAVE payloads from workers
+  CommitWriter writer_;
 };
 
 }  // namespace ztune::head

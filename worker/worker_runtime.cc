@@ -20,6 +20,36 @@ namespace {
 constexpr size_t kMaxHeld = 10'000;
 constexpr int kMaxMessagesPerTurn = 1'000;
 constexpr TimeMs kDropWarnIntervalMs = 10'000;
+// RESTORE payloads come from the head, which stores what workers saved (at
+// most its own limit per message); this bound only stops a runaway header.
+constexpr uint64_t kMaxRestorePayloadBytes = 4ULL << 30;
+
+// What an actor command is about: its kind, request id and actor.
+struct ActorCommandInfo {
+  CommandKind kind = CommandKind::kSetup;
+  uint64_t rid = 0;
+  ActorKey key;
+};
+
+ActorCommandInfo DescribeActorCommand(const protocol::Message& message) {
+  ActorCommandInfo info;
+  std::visit(
+      [&](const auto& body) {
+        using T = std::decay_t<decltype(body)>;
+        if constexpr (requires { body.rid; body.trial_id; body.attempt; }) {
+          info.rid = body.rid;
+          info.key = ActorKey{body.trial_id, body.attempt};
+        }
+        if constexpr (std::is_same_v<T, protocol::Train>) info.kind = CommandKind::kTrain;
+        if constexpr (std::is_same_v<T, protocol::Save>) info.kind = CommandKind::kSave;
+        if constexpr (std::is_same_v<T, protocol::Restore>) info.kind = CommandKind::kRestore;
+        if constexpr (std::is_same_v<T, protocol::Reset>) info.kind = CommandKind::kReset;
+        if constexpr (std::is_same_v<T, protocol::Stop>) info.kind = CommandKind::kStop;
+        if constexpr (std::is_same_v<T, protocol::Export>) info.kind = CommandKind::kExport;
+      },
+      message.body);
+  return info;
+}
 
 }  // namespace
 
@@ -29,7 +59,8 @@ WorkerRuntime::WorkerRuntime(zmq::context_t& context, const TrainableRegistry& r
       registry_(registry),
       options_(std::move(options)),
       clock_(clock),
-      events_(std::make_shared<EventQueue>()) {
+      events_(std::make_shared<EventQueue>()),
+      restore_payloads_(kMaxRestorePayloadBytes) {
   if (options_.worker_id.empty()) options_.worker_id = MakeWorkerId(options_.name);
   host_.worker_id = options_.worker_id;
   host_.hostname = HostName();
@@ -92,6 +123,7 @@ Status WorkerRuntime::OnTimers(TimeMs now) {
                  now - last_heard_, heartbeat_ms_, liveness_, backoff_ms_);
     CloseSocket(0);
     link_ = Link::kDisconnected;
+    ResetTransfers("the connection to the head was reset");
     reconnect_at_ = now + backoff_ms_;
     backoff_ms_ = std::min(backoff_ms_ * 2, options_.max_backoff_ms);
   } else if (link_ == Link::kRegistering && now >= next_register_at_) {
@@ -206,13 +238,67 @@ bool WorkerRuntime::Send(const protocol::Message& message) {
 
 void WorkerRuntime::SendOrHold(protocol::Message message) {
   if (shutting_down_) return;
-  if (link_ == Link::kRegistered && Send(message)) return;
+  if (link_ == Link::kRegistered) {
+    if (message.payload.size() > protocol::kInlinePayloadBytes &&
+        std::holds_alternative<protocol::Reply>(message.body)) {
+      if (SendChunked(message)) return;
+    } else if (Send(message)) {
+      return;
+    }
+  }
   if (held_.size() >= kMaxHeld) {
     spdlog::warn("dropping a held {} (more than {} replies waiting for registration)",
                  protocol::CommandName(held_.front().body), kMaxHeld);
     held_.pop_front();
   }
   held_.push_back(std::move(message));
+}
+
+bool WorkerRuntime::SendChunked(protocol::Message& message) {
+  protocol::Message header{message.body, {}};
+  protocol::SetAnnouncedPayloadBytes(header.body, message.payload.size());
+  if (!Send(header)) return false;
+  const uint64_t rid = protocol::HeaderRid(header.body);
+  if (chunk_sender_.Contains("", rid)) {
+    // A second reply to one request cannot happen (the head's rids are
+    // unique); refuse it rather than mix two payloads.
+    spdlog::error("a second chunked reply to request {}; dropped", rid);
+    return true;
+  }
+  spdlog::debug("sending {} bytes for request {} in chunks", message.payload.size(), rid);
+  chunk_sender_.Start("", rid, std::move(message.payload));
+  sending_[rid] = std::move(header);
+  PumpChunks();
+  return true;
+}
+
+void WorkerRuntime::PumpChunks() {
+  if (chunk_sender_.empty() || link_ != Link::kRegistered) return;
+  std::vector<protocol::ChunkSender::Outgoing> out;
+  chunk_sender_.TakeSendable(out);
+  // A chunk that cannot be queued (no connection) is not retried here: the
+  // head-silence timer resets the link and ResetTransfers sends it all again.
+  for (auto& o : out) Send(o.message);
+}
+
+void WorkerRuntime::ResetTransfers(const std::string& reason) {
+  // Whole again, ahead of the other held messages, in request order.
+  std::vector<protocol::Message> again;
+  for (auto& [rid, payload] : chunk_sender_.TakePeer("")) {
+    auto it = sending_.find(rid);
+    if (it == sending_.end()) continue;
+    protocol::Message m{std::move(it->second.body), std::move(payload)};
+    protocol::SetAnnouncedPayloadBytes(m.body, 0);
+    again.push_back(std::move(m));
+  }
+  sending_.clear();
+  held_.insert(held_.begin(), std::make_move_iterator(again.begin()),
+               std::make_move_iterator(again.end()));
+  for (auto& header : restore_payloads_.TakePeer("")) {
+    const auto& restore = std::get<protocol::Restore>(header.body);
+    EndPayloadWait(ActorKey{restore.trial_id, restore.attempt}, std::nullopt,
+                   "RESTORE payload incomplete: " + reason);
+  }
 }
 
 void WorkerRuntime::WarnDropped(const std::string& what) {
@@ -262,8 +348,12 @@ void WorkerRuntime::HandleMessage(protocol::Message message) {
           HandleCreateActor(body);
         } else if constexpr (std::is_same_v<T, protocol::Ack>) {
           HandleAck(body);
+        } else if constexpr (std::is_same_v<T, protocol::Chunk>) {
+          HandleChunk(body, message.payload);
+        } else if constexpr (std::is_same_v<T, protocol::Credit>) {
+          HandleCredit(body);
         } else if constexpr (protocol::kIsActorCommand<T>) {
-          HandleActorCommand(std::move(message));
+          RouteActorCommand(std::move(message));
         } else {
           WarnDropped(std::string("unexpected ") + protocol::CommandName(message.body) +
                       " from the head");
@@ -294,7 +384,9 @@ void WorkerRuntime::HandleRegistered(const protocol::Registered& m) {
 void WorkerRuntime::HandleDisconnect(const protocol::Disconnect& m) {
   spdlog::info("head sent DISCONNECT ({}); registering again",
                m.reason.empty() ? "no reason" : m.reason);
-  if (dealer_ != nullptr) BeginRegistration(clock_.NowMs());
+  if (dealer_ == nullptr) return;
+  ResetTransfers("the head asked this worker to register again");
+  BeginRegistration(clock_.NowMs());
 }
 
 void WorkerRuntime::HandleCreateActor(const protocol::CreateActor& m) {
@@ -328,25 +420,97 @@ void WorkerRuntime::HandleCreateActor(const protocol::CreateActor& m) {
   spdlog::debug("created actor {} ({}) serial {}", key.ToString(), m.trainable, serial);
 }
 
+void WorkerRuntime::RouteActorCommand(protocol::Message message) {
+  const auto [kind, rid, key] = DescribeActorCommand(message);
+  auto wait = payload_waits_.find(key);
+  if (wait != payload_waits_.end()) {
+    if (std::holds_alternative<protocol::Stop>(message.body)) {
+      restore_payloads_.Cancel("", wait->second.restore_rid);
+      EndPayloadWait(key, std::nullopt, "cancelled by a STOP while its checkpoint was arriving");
+      HandleActorCommand(std::move(message));
+    } else {
+      wait->second.later.push_back(std::move(message));
+    }
+    return;
+  }
+  const auto* restore = std::get_if<protocol::Restore>(&message.body);
+  if (restore == nullptr || restore->payload_bytes == 0) {
+    HandleActorCommand(std::move(message));
+    return;
+  }
+  if (actors_.count(key) == 0) {
+    // The head cancels its chunks when it sees this answer.
+    SendFailure(CommandKind::kRestore, rid, key, NoActorError(key));
+    return;
+  }
+  const uint64_t announced = restore->payload_bytes;
+  Status s = restore_payloads_.Expect("", std::move(message));
+  if (!s.ok()) {
+    SendFailure(CommandKind::kRestore, rid, key, s.message());
+    return;
+  }
+  payload_waits_[key].restore_rid = rid;
+  spdlog::debug("receiving {} bytes for RESTORE {} of {} in chunks", announced, rid,
+                key.ToString());
+}
+
+void WorkerRuntime::HandleChunk(const protocol::Chunk& chunk, const std::string& bytes) {
+  auto outcome = restore_payloads_.OnChunk("", chunk, bytes);
+  if (auto* refusal = std::get_if<protocol::ChunkAssembler::Refusal>(&outcome)) {
+    if (!refusal->header) {
+      // Cancelled (a STOP came first) or never announced.
+      spdlog::debug("dropped a chunk: {}", refusal->error.message());
+      return;
+    }
+    const auto& restore = std::get<protocol::Restore>(refusal->header->body);
+    EndPayloadWait(ActorKey{restore.trial_id, restore.attempt}, std::nullopt,
+                   "RESTORE payload refused: " + refusal->error.message());
+    return;
+  }
+  auto& progress = std::get<protocol::ChunkAssembler::Progress>(outcome);
+  Send(protocol::Message{progress.credit, {}});
+  if (!progress.done) return;
+  const auto& restore = std::get<protocol::Restore>(progress.done->body);
+  ActorKey key{restore.trial_id, restore.attempt};
+  EndPayloadWait(key, std::move(progress.done), "");
+}
+
+void WorkerRuntime::HandleCredit(const protocol::Credit& credit) {
+  Status s = chunk_sender_.OnCredit("", credit);
+  if (!s.ok()) {
+    WarnDropped(s.message());
+    return;
+  }
+  if (!chunk_sender_.Contains("", credit.rid)) sending_.erase(credit.rid);
+  PumpChunks();
+}
+
+void WorkerRuntime::EndPayloadWait(const ActorKey& key, std::optional<protocol::Message> restore,
+                                   const std::string& error) {
+  auto wait = payload_waits_.find(key);
+  std::deque<protocol::Message> later;
+  uint64_t restore_rid = 0;
+  if (wait != payload_waits_.end()) {
+    later.swap(wait->second.later);
+    restore_rid = wait->second.restore_rid;
+    payload_waits_.erase(wait);
+  }
+  if (restore) {
+    HandleActorCommand(std::move(*restore));
+    // In arrival order; a RESTORE among them may start a new wait, and the
+    // rest queue behind it again.
+    for (auto& m : later) RouteActorCommand(std::move(m));
+    return;
+  }
+  if (restore_rid != 0) SendFailure(CommandKind::kRestore, restore_rid, key, error);
+  for (const auto& m : later) {
+    const ActorCommandInfo info = DescribeActorCommand(m);
+    SendFailure(info.kind, info.rid, key, "after a failed RESTORE: " + error);
+  }
+}
+
 void WorkerRuntime::HandleActorCommand(protocol::Message message) {
-  CommandKind kind = CommandKind::kSetup;
-  uint64_t rid = 0;
-  ActorKey key;
-  std::visit(
-      [&](const auto& body) {
-        using T = std::decay_t<decltype(body)>;
-        if constexpr (requires { body.rid; body.trial_id; body.attempt; }) {
-          rid = body.rid;
-          key = ActorKey{body.trial_id, body.attempt};
-        }
-        if constexpr (std::is_same_v<T, protocol::Train>) kind = CommandKind::kTrain;
-        if constexpr (std::is_same_v<T, protocol::Save>) kind = CommandKind::kSave;
-        if constexpr (std::is_same_v<T, protocol::Restore>) kind = CommandKind::kRestore;
-        if constexpr (std::is_same_v<T, protocol::Reset>) kind = CommandKind::kReset;
-        if constexpr (std::is_same_v<T, protocol::Stop>) kind = CommandKind::kStop;
-        if constexpr (std::is_same_v<T, protocol::Export>) kind = CommandKind::kExport;
-      },
-      message.body);
+  const auto [kind, rid, key] = DescribeActorCommand(message);
   auto it = actors_.find(key);
   if (it == actors_.end()) {
     SendFailure(kind, rid, key, NoActorError(key));

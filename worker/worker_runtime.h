@@ -25,6 +25,7 @@
 #include <zmq.hpp>
 
 #include "common/clock.h"
+#include "common/protocol/chunked_transfer.h"
 #include "common/protocol/messages.h"
 #include "common/status.h"
 #include "worker/actor_runner.h"
@@ -101,8 +102,18 @@ class WorkerRuntime {
   void Poll(int64_t timeout_ms);
   void ReadSocket();
   bool Send(const protocol::Message& message);
-  // Sends now when registered, else holds the message until REGISTERED.
+  // Sends now when registered, else holds the message until REGISTERED. A
+  // payload above protocol::kInlinePayloadBytes goes in chunks.
   void SendOrHold(protocol::Message message);
+  // Sends the header of a large payload and starts its chunks; false (and
+  // `message` untouched) if the header could not be sent.
+  bool SendChunked(protocol::Message& message);
+  // Sends every chunk the windows allow.
+  void PumpChunks();
+  // The link was reset (socket closed, or registering again): chunked replies
+  // start over after the next REGISTERED; RESTOREs whose payload was arriving
+  // fail, with the commands queued behind them.
+  void ResetTransfers(const std::string& reason);
   void WarnDropped(const std::string& what);
 
   // ---- head messages (docs/protocol.md, "Commands") ----
@@ -110,7 +121,17 @@ class WorkerRuntime {
   void HandleRegistered(const protocol::Registered& m);
   void HandleDisconnect(const protocol::Disconnect& m);
   void HandleCreateActor(const protocol::CreateActor& m);
+  // Routes an actor command: a RESTORE with a chunked payload waits for it,
+  // and later commands for that actor wait behind it (a STOP cancels it).
+  void RouteActorCommand(protocol::Message message);
   void HandleActorCommand(protocol::Message message);
+  void HandleChunk(const protocol::Chunk& chunk, const std::string& bytes);
+  void HandleCredit(const protocol::Credit& credit);
+  // Ends the wait of `key` for its RESTORE payload: the RESTORE (if given)
+  // goes to the actor, then every command that waited behind it; without it
+  // the RESTORE and those commands fail with `error`.
+  void EndPayloadWait(const ActorKey& key, std::optional<protocol::Message> restore,
+                      const std::string& error);
   void HandleAck(const protocol::Ack& m);
 
   // ---- runner events ----
@@ -154,6 +175,18 @@ class WorkerRuntime {
   TimeMs last_drop_warn_ = -1'000'000;
   uint64_t dropped_since_warn_ = 0;
   std::deque<protocol::Message> held_;  // replies made while not registered
+
+  // ---- large payloads (chunked_transfer.h) ----
+  protocol::ChunkSender chunk_sender_;          // SAVE replies to the head
+  std::map<uint64_t, protocol::Message> sending_;  // rid -> header of a reply in chunks
+  protocol::ChunkAssembler restore_payloads_;   // RESTORE payloads from the head
+  // An actor whose RESTORE payload is arriving: the commands that came after
+  // it, in arrival order.
+  struct PayloadWait {
+    uint64_t restore_rid = 0;
+    std::deque<protocol::Message> later;
+  };
+  std::map<ActorKey, PayloadWait> payload_waits_;
 
   // ---- actors ----
   uint64_t next_serial_ = 0;

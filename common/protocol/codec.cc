@@ -277,7 +277,8 @@ Result<msgpack::object_handle> Unpack(std::string_view bytes) {
 
 constexpr const char* kCommandNames[] = {
     "REGISTER", "REPLY", "RESULT", "HEARTBEAT", "DISCONNECT", "REGISTERED", "CREATE_ACTOR",
-    "TRAIN",    "SAVE",  "RESTORE", "RESET",    "STOP",       "EXPORT",     "ACK"};
+    "TRAIN",    "SAVE",  "RESTORE", "RESET",    "STOP",       "EXPORT",     "ACK",
+    "CHUNK",    "CREDIT"};
 static_assert(std::size(kCommandNames) == std::variant_size_v<Body>);
 
 }  // namespace
@@ -328,6 +329,9 @@ Result<Message> Decode(std::span<const std::string_view> frames) {
   }
   Message m{std::move(body).value(), {}};
   if (frames.size() == 4) m.payload.assign(frames[3]);
+  if (std::holds_alternative<Chunk>(m.body) && m.payload.empty()) {
+    return Status::InvalidArgument("CHUNK: the payload frame is missing or empty");
+  }
   return m;
 }
 

@@ -66,8 +66,9 @@ struct Register {
   }
 };
 
-// The answer to every request but TRAIN. For SAVE the payload frame holds the
-// checkpoint bytes and `data` holds {"iteration": N, ...}.
+// The answer to every request but TRAIN. For SAVE the checkpoint bytes are
+// the payload frame, or, when `payload_bytes` > 0, follow as CHUNKs (see
+// Chunk); `data` holds {"iteration": N, ...}.
 struct Reply {
   uint64_t rid = 0;
   std::string trial_id;
@@ -75,6 +76,7 @@ struct Reply {
   bool ok = true;
   std::string error;
   Json data;
+  uint64_t payload_bytes = 0;  // > 0: a chunked payload of this size follows
   template <class V>
   void Visit(V& v) {
     v("rid", rid, Need::kRequired);
@@ -83,6 +85,7 @@ struct Reply {
     v("ok", ok, Need::kRequired);
     v("error", error, Need::kOptional);
     v("data", data, Need::kOptional);
+    v("payload_bytes", payload_bytes, Need::kOptional);
   }
 };
 
@@ -200,16 +203,19 @@ struct Save {
   }
 };
 
-// The payload frame holds checkpoint bytes produced by an earlier SAVE.
+// Checkpoint bytes produced by an earlier SAVE: the payload frame, or, when
+// `payload_bytes` > 0, CHUNKs that follow.
 struct Restore {
   uint64_t rid = 0;
   std::string trial_id;
   uint64_t attempt = 0;
+  uint64_t payload_bytes = 0;  // > 0: a chunked payload of this size follows
   template <class V>
   void Visit(V& v) {
     v("rid", rid, Need::kRequired);
     v("trial_id", trial_id, Need::kRequired);
     v("attempt", attempt, Need::kRequired);
+    v("payload_bytes", payload_bytes, Need::kOptional);
   }
 };
 
@@ -277,9 +283,37 @@ struct Ack {
   }
 };
 
+// ---- both directions: large payloads (common/protocol/chunked_transfer.h) ----
+
+// Bytes [offset, offset + payload size) of the payload announced by the
+// header (REPLY or RESTORE) of request `rid` with `payload_bytes` > 0. The
+// payload frame is required and never empty.
+struct Chunk {
+  uint64_t rid = 0;
+  uint64_t offset = 0;
+  template <class V>
+  void Visit(V& v) {
+    v("rid", rid, Need::kRequired);
+    v("offset", offset, Need::kRequired);
+  }
+};
+
+// Flow control: the receiver of request `rid`'s payload holds its first
+// `received` bytes; the sender keeps at most a window beyond that in flight.
+struct Credit {
+  uint64_t rid = 0;
+  uint64_t received = 0;
+  template <class V>
+  void Visit(V& v) {
+    v("rid", rid, Need::kRequired);
+    v("received", received, Need::kRequired);
+  }
+};
+
 // The variant order fixes the command byte (index + 1); append only.
 using Body = std::variant<Register, Reply, ResultBatch, Heartbeat, Disconnect, Registered,
-                          CreateActor, Train, Save, Restore, Reset, Stop, Export, Ack>;
+                          CreateActor, Train, Save, Restore, Reset, Stop, Export, Ack, Chunk,
+                          Credit>;
 
 // Commands addressed to an existing actor (by trial_id, attempt).
 template <class T>

@@ -1,0 +1,193 @@
+#include "common/protocol/chunked_transfer.h"
+
+#include <algorithm>
+
+#include "common/check.h"
+
+namespace ztune::protocol {
+
+uint64_t AnnouncedPayloadBytes(const Body& body) {
+  if (const auto* r = std::get_if<Reply>(&body)) return r->payload_bytes;
+  if (const auto* r = std::get_if<Restore>(&body)) return r->payload_bytes;
+  return 0;
+}
+
+void SetAnnouncedPayloadBytes(Body& body, uint64_t bytes) {
+  if (auto* r = std::get_if<Reply>(&body)) {
+    r->payload_bytes = bytes;
+    return;
+  }
+  auto* restore = std::get_if<Restore>(&body);
+  CHECK(restore != nullptr);
+  restore->payload_bytes = bytes;
+}
+
+uint64_t HeaderRid(const Body& body) {
+  if (const auto* r = std::get_if<Reply>(&body)) return r->rid;
+  const auto* restore = std::get_if<Restore>(&body);
+  CHECK(restore != nullptr);
+  return restore->rid;
+}
+
+// ---------------------------------------------------------------- sender
+
+ChunkSender::ChunkSender(uint64_t chunk_bytes, uint64_t window_bytes)
+    : chunk_bytes_(chunk_bytes), window_bytes_(std::max(window_bytes, chunk_bytes)) {
+  CHECK(chunk_bytes_ > 0);
+}
+
+void ChunkSender::Start(const std::string& peer, uint64_t rid, std::string payload) {
+  CHECK(!payload.empty());
+  auto [it, inserted] = transfers_.try_emplace({peer, rid});
+  CHECK(inserted);
+  it->second.payload = std::move(payload);
+}
+
+Status ChunkSender::OnCredit(const std::string& peer, const Credit& credit) {
+  auto it = transfers_.find({peer, credit.rid});
+  if (it == transfers_.end()) return Status::Ok();
+  Transfer& t = it->second;
+  if (credit.received > t.sent || credit.received < t.credited) {
+    return Status::InvalidArgument("CREDIT for request " + std::to_string(credit.rid) +
+                                   " reports " + std::to_string(credit.received) +
+                                   " bytes received; " + std::to_string(t.credited) +
+                                   " were confirmed and " + std::to_string(t.sent) + " sent");
+  }
+  t.credited = credit.received;
+  if (t.credited == t.payload.size()) transfers_.erase(it);
+  return Status::Ok();
+}
+
+void ChunkSender::TakeSendable(std::vector<Outgoing>& out) {
+  for (auto& [key, t] : transfers_) {
+    const uint64_t size = t.payload.size();
+    // The window counts bytes sent but not yet credited.
+    while (t.sent < size && t.sent - t.credited < window_bytes_) {
+      const uint64_t n = std::min(chunk_bytes_, size - t.sent);
+      Message m{Chunk{key.second, t.sent}, t.payload.substr(t.sent, n)};
+      out.push_back({key.first, std::move(m)});
+      t.sent += n;
+    }
+  }
+}
+
+bool ChunkSender::Cancel(const std::string& peer, uint64_t rid) {
+  return transfers_.erase({peer, rid}) > 0;
+}
+
+std::vector<std::pair<uint64_t, std::string>> ChunkSender::TakePeer(const std::string& peer) {
+  std::vector<std::pair<uint64_t, std::string>> out;
+  auto it = transfers_.lower_bound({peer, 0});
+  while (it != transfers_.end() && it->first.first == peer) {
+    out.emplace_back(it->first.second, std::move(it->second.payload));
+    it = transfers_.erase(it);
+  }
+  return out;
+}
+
+std::vector<std::string> ChunkSender::Peers() const {
+  std::vector<std::string> peers;
+  for (const auto& [key, t] : transfers_) {
+    if (peers.empty() || peers.back() != key.first) peers.push_back(key.first);
+  }
+  return peers;
+}
+
+// ---------------------------------------------------------------- assembler
+
+Status ChunkAssembler::Expect(const std::string& peer, Message header) {
+  const uint64_t total = AnnouncedPayloadBytes(header.body);
+  const uint64_t rid = HeaderRid(header.body);
+  const char* name = CommandName(header.body);
+  if (total == 0) {
+    return Status::InvalidArgument(std::string(name) + " announces an empty chunked payload");
+  }
+  if (total > max_payload_bytes_) {
+    return Status::InvalidArgument(std::string(name) + " announces a payload of " +
+                                   std::to_string(total) + " bytes; the limit is " +
+                                   std::to_string(max_payload_bytes_) + " bytes");
+  }
+  if (!header.payload.empty()) {
+    return Status::InvalidArgument(std::string(name) +
+                                   " announces a chunked payload and carries one inline");
+  }
+  auto [it, inserted] = pending_.try_emplace({peer, rid});
+  if (!inserted) {
+    return Status::InvalidArgument(std::string(name) + " for request " + std::to_string(rid) +
+                                   " while its payload is already arriving");
+  }
+  it->second.total = total;
+  // The buffer grows with the chunks (no reserve of `total`): a peer that
+  // announces the limit and sends nothing costs nothing.
+  it->second.header = std::move(header);
+  return Status::Ok();
+}
+
+std::variant<ChunkAssembler::Progress, ChunkAssembler::Refusal> ChunkAssembler::OnChunk(
+    const std::string& peer, const Chunk& chunk, std::string_view bytes) {
+  auto it = pending_.find({peer, chunk.rid});
+  if (it == pending_.end()) {
+    return Refusal{Status::NotFound("CHUNK for request " + std::to_string(chunk.rid) +
+                                    " without a pending header"),
+                   std::nullopt};
+  }
+  Pending& p = it->second;
+  const uint64_t received = p.header.payload.size();
+  std::string error;
+  if (bytes.empty()) {
+    error = "an empty CHUNK";
+  } else if (chunk.offset != received) {
+    error = "CHUNK at offset " + std::to_string(chunk.offset) + " while " +
+            std::to_string(received) + " bytes were received";
+  } else if (bytes.size() > p.total - received) {
+    error = "CHUNK of " + std::to_string(bytes.size()) + " bytes at offset " +
+            std::to_string(chunk.offset) + " runs past the announced " +
+            std::to_string(p.total) + " bytes";
+  }
+  if (!error.empty()) {
+    Message header = std::move(p.header);
+    header.payload.clear();
+    pending_.erase(it);
+    return Refusal{Status::InvalidArgument("request " + std::to_string(chunk.rid) + ": " + error),
+                   std::move(header)};
+  }
+  p.header.payload.append(bytes);
+  Progress progress;
+  progress.credit = Credit{chunk.rid, p.header.payload.size()};
+  if (p.header.payload.size() == p.total) {
+    progress.done = std::move(p.header);
+    pending_.erase(it);
+  }
+  return progress;
+}
+
+std::optional<Message> ChunkAssembler::Cancel(const std::string& peer, uint64_t rid) {
+  auto it = pending_.find({peer, rid});
+  if (it == pending_.end()) return std::nullopt;
+  Message header = std::move(it->second.header);
+  header.payload.clear();
+  pending_.erase(it);
+  return header;
+}
+
+std::vector<Message> ChunkAssembler::TakePeer(const std::string& peer) {
+  std::vector<Message> out;
+  auto it = pending_.lower_bound({peer, 0});
+  while (it != pending_.end() && it->first.first == peer) {
+    Message header = std::move(it->second.header);
+    header.payload.clear();
+    out.push_back(std::move(header));
+    it = pending_.erase(it);
+  }
+  return out;
+}
+
+std::vector<std::string> ChunkAssembler::Peers() const {
+  std::vector<std::string> peers;
+  for (const auto& [key, p] : pending_) {
+    if (peers.empty() || peers.back() != key.first) peers.push_back(key.first);
+  }
+  return peers;
+}
+
+}  // namespace ztune::protocol

@@ -1,0 +1,161 @@
+#include "common/protocol/chunked_transfer.h"
+
+#include <gtest/gtest.h>
+
+#include "common/protocol/codec.h"
+
+namespace ztune::protocol {
+namespace {
+
+std::string Bytes(size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>('a' + i % 26);
+  return s;
+}
+
+Message ReplyHeader(uint64_t rid, uint64_t bytes) {
+  Reply r;
+  r.rid = rid;
+  r.trial_id = "e0001_00000";
+  r.attempt = 1;
+  r.data = Json{{"iteration", 3}};
+  r.payload_bytes = bytes;
+  return Message{r, {}};
+}
+
+// Drives a sender and an assembler against each other and returns the
+// largest number of bytes that were ever in flight (sent, not credited).
+TEST(ChunkedTransferTest, PayloadArrivesWholeAndTheWindowBoundsWhatIsInFlight) {
+  const std::string payload = Bytes(10 * 1000 + 7);
+  ChunkSender sender(/*chunk_bytes=*/1000, /*window_bytes=*/3000);
+  ChunkAssembler assembler(/*max_payload_bytes=*/1 << 20);
+  ASSERT_TRUE(assembler.Expect("w1", ReplyHeader(42, payload.size())).ok());
+  sender.Start("w1", 42, payload);
+
+  std::optional<Message> done;
+  int rounds = 0;
+  while (!done) {
+    ASSERT_LT(++rounds, 100);
+    std::vector<ChunkSender::Outgoing> out;
+    sender.TakeSendable(out);
+    ASSERT_FALSE(out.empty());
+    ASSERT_LE(out.size(), 3u) << "more than the window in flight";
+    for (auto& o : out) {
+      EXPECT_EQ(o.peer, "w1");
+      // Through the real codec, as on the wire.
+      auto decoded = Decode(Encode(o.message));
+      ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+      const auto& chunk = std::get<Chunk>(decoded->body);
+      auto r = assembler.OnChunk("w1", chunk, decoded->payload);
+      ASSERT_TRUE(std::holds_alternative<ChunkAssembler::Progress>(r));
+      auto& progress = std::get<ChunkAssembler::Progress>(r);
+      ASSERT_TRUE(sender.OnCredit("w1", progress.credit).ok());
+      if (progress.done) done = std::move(progress.done);
+    }
+  }
+  EXPECT_EQ(done->payload, payload);
+  const auto& reply = std::get<Reply>(done->body);
+  EXPECT_EQ(reply.rid, 42u);
+  EXPECT_EQ(reply.data["iteration"], 3);
+  EXPECT_TRUE(sender.empty()) << "the last credit ends the transfer";
+  EXPECT_TRUE(assembler.empty());
+}
+
+TEST(ChunkedTransferTest, SenderStopsAtTheWindowUntilCredited) {
+  ChunkSender sender(/*chunk_bytes=*/100, /*window_bytes=*/250);
+  sender.Start("", 7, Bytes(1000));
+  std::vector<ChunkSender::Outgoing> out;
+  sender.TakeSendable(out);
+  // 0..100, 100..200, 200..300: the third starts inside the window.
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(std::get<Chunk>(out[2].message.body).offset, 200u);
+  out.clear();
+  sender.TakeSendable(out);
+  EXPECT_TRUE(out.empty());
+  ASSERT_TRUE(sender.OnCredit("", Credit{7, 100}).ok());
+  sender.TakeSendable(out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(std::get<Chunk>(out[0].message.body).offset, 300u);
+}
+
+TEST(ChunkedTransferTest, BadCreditsAreRefusedAndChangeNothing) {
+  ChunkSender sender(100, 100);
+  sender.Start("w", 1, Bytes(300));
+  std::vector<ChunkSender::Outgoing> out;
+  sender.TakeSendable(out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_FALSE(sender.OnCredit("w", Credit{1, 200}).ok()) << "credit beyond what was sent";
+  EXPECT_TRUE(sender.OnCredit("w", Credit{99, 5}).ok()) << "unknown transfers are ignored";
+  EXPECT_TRUE(sender.OnCredit("other", Credit{1, 100}).ok()) << "another peer's rid is not ours";
+  out.clear();
+  sender.TakeSendable(out);
+  EXPECT_TRUE(out.empty()) << "the refused credits opened no window";
+  ASSERT_TRUE(sender.OnCredit("w", Credit{1, 100}).ok());
+  EXPECT_FALSE(sender.OnCredit("w", Credit{1, 50}).ok()) << "credit going backwards";
+}
+
+TEST(ChunkedTransferTest, AssemblerRefusesOversizeDuplicateAndInlineHeaders) {
+  ChunkAssembler assembler(1000);
+  EXPECT_FALSE(assembler.Expect("w", ReplyHeader(1, 1001)).ok());
+  EXPECT_FALSE(assembler.Expect("w", ReplyHeader(1, 0)).ok());
+  Message inline_too = ReplyHeader(1, 10);
+  inline_too.payload = "x";
+  EXPECT_FALSE(assembler.Expect("w", inline_too).ok());
+  EXPECT_TRUE(assembler.empty());
+  ASSERT_TRUE(assembler.Expect("w", ReplyHeader(1, 10)).ok());
+  EXPECT_FALSE(assembler.Expect("w", ReplyHeader(1, 10)).ok());
+  EXPECT_TRUE(assembler.Expect("v", ReplyHeader(1, 10)).ok()) << "rids are per peer";
+  EXPECT_EQ(assembler.size(), 2u);
+}
+
+TEST(ChunkedTransferTest, ChunkOutOfOrderOrPastTheEndEndsTheTransferWithItsHeader) {
+  ChunkAssembler assembler(1000);
+  ASSERT_TRUE(assembler.Expect("w", ReplyHeader(1, 10)).ok());
+  auto r = assembler.OnChunk("w", Chunk{1, 5}, "abc");
+  ASSERT_TRUE(std::holds_alternative<ChunkAssembler::Refusal>(r));
+  auto& refusal = std::get<ChunkAssembler::Refusal>(r);
+  EXPECT_EQ(refusal.error.code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(refusal.header.has_value());
+  EXPECT_EQ(std::get<Reply>(refusal.header->body).rid, 1u);
+  EXPECT_TRUE(assembler.empty());
+
+  ASSERT_TRUE(assembler.Expect("w", ReplyHeader(2, 4)).ok());
+  auto past = assembler.OnChunk("w", Chunk{2, 0}, "abcde");
+  ASSERT_TRUE(std::holds_alternative<ChunkAssembler::Refusal>(past));
+  EXPECT_TRUE(std::get<ChunkAssembler::Refusal>(past).header.has_value());
+
+  auto unknown = assembler.OnChunk("w", Chunk{3, 0}, "a");
+  ASSERT_TRUE(std::holds_alternative<ChunkAssembler::Refusal>(unknown));
+  EXPECT_EQ(std::get<ChunkAssembler::Refusal>(unknown).error.code(), StatusCode::kNotFound);
+  EXPECT_FALSE(std::get<ChunkAssembler::Refusal>(unknown).header.has_value());
+}
+
+TEST(ChunkedTransferTest, TakePeerReturnsEveryTransferOfThatPeerOnly) {
+  ChunkSender sender(100, 100);
+  sender.Start("a", 2, "xx");
+  sender.Start("a", 1, "y");
+  sender.Start("b", 1, "z");
+  auto taken = sender.TakePeer("a");
+  ASSERT_EQ(taken.size(), 2u);
+  EXPECT_EQ(taken[0], (std::pair<uint64_t, std::string>{1, "y"}));
+  EXPECT_EQ(taken[1], (std::pair<uint64_t, std::string>{2, "xx"}));
+  EXPECT_EQ(sender.Peers(), std::vector<std::string>{"b"});
+
+  ChunkAssembler assembler(100);
+  ASSERT_TRUE(assembler.Expect("a", ReplyHeader(1, 5)).ok());
+  ASSERT_TRUE(assembler.Expect("b", ReplyHeader(1, 5)).ok());
+  auto headers = assembler.TakePeer("a");
+  ASSERT_EQ(headers.size(), 1u);
+  EXPECT_EQ(assembler.Peers(), std::vector<std::string>{"b"});
+  EXPECT_TRUE(assembler.Cancel("b", 1).has_value());
+  EXPECT_FALSE(assembler.Cancel("b", 1).has_value());
+}
+
+TEST(ChunkedTransferTest, ChunkWithoutPayloadFrameIsMalformed) {
+  auto frames = Encode(Message{Chunk{1, 0}, {}});
+  auto decoded = Decode(frames);
+  EXPECT_FALSE(decoded.ok());
+}
+
+}  // namespace
+}  // namespace ztune::protocol
