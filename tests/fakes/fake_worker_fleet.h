@@ -95,6 +95,14 @@ class FakeWorkerFleet {
     for (auto& sent : sink_.TakeAll()) Answer(sent);
   }
 
+  // kill -9 of the head between its Tick and its commit: what it sent at once
+  // (SendTiming::kNow) reached the workers; what waited for the commit is lost.
+  void DeliverOnlyWhatWasSentNow() {
+    for (auto& sent : sink_.TakeAll()) {
+      if (sent.timing == head::SendTiming::kNow) Answer(sent);
+    }
+  }
+
   // Fail the step of `iteration` of a trial (every attempt unless `once`).
   void FailAt(const std::string& trial_id, int64_t iteration, bool once = true) {
     fail_at_[trial_id] = {iteration, once};
@@ -141,6 +149,13 @@ class FakeWorkerFleet {
       ++creates;
       if (c->trainable == "missing") {
         Reply(w, c->rid, c->trial_id, c->attempt, false, "unknown trainable 'missing'");
+        return;
+      }
+      // As the real worker: one actor per (trial, attempt).
+      if (actors.count(Key(c->trial_id, c->attempt)) > 0) {
+        Reply(w, c->rid, c->trial_id, c->attempt, false,
+              "actor for trial " + c->trial_id + " attempt " + std::to_string(c->attempt) +
+                  " already exists on worker " + w);
         return;
       }
       actors[Key(c->trial_id, c->attempt)] = Actor{w, c->trainable, 0, 0, false, 0, ++next_actor_id};

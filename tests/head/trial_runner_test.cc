@@ -686,5 +686,68 @@ TEST_F(TrialRunnerTest, RestartWithPendingTrialsAndStagedGroupsEndsConsistent) {
   EXPECT_EQ(runner_->groups().NumStagingTotal(), 0);
 }
 
+// Found by scripts/flake-hunt.sh (ChaosE2ETest.HeadAndWorkerKillsLoseNothing:
+// "failed to start: actor ... already exists"): CREATE_ACTOR went out before
+// the commit that made its attempt durable; a head killed in between came
+// back with the old attempt, named the same attempt for a new actor while the
+// worker still held (or was stopping) the first one, and the worker refused
+// it. Every message that names a new attempt (CREATE_ACTOR with the RESTORE
+// and TRAIN behind it, RESET) waits for that commit.
+TEST_F(TrialRunnerTest, MessagesNamingANewAttemptWaitForTheCommitThatStoresIt) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 2, "reuse_actors": true,
+      "stop": {"training_iteration": 2}})");
+  int creates = 0, resets = 0;
+  for (int i = 0; i < 200 && !runner_->FindExperiment(exp)->finished; ++i) {
+    runner_->Tick();
+    // What the head has sent before this turn's commit.
+    for (const auto& sent : sink_.sent) {
+      const bool names_new_attempt = std::holds_alternative<protocol::CreateActor>(sent.message.body) ||
+                                     std::holds_alternative<protocol::Reset>(sent.message.body);
+      if (!names_new_attempt) continue;
+      creates += std::holds_alternative<protocol::CreateActor>(sent.message.body) ? 1 : 0;
+      resets += std::holds_alternative<protocol::Reset>(sent.message.body) ? 1 : 0;
+      EXPECT_EQ(sent.timing, SendTiming::kAfterCommit) << protocol::CommandName(sent.message.body);
+    }
+    fleet_->Turn();
+    fleet_->Heartbeat();
+    clock_.AdvanceMs(10);
+  }
+  EXPECT_EQ(creates, 1);
+  EXPECT_EQ(resets, 1);
+}
+
+// The crash itself: the head is killed after it sent what it sends at once
+// and before its commit; the restarted head runs every trial to the end with
+// no failure. (The fake worker stops an actor at once, so it cannot show the
+// real worker's refusal of a CREATE_ACTOR behind a STOP still in progress:
+// the timing test above pins the fix, this one the end state.)
+TEST_F(TrialRunnerTest, AStartLostInACrashFailsNoTrial) {
+  fleet_->Register("w1", 2);
+  std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 2,
+      "stop": {"training_iteration": 4}})");
+  // The submission is durable before the client hears of it.
+  storage::WriteBatch submitted;
+  runner_->FlushTo(submitted);
+  ASSERT_TRUE(store_.Commit(submitted).ok());
+  for (int i = 0; i < 50 && fleet_->creates == 0; ++i) {
+    runner_->Tick();
+    if (sink_.Count<protocol::CreateActor>() > 0) break;
+    fleet_->Turn();
+  }
+  ASSERT_GT(sink_.Count<protocol::CreateActor>(), 0u);
+  fleet_->DeliverOnlyWhatWasSentNow();
+  CrashHead();
+  fleet_->Reregister("w1", 2);
+  ASSERT_NE(runner_->FindExperiment(exp), nullptr);
+  RunToEnd(exp, 5000);
+  for (const auto& id : runner_->FindExperiment(exp)->trial_ids) {
+    const Trial* t = runner_->FindTrial(id);
+    EXPECT_EQ(t->status, TrialStatus::kTerminated) << id;
+    EXPECT_EQ(t->num_failures, 0) << id << ": " << t->error;
+    EXPECT_EQ(StoredResults(id).size(), 4u) << id;
+  }
+}
+
 }  // namespace
 }  // namespace ztune::head
