@@ -123,9 +123,10 @@ void HeadServer::HandleChunkedReplyHeader(const std::string& identity, protocol:
   protocol::Reply refused = reply;
   Status s = save_payloads_.Expect(identity, std::move(message));
   if (s.ok()) return;
-  // The request fails with the reason; the worker's chunks that follow find
-  // no header and are dropped.
+  // The request fails with the reason; the worker is told to stop sending,
+  // and chunks already on their way find no header and are dropped.
   WarnRateLimited("worker '" + identity + "': " + s.message());
+  CancelIncomingPayload(identity, refused.rid);
   refused.ok = false;
   refused.error = "checkpoint transfer refused: " + s.message();
   refused.payload_bytes = 0;
@@ -142,6 +143,7 @@ void HeadServer::HandleChunk(const std::string& identity, const protocol::Chunk&
       return;
     }
     WarnRateLimited("worker '" + identity + "': " + refusal->error.message());
+    CancelIncomingPayload(identity, chunk.rid);
     auto reply = std::get<protocol::Reply>(refusal->header->body);
     reply.ok = false;
     reply.error = "checkpoint transfer failed: " + refusal->error.message();
@@ -154,6 +156,13 @@ void HeadServer::HandleChunk(const std::string& identity, const protocol::Chunk&
   if (!progress.done) return;
   const auto& reply = std::get<protocol::Reply>(progress.done->body);
   runner_.HandleReply(identity, reply, progress.done->payload);
+}
+
+void HeadServer::CancelIncomingPayload(const std::string& worker_id, uint64_t rid) {
+  protocol::Credit cancel;
+  cancel.rid = rid;
+  cancel.cancel = true;
+  SendFramesToWorker(worker_id, protocol::Encode(protocol::Message{cancel, {}}));
 }
 
 void HeadServer::HandleCredit(const std::string& identity, const protocol::Credit& credit) {

@@ -91,6 +91,8 @@ class HeadServer final : public CommandSink {
   void HandleChunk(const std::string& identity, const protocol::Chunk& chunk,
                    const std::string& bytes);
   void HandleCredit(const std::string& identity, const protocol::Credit& credit);
+  // Tells a worker to stop sending the payload of `rid` (refused).
+  void CancelIncomingPayload(const std::string& worker_id, uint64_t rid);
   // Drops the transfers of workers that died or registered anew.
   void DropTransfersOf(const std::string& worker_id);
   void DropTransfersOfDeadWorkers();

@@ -9,6 +9,7 @@
 #   ZTUNE_FLAKE_BURNERS   CPU burners beside the suite (default 1)
 #   ZTUNE_FLAKE_JOBS      ctest -j (default 2)
 #   ZTUNE_BUILD_DIR       build directory (default build/release)
+#   ZTUNE_FLAKE_NO_BUILD=1  use the binaries as they are (no build step)
 #
 # The output of every failed round is kept under $BUILD_DIR/flake-hunt/ for
 # reading afterwards. Exit status: 0 when no round failed, 1 otherwise.
@@ -22,7 +23,7 @@ JOBS="${ZTUNE_FLAKE_JOBS:-2}"
 BUILD_DIR="${ZTUNE_BUILD_DIR:-$ROOT/build/release}"
 OUT="$BUILD_DIR/flake-hunt"
 
-"$ROOT/scripts/build.sh" "$BUILD_DIR"
+if [ "${ZTUNE_FLAKE_NO_BUILD:-0}" != "1" ]; then "$ROOT/scripts/build.sh" "$BUILD_DIR"; fi
 rm -rf "$OUT"
 mkdir -p "$OUT"
 

@@ -294,11 +294,11 @@ void WorkerRuntime::ResetTransfers(const std::string& reason) {
   sending_.clear();
   held_.insert(held_.begin(), std::make_move_iterator(again.begin()),
                std::make_move_iterator(again.end()));
-  for (auto& header : restore_payloads_.TakePeer("")) {
-    const auto& restore = std::get<protocol::Restore>(header.body);
-    EndPayloadWait(ActorKey{restore.trial_id, restore.attempt}, std::nullopt,
-                   "RESTORE payload incomplete: " + reason);
-  }
+  // Every wait holds a RESTORE still arriving: all of them fail.
+  std::vector<ActorKey> waiting;
+  for (const auto& [key, queue] : payload_waits_) waiting.push_back(key);
+  for (const auto& key : waiting) FailPayloadWait(key, "RESTORE payload incomplete: " + reason);
+  restore_payloads_.TakePeer("");
 }
 
 void WorkerRuntime::WarnDropped(const std::string& what) {
@@ -422,34 +422,40 @@ void WorkerRuntime::HandleCreateActor(const protocol::CreateActor& m) {
 
 void WorkerRuntime::RouteActorCommand(protocol::Message message) {
   const auto [kind, rid, key] = DescribeActorCommand(message);
-  auto wait = payload_waits_.find(key);
-  if (wait != payload_waits_.end()) {
-    if (std::holds_alternative<protocol::Stop>(message.body)) {
-      restore_payloads_.Cancel("", wait->second.restore_rid);
-      EndPayloadWait(key, std::nullopt, "cancelled by a STOP while its checkpoint was arriving");
-      HandleActorCommand(std::move(message));
-    } else {
-      wait->second.later.push_back(std::move(message));
-    }
-    return;
-  }
   const auto* restore = std::get_if<protocol::Restore>(&message.body);
-  if (restore == nullptr || restore->payload_bytes == 0) {
+  const bool chunked = restore != nullptr && restore->payload_bytes > 0;
+  auto wait = payload_waits_.find(key);
+  if (wait == payload_waits_.end() && !chunked) {
     HandleActorCommand(std::move(message));
     return;
   }
-  if (actors_.count(key) == 0) {
-    // The head cancels its chunks when it sees this answer.
-    SendFailure(CommandKind::kRestore, rid, key, NoActorError(key));
+  if (wait != payload_waits_.end() && kind == CommandKind::kStop) {
+    FailPayloadWait(key, "cancelled by a STOP while its checkpoint was arriving");
+    HandleActorCommand(std::move(message));
     return;
   }
+  if (!chunked) {
+    wait->second.push_back({0, std::move(message)});
+    return;
+  }
+  // A RESTORE whose chunks follow: registered at once, even behind another
+  // one, so that every chunk is credited as it arrives.
+  std::string refused;
   const uint64_t announced = restore->payload_bytes;
-  Status s = restore_payloads_.Expect("", std::move(message));
-  if (!s.ok()) {
-    SendFailure(CommandKind::kRestore, rid, key, s.message());
+  if (wait == payload_waits_.end() && actors_.count(key) == 0) {
+    refused = NoActorError(key);
+  } else if (Status s = restore_payloads_.Expect("", std::move(message)); !s.ok()) {
+    refused = s.message();
+  }
+  if (!refused.empty()) {
+    CancelIncomingPayload(rid);
+    SendFailure(CommandKind::kRestore, rid, key, refused);
+    // Commands already waiting for an earlier RESTORE would otherwise run
+    // past this failed one.
+    if (wait != payload_waits_.end()) FailPayloadWait(key, "a later RESTORE failed: " + refused);
     return;
   }
-  payload_waits_[key].restore_rid = rid;
+  payload_waits_[key].push_back({rid, std::nullopt});
   spdlog::debug("receiving {} bytes for RESTORE {} of {} in chunks", announced, rid,
                 key.ToString());
 }
@@ -458,21 +464,42 @@ void WorkerRuntime::HandleChunk(const protocol::Chunk& chunk, const std::string&
   auto outcome = restore_payloads_.OnChunk("", chunk, bytes);
   if (auto* refusal = std::get_if<protocol::ChunkAssembler::Refusal>(&outcome)) {
     if (!refusal->header) {
-      // Cancelled (a STOP came first) or never announced.
+      // Cancelled (a STOP came first, or the RESTORE was refused) or never
+      // announced; the head was told to stop when it was cancelled.
       spdlog::debug("dropped a chunk: {}", refusal->error.message());
       return;
     }
+    CancelIncomingPayload(chunk.rid);
     const auto& restore = std::get<protocol::Restore>(refusal->header->body);
-    EndPayloadWait(ActorKey{restore.trial_id, restore.attempt}, std::nullopt,
-                   "RESTORE payload refused: " + refusal->error.message());
+    const ActorKey key{restore.trial_id, restore.attempt};
+    // FailPayloadWait answers every RESTORE still in the wait; this one has
+    // left the assembler already, so it is answered here.
+    auto wait = payload_waits_.find(key);
+    if (wait != payload_waits_.end()) {
+      for (auto& w : wait->second) {
+        if (w.arriving_rid == chunk.rid) w.arriving_rid = 0;
+      }
+    }
+    const std::string error = "RESTORE payload refused: " + refusal->error.message();
+    SendFailure(CommandKind::kRestore, chunk.rid, key, error);
+    FailPayloadWait(key, error);
     return;
   }
   auto& progress = std::get<protocol::ChunkAssembler::Progress>(outcome);
   Send(protocol::Message{progress.credit, {}});
   if (!progress.done) return;
   const auto& restore = std::get<protocol::Restore>(progress.done->body);
-  ActorKey key{restore.trial_id, restore.attempt};
-  EndPayloadWait(key, std::move(progress.done), "");
+  const ActorKey key{restore.trial_id, restore.attempt};
+  auto wait = payload_waits_.find(key);
+  if (wait == payload_waits_.end()) return;  // cannot happen: the wait outlives its assemblies
+  for (auto& w : wait->second) {
+    if (w.arriving_rid == chunk.rid) {
+      w.arriving_rid = 0;
+      w.message = std::move(progress.done);
+      break;
+    }
+  }
+  DrainPayloadWait(key);
 }
 
 void WorkerRuntime::HandleCredit(const protocol::Credit& credit) {
@@ -481,31 +508,50 @@ void WorkerRuntime::HandleCredit(const protocol::Credit& credit) {
     WarnDropped(s.message());
     return;
   }
-  if (!chunk_sender_.Contains("", credit.rid)) sending_.erase(credit.rid);
+  if (!chunk_sender_.Contains("", credit.rid)) {
+    if (credit.cancel && sending_.count(credit.rid) > 0) {
+      spdlog::warn("the head refused the checkpoint of request {}", credit.rid);
+    }
+    sending_.erase(credit.rid);
+  }
   PumpChunks();
 }
 
-void WorkerRuntime::EndPayloadWait(const ActorKey& key, std::optional<protocol::Message> restore,
-                                   const std::string& error) {
+void WorkerRuntime::CancelIncomingPayload(uint64_t rid) {
+  protocol::Credit cancel;
+  cancel.rid = rid;
+  cancel.cancel = true;
+  Send(protocol::Message{cancel, {}});
+}
+
+void WorkerRuntime::DrainPayloadWait(const ActorKey& key) {
   auto wait = payload_waits_.find(key);
-  std::deque<protocol::Message> later;
-  uint64_t restore_rid = 0;
-  if (wait != payload_waits_.end()) {
-    later.swap(wait->second.later);
-    restore_rid = wait->second.restore_rid;
-    payload_waits_.erase(wait);
+  if (wait == payload_waits_.end()) return;
+  std::deque<WaitingCommand> ready;
+  auto& queue = wait->second;
+  while (!queue.empty() && queue.front().message) {
+    ready.push_back(std::move(queue.front()));
+    queue.pop_front();
   }
-  if (restore) {
-    HandleActorCommand(std::move(*restore));
-    // In arrival order; a RESTORE among them may start a new wait, and the
-    // rest queue behind it again.
-    for (auto& m : later) RouteActorCommand(std::move(m));
-    return;
-  }
-  if (restore_rid != 0) SendFailure(CommandKind::kRestore, restore_rid, key, error);
-  for (const auto& m : later) {
-    const ActorCommandInfo info = DescribeActorCommand(m);
-    SendFailure(info.kind, info.rid, key, "after a failed RESTORE: " + error);
+  if (queue.empty()) payload_waits_.erase(wait);
+  // After the bookkeeping: HandleActorCommand does not touch the waits.
+  for (auto& w : ready) HandleActorCommand(std::move(*w.message));
+}
+
+void WorkerRuntime::FailPayloadWait(const ActorKey& key, const std::string& error) {
+  auto wait = payload_waits_.find(key);
+  if (wait == payload_waits_.end()) return;
+  std::deque<WaitingCommand> queue = std::move(wait->second);
+  payload_waits_.erase(wait);
+  for (auto& w : queue) {
+    if (w.arriving_rid != 0) {
+      restore_payloads_.Cancel("", w.arriving_rid);
+      CancelIncomingPayload(w.arriving_rid);
+      SendFailure(CommandKind::kRestore, w.arriving_rid, key, error);
+    } else if (w.message) {
+      const ActorCommandInfo info = DescribeActorCommand(*w.message);
+      SendFailure(info.kind, info.rid, key, "after a failed RESTORE: " + error);
+    }
   }
 }
 

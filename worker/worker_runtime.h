@@ -127,11 +127,14 @@ class WorkerRuntime {
   void HandleActorCommand(protocol::Message message);
   void HandleChunk(const protocol::Chunk& chunk, const std::string& bytes);
   void HandleCredit(const protocol::Credit& credit);
-  // Ends the wait of `key` for its RESTORE payload: the RESTORE (if given)
-  // goes to the actor, then every command that waited behind it; without it
-  // the RESTORE and those commands fail with `error`.
-  void EndPayloadWait(const ActorKey& key, std::optional<protocol::Message> restore,
-                      const std::string& error);
+  // Runs the commands at the front of `key`'s wait that are ready, up to the
+  // next RESTORE whose payload is still arriving; ends the wait when empty.
+  void DrainPayloadWait(const ActorKey& key);
+  // Ends `key`'s wait: its RESTOREs (arriving or complete) and the commands
+  // behind them fail with `error`; the head is told to stop their chunks.
+  void FailPayloadWait(const ActorKey& key, const std::string& error);
+  // Tells the head to stop sending the payload of `rid`.
+  void CancelIncomingPayload(uint64_t rid);
   void HandleAck(const protocol::Ack& m);
 
   // ---- runner events ----
@@ -180,13 +183,14 @@ class WorkerRuntime {
   protocol::ChunkSender chunk_sender_;          // SAVE replies to the head
   std::map<uint64_t, protocol::Message> sending_;  // rid -> header of a reply in chunks
   protocol::ChunkAssembler restore_payloads_;   // RESTORE payloads from the head
-  // An actor whose RESTORE payload is arriving: the commands that came after
-  // it, in arrival order.
-  struct PayloadWait {
-    uint64_t restore_rid = 0;
-    std::deque<protocol::Message> later;
+  // An actor with a RESTORE whose payload is arriving: its commands in
+  // arrival order. A RESTORE still arriving has its rid and no message yet;
+  // the front entry is always one (ready entries before it have run).
+  struct WaitingCommand {
+    uint64_t arriving_rid = 0;
+    std::optional<protocol::Message> message;
   };
-  std::map<ActorKey, PayloadWait> payload_waits_;
+  std::map<ActorKey, std::deque<WaitingCommand>> payload_waits_;
 
   // ---- actors ----
   uint64_t next_serial_ = 0;

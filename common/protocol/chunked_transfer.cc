@@ -46,6 +46,10 @@ void ChunkSender::Start(const std::string& peer, uint64_t rid, std::string paylo
 Status ChunkSender::OnCredit(const std::string& peer, const Credit& credit) {
   auto it = transfers_.find({peer, credit.rid});
   if (it == transfers_.end()) return Status::Ok();
+  if (credit.cancel) {
+    transfers_.erase(it);
+    return Status::Ok();
+  }
   Transfer& t = it->second;
   if (credit.received > t.sent || credit.received < t.credited) {
     return Status::InvalidArgument("CREDIT for request " + std::to_string(credit.rid) +

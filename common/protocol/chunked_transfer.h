@@ -60,7 +60,8 @@ class ChunkSender {
   // The receiver holds `received` bytes. A credit for an unknown transfer
   // (finished or cancelled) is ignored; one beyond what was sent, or going
   // backwards, is refused (InvalidArgument) and changes nothing. A transfer
-  // whose last byte is credited is finished and forgotten.
+  // whose last byte is credited, or that the receiver cancelled, is finished
+  // and forgotten.
   Status OnCredit(const std::string& peer, const Credit& credit);
   // Appends to `out` every chunk the windows allow now, in offset order per
   // transfer.

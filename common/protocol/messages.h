@@ -300,13 +300,16 @@ struct Chunk {
 
 // Flow control: the receiver of request `rid`'s payload holds its first
 // `received` bytes; the sender keeps at most a window beyond that in flight.
+// `cancel`: the receiver refused the payload; the sender drops the transfer.
 struct Credit {
   uint64_t rid = 0;
   uint64_t received = 0;
+  bool cancel = false;
   template <class V>
   void Visit(V& v) {
     v("rid", rid, Need::kRequired);
     v("received", received, Need::kRequired);
+    v("cancel", cancel, Need::kOptional);
   }
 };
 

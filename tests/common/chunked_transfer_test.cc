@@ -94,6 +94,23 @@ TEST(ChunkedTransferTest, BadCreditsAreRefusedAndChangeNothing) {
   EXPECT_FALSE(sender.OnCredit("w", Credit{1, 50}).ok()) << "credit going backwards";
 }
 
+TEST(ChunkedTransferTest, CancelFromTheReceiverEndsTheTransfer) {
+  ChunkSender sender(100, 200);
+  sender.Start("w", 1, Bytes(1000));
+  std::vector<ChunkSender::Outgoing> out;
+  sender.TakeSendable(out);
+  ASSERT_EQ(out.size(), 2u);
+  Credit cancel{1, 0, /*cancel=*/true};
+  ASSERT_TRUE(sender.OnCredit("w", cancel).ok());
+  EXPECT_FALSE(sender.Contains("w", 1));
+  out.clear();
+  sender.TakeSendable(out);
+  EXPECT_TRUE(out.empty());
+  auto decoded = Decode(Encode(Message{cancel, {}}));
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_TRUE(std::get<Credit>(decoded->body).cancel);
+}
+
 TEST(ChunkedTransferTest, AssemblerRefusesOversizeDuplicateAndInlineHeaders) {
   ChunkAssembler assembler(1000);
   EXPECT_FALSE(assembler.Expect("w", ReplyHeader(1, 1001)).ok());

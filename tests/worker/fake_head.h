@@ -51,6 +51,8 @@ class FakeHead {
   std::vector<protocol::Register> registers;
   // Every message not consumed by a WaitFor, in order (heartbeats excluded).
   std::vector<protocol::Message> others;
+  // Heartbeats received from the worker (answered, never returned by Recv).
+  size_t heartbeats = 0;
 
   template <class Body>
   void Send(const Body& body, std::string payload = {}) {
@@ -85,6 +87,7 @@ class FakeHead {
       EXPECT_TRUE(m.ok()) << m.status().ToString();
       if (!m.ok()) continue;
       if (std::holds_alternative<protocol::Heartbeat>(m->body)) {
+        ++heartbeats;
         if (!silent) Send(protocol::Heartbeat{});
         continue;
       }

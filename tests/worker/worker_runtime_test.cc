@@ -1,5 +1,6 @@
 #include "worker/worker_runtime.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -10,6 +11,7 @@
 
 #include "tests/worker/actor_harness.h"
 #include "tests/worker/fake_head.h"
+#include "worker/builtin_trainables.h"
 #include "worker/checkpoint_envelope.h"
 
 namespace ztune::worker {
@@ -80,6 +82,124 @@ class WorkerRuntimeTest : public ::testing::Test {
     worker_.reset();
     head_.reset();
   }
+
+  // ---- chunked transfers (common/protocol/chunked_transfer.h) ----
+
+  // How long a test waits for something that must happen: many heartbeats.
+  static constexpr milliseconds kPatience{100 * kHeartbeatMs};
+
+  // The first message of type T accepted by `pred`, looking first at what
+  // earlier waits set aside (head_->others, in arrival order) and then at
+  // what arrives. Fails the test after kPatience.
+  template <class T, class Pred>
+  std::optional<T> Take(Pred pred, std::string* payload = nullptr) {
+    auto& others = head_->others;
+    for (auto it = others.begin(); it != others.end(); ++it) {
+      if (auto* t = std::get_if<T>(&it->body); t != nullptr && pred(*t)) {
+        T out = *t;
+        if (payload != nullptr) *payload = std::move(it->payload);
+        others.erase(it);
+        return out;
+      }
+    }
+    return head_->WaitFor<T>(pred, kPatience, payload);
+  }
+  std::optional<Reply> TakeReply(uint64_t rid, std::string* payload = nullptr) {
+    return Take<Reply>([rid](const Reply& r) { return r.rid == rid; }, payload);
+  }
+  std::optional<ResultBatch> TakeBatch(uint64_t rid) {
+    return Take<ResultBatch>([rid](const ResultBatch& b) { return b.rid == rid; });
+  }
+  std::optional<Chunk> TakeChunk(uint64_t rid, std::string* bytes) {
+    return Take<Chunk>([rid](const Chunk& c) { return c.rid == rid; }, bytes);
+  }
+  std::optional<Credit> TakeCredit(uint64_t rid) {
+    return Take<Credit>([rid](const Credit& c) { return c.rid == rid; });
+  }
+
+  // Keeps the link alive until `n` more heartbeats from the worker have
+  // arrived; other messages go to head_->others. The worker heartbeats only
+  // after kHeartbeatMs without sending anything, so whatever it sent in one
+  // go before (a window of chunks, a credit) is in head_->others by then.
+  bool AwaitHeartbeats(size_t n) {
+    const size_t target = head_->heartbeats + n;
+    const auto deadline = std::chrono::steady_clock::now() + kPatience;
+    while (head_->heartbeats < target) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        ADD_FAILURE() << "no heartbeat from the worker within " << kPatience.count() << " ms";
+        return false;
+      }
+      auto m = head_->Recv(milliseconds(kHeartbeatMs));
+      if (m) head_->others.push_back(std::move(*m));
+    }
+    return true;
+  }
+
+  // Messages of type T in head_->others accepted by `pred`.
+  template <class T, class Pred>
+  size_t CountOthers(Pred pred) const {
+    size_t n = 0;
+    for (const auto& m : head_->others) {
+      if (auto* t = std::get_if<T>(&m.body); t != nullptr && pred(*t)) ++n;
+    }
+    return n;
+  }
+  size_t ChunksSetAside(uint64_t rid) const {
+    return CountOthers<Chunk>([rid](const Chunk& c) { return c.rid == rid; });
+  }
+  // Flow-control credits (not cancellations) set aside for `rid`.
+  size_t CreditsSetAside(uint64_t rid) const {
+    return CountOthers<Credit>([rid](const Credit& c) { return c.rid == rid && !c.cancel; });
+  }
+  // Cancellations ("stop sending this payload") set aside for `rid`.
+  size_t CancelsSetAside(uint64_t rid) const {
+    return CountOthers<Credit>([rid](const Credit& c) { return c.rid == rid && c.cancel; });
+  }
+
+  // Receives the chunks of request `rid` until `payload` holds `total` bytes,
+  // checking their order and size and crediting each (as the head does).
+  bool ReceiveChunks(uint64_t rid, uint64_t total, std::string& payload) {
+    while (payload.size() < total) {
+      std::string bytes;
+      auto c = TakeChunk(rid, &bytes);
+      if (!c) return false;
+      EXPECT_EQ(c->offset, payload.size());
+      EXPECT_FALSE(bytes.empty());
+      EXPECT_EQ(bytes.size(), std::min<uint64_t>(kChunkBytes, total - payload.size()));
+      if (c->offset != payload.size() || bytes.empty()) return false;
+      payload += bytes;
+      if (payload.size() > total) {
+        ADD_FAILURE() << "chunks run past the announced " << total << " bytes";
+        return false;
+      }
+      head_->Send(Credit{rid, payload.size()});
+    }
+    return true;
+  }
+
+  // SAVE of an actor whose checkpoint exceeds the inline limit: the REPLY
+  // header, then every chunk (credited). The whole payload into *payload.
+  std::optional<Reply> SaveChunked(uint64_t rid, const std::string& trial, uint64_t attempt,
+                                   std::string* payload) {
+    head_->Send(Save{rid, trial, attempt, "memory"});
+    std::string inline_payload;
+    auto header = TakeReply(rid, &inline_payload);
+    if (!header) return std::nullopt;
+    EXPECT_TRUE(header->ok) << header->error;
+    EXPECT_GT(header->payload_bytes, kInlinePayloadBytes);
+    EXPECT_TRUE(inline_payload.empty());
+    payload->clear();
+    if (!header->ok || header->payload_bytes == 0) return std::nullopt;
+    if (!ReceiveChunks(rid, header->payload_bytes, *payload)) return std::nullopt;
+    return header;
+  }
+
+  // Chunk `index` (of kChunkBytes) of `payload` for request `rid`.
+  void SendChunk(uint64_t rid, const std::string& payload, uint64_t index) {
+    const uint64_t offset = index * kChunkBytes;
+    head_->Send(Chunk{rid, offset}, payload.substr(offset, kChunkBytes));
+  }
+  static uint64_t ChunkCount(uint64_t bytes) { return (bytes + kChunkBytes - 1) / kChunkBytes; }
 
   zmq::context_t context_{1};
   TempDir dir_;
@@ -461,6 +581,412 @@ TEST_F(WorkerRuntimeTest, ShutdownSendsDisconnectAndStopsActors) {
     log = ss.str();
   }
   EXPECT_NE(log.find("stopped at iteration 0"), std::string::npos) << log;
+}
+
+// ---------------------------------------------------------------- chunked payloads
+
+// The link stays up while a test holds credits back or works on megabytes
+// (liveness 20 x 50 ms); heartbeats still come every 50 ms.
+constexpr int64_t kChunkTestLiveness = 20;
+
+// A SAVE reply up to kInlinePayloadBytes carries its payload inline; one byte
+// more and it is announced in a header and sent in chunks.
+TEST_F(WorkerRuntimeTest, SendsSaveRepliesInlineUpToTheLimitAndChunkedBeyond) {
+  Start(kChunkTestLiveness);
+  // The envelope and blob header around checkpoint_bytes, measured.
+  Create(1, "s", 1, "blob", Json{{"checkpoint_bytes", 1000}});
+  head_->Send(Save{2, "s", 1, "memory"});
+  std::string small;
+  auto r = TakeReply(2, &small);
+  ASSERT_TRUE(r.has_value());
+  ASSERT_TRUE(r->ok) << r->error;
+  EXPECT_EQ(r->payload_bytes, 0u);
+  EXPECT_EQ(r->data["bytes"], small.size());
+  ASSERT_GT(small.size(), 1000u);
+  const uint64_t overhead = small.size() - 1000;
+
+  // Exactly the limit: inline.
+  Create(3, "s", 2, "blob", Json{{"checkpoint_bytes", kInlinePayloadBytes - overhead}});
+  head_->Send(Save{4, "s", 2, "memory"});
+  std::string at_limit;
+  r = TakeReply(4, &at_limit);
+  ASSERT_TRUE(r.has_value());
+  ASSERT_TRUE(r->ok) << r->error;
+  EXPECT_EQ(r->payload_bytes, 0u);
+  EXPECT_EQ(at_limit.size(), kInlinePayloadBytes);
+  EXPECT_TRUE(DecodeEnvelope(at_limit).ok());
+
+  // One byte more: a header, then one chunk of it all.
+  Create(5, "s", 3, "blob", Json{{"checkpoint_bytes", kInlinePayloadBytes - overhead + 1}});
+  std::string chunked;
+  r = SaveChunked(6, "s", 3, &chunked);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->payload_bytes, kInlinePayloadBytes + 1);
+  EXPECT_EQ(r->data["bytes"], kInlinePayloadBytes + 1);
+  EXPECT_EQ(chunked.size(), kInlinePayloadBytes + 1);
+  EXPECT_TRUE(DecodeEnvelope(chunked).ok());
+}
+
+// SAVE of a 9 MiB + 17 blob: a REPLY header announcing the size, then chunks in
+// offset order, never more than a window (4 chunks) beyond the head's credits;
+// the worker's heartbeats flow while credits are held back; the reassembled
+// bytes are the checkpoint an inline SAVE would carry: a new actor restores
+// from them and trains on.
+TEST_F(WorkerRuntimeTest, SendsALargeSaveInChunksWithinTheCreditWindow) {
+  Start(kChunkTestLiveness);
+  const uint64_t kBlobBytes = 9 * kChunkBytes + 17;
+  const Json config{{"checkpoint_bytes", kBlobBytes}};
+  Create(1, "big", 1, "blob", config);
+  head_->Send(Train{2, "big", 1, 2, 60});
+  auto b = TakeBatch(2);
+  ASSERT_TRUE(b.has_value());
+  ASSERT_FALSE(b->failed) << b->error;
+  ASSERT_EQ(b->results.size(), 2u);
+
+  head_->Send(Save{3, "big", 1, "memory"});
+  std::string inline_payload = "not empty";
+  auto header = TakeReply(3, &inline_payload);
+  ASSERT_TRUE(header.has_value());
+  ASSERT_TRUE(header->ok) << header->error;
+  EXPECT_TRUE(inline_payload.empty());
+  const uint64_t total = header->payload_bytes;
+  ASSERT_GT(total, kBlobBytes);
+  EXPECT_EQ(header->data["bytes"], total);
+  EXPECT_EQ(header->data["iteration"], 2);
+  EXPECT_EQ(header->data["storage"], "memory");
+  ASSERT_EQ(ChunkCount(total), 10u);
+
+  // No credit: one window of whole chunks, then nothing while heartbeats go on.
+  const uint64_t window_chunks = kWindowBytes / kChunkBytes;
+  std::string payload;
+  for (uint64_t i = 0; i < window_chunks; ++i) {
+    std::string bytes;
+    auto c = TakeChunk(3, &bytes);
+    ASSERT_TRUE(c.has_value());
+    ASSERT_EQ(c->offset, payload.size());
+    ASSERT_EQ(bytes.size(), kChunkBytes);
+    payload += bytes;
+  }
+  ASSERT_TRUE(AwaitHeartbeats(2));
+  EXPECT_EQ(ChunksSetAside(3), 0u) << "chunks beyond the window without a credit";
+
+  // A credit for the first chunk opens the window by one chunk, no more.
+  head_->Send(Credit{3, kChunkBytes});
+  {
+    std::string bytes;
+    auto c = TakeChunk(3, &bytes);
+    ASSERT_TRUE(c.has_value());
+    ASSERT_EQ(c->offset, window_chunks * kChunkBytes);
+    ASSERT_EQ(bytes.size(), kChunkBytes);
+    payload += bytes;
+  }
+  ASSERT_TRUE(AwaitHeartbeats(1));
+  EXPECT_EQ(ChunksSetAside(3), 0u) << "chunks beyond the window after a credit of one chunk";
+
+  // Credit what arrived, then each chunk as it comes: the rest arrives.
+  head_->Send(Credit{3, payload.size()});
+  ASSERT_TRUE(ReceiveChunks(3, total, payload));
+  ASSERT_EQ(payload.size(), total);
+  // The transfer is over: nothing more for it, and the worker carries on.
+  ASSERT_TRUE(AwaitHeartbeats(1));
+  EXPECT_EQ(ChunksSetAside(3), 0u);
+  EXPECT_EQ(CountOthers<Reply>([](const Reply& r) { return r.rid == 3; }), 0u);
+
+  auto env = DecodeEnvelope(payload);
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  EXPECT_EQ(env->trainable, "blob");
+  EXPECT_EQ(env->trial_id, "big");
+  EXPECT_EQ(env->iteration, 2);
+  ASSERT_EQ(env->data.size(), 20 + kBlobBytes);
+  EXPECT_EQ(env->data.substr(0, 4), "BLB1");
+  EXPECT_TRUE(std::string_view(env->data).substr(20) == BlobContent(config, 2, kBlobBytes))
+      << "the reassembled checkpoint content differs";
+
+  Create(4, "big", 2, "blob", config);
+  head_->Send(Restore{5, "big", 2}, payload);
+  auto restored = TakeReply(5);
+  ASSERT_TRUE(restored.has_value());
+  ASSERT_TRUE(restored->ok) << restored->error;
+  EXPECT_EQ(restored->data["iteration"], 2);
+  head_->Send(Train{6, "big", 2, 1, 60});
+  b = TakeBatch(6);
+  ASSERT_TRUE(b.has_value());
+  ASSERT_FALSE(b->failed) << b->error;
+  ASSERT_EQ(b->results.size(), 1u);
+  EXPECT_EQ(b->results[0].result["training_iteration"], 3);
+}
+
+// A chunked SAVE reply cut by a DISCONNECT (re-register) is sent again whole
+// after the next REGISTERED: the header again, chunks from offset 0.
+TEST_F(WorkerRuntimeTest, SendsAnUnfinishedChunkedSaveAgainAfterReRegistering) {
+  Start(kChunkTestLiveness);
+  const uint64_t kBlobBytes = 5 * kChunkBytes + 17;
+  Create(1, "d", 1, "blob", Json{{"checkpoint_bytes", kBlobBytes}});
+  head_->Send(Save{2, "d", 1, "memory"});
+  auto header = TakeReply(2);
+  ASSERT_TRUE(header.has_value());
+  ASSERT_TRUE(header->ok) << header->error;
+  const uint64_t total = header->payload_bytes;
+  ASSERT_GT(total, kWindowBytes + kChunkBytes);
+  // One window, one credit, one more chunk: 5 of 6 chunks sent, 1 credited.
+  std::string first;
+  for (int i = 0; i < 4; ++i) {
+    std::string bytes;
+    ASSERT_TRUE(TakeChunk(2, &bytes).has_value());
+    first += bytes;
+  }
+  head_->Send(Credit{2, kChunkBytes});
+  {
+    std::string bytes;
+    auto c = TakeChunk(2, &bytes);
+    ASSERT_TRUE(c.has_value());
+    ASSERT_EQ(c->offset, first.size());
+    first += bytes;
+  }
+
+  head_->Send(Disconnect{"unknown worker; register again"});
+  auto reg = Take<Register>([](const Register& r) { return r.incarnation == 2; });
+  ASSERT_TRUE(reg.has_value());
+  ASSERT_EQ(reg->live_actors.size(), 1u);
+  std::string inline_payload = "not empty";
+  auto again = TakeReply(2, &inline_payload);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_TRUE(again->ok);
+  EXPECT_EQ(again->payload_bytes, total);
+  EXPECT_EQ(again->data, header->data);
+  EXPECT_TRUE(inline_payload.empty());
+  // Nothing of the first transfer came after the DISCONNECT (the window was full).
+  EXPECT_EQ(ChunksSetAside(2), 0u);
+
+  std::string payload;
+  ASSERT_TRUE(ReceiveChunks(2, total, payload));
+  EXPECT_TRUE(payload.compare(0, first.size(), first) == 0);
+  EXPECT_TRUE(DecodeEnvelope(payload).ok());
+  ASSERT_TRUE(AwaitHeartbeats(2));
+  EXPECT_EQ(ChunksSetAside(2), 0u);
+  EXPECT_EQ(CountOthers<Reply>([](const Reply& r) { return r.rid == 2; }), 0u)
+      << "the SAVE was answered a third time";
+}
+
+// A chunked RESTORE with a TRAIN sent between its header and its last chunk
+// (as the head does when it starts a trial from a checkpoint): each chunk is
+// credited; the TRAIN waits for the payload and runs after the RESTORE, from
+// the restored iteration.
+TEST_F(WorkerRuntimeTest, RunsCommandsThatArriveDuringAChunkedRestoreAfterIt) {
+  Start(kChunkTestLiveness);
+  const Json config{{"checkpoint_bytes", 2 * kChunkBytes + 17}};
+  Create(1, "r", 1, "blob", config);
+  head_->Send(Train{2, "r", 1, 3, 60});
+  auto b = TakeBatch(2);
+  ASSERT_TRUE(b.has_value());
+  ASSERT_EQ(b->results.size(), 3u);
+  std::string checkpoint;
+  ASSERT_TRUE(SaveChunked(3, "r", 1, &checkpoint).has_value());
+  ASSERT_EQ(ChunkCount(checkpoint.size()), 3u);
+
+  Create(4, "r", 2, "blob", config);
+  head_->others.clear();
+  head_->Send(Restore{5, "r", 2, checkpoint.size()});
+  SendChunk(5, checkpoint, 0);
+  auto credit = TakeCredit(5);
+  ASSERT_TRUE(credit.has_value());
+  EXPECT_EQ(credit->received, kChunkBytes);
+  head_->Send(Train{6, "r", 2, 1, 60});
+  SendChunk(5, checkpoint, 1);
+  credit = TakeCredit(5);
+  ASSERT_TRUE(credit.has_value());
+  EXPECT_EQ(credit->received, 2 * kChunkBytes);
+  // The TRAIN has not run: the actor has not got its checkpoint yet.
+  ASSERT_TRUE(AwaitHeartbeats(2));
+  EXPECT_EQ(CountOthers<ResultBatch>([](const ResultBatch& x) { return x.rid == 6; }), 0u)
+      << "the TRAIN ran before the RESTORE's payload was complete";
+  EXPECT_EQ(CountOthers<Reply>([](const Reply& x) { return x.rid == 5; }), 0u);
+
+  SendChunk(5, checkpoint, 2);
+  credit = TakeCredit(5);
+  ASSERT_TRUE(credit.has_value());
+  EXPECT_EQ(credit->received, checkpoint.size());
+  auto restored = TakeReply(5);
+  ASSERT_TRUE(restored.has_value());
+  ASSERT_TRUE(restored->ok) << restored->error;
+  EXPECT_EQ(restored->data["iteration"], 3);
+  EXPECT_EQ(restored->payload_bytes, 0u);
+  // Everything that arrived before the RESTORE's reply is set aside: not the batch.
+  EXPECT_EQ(CountOthers<ResultBatch>([](const ResultBatch& x) { return x.rid == 6; }), 0u)
+      << "the TRAIN was answered before the RESTORE";
+  b = TakeBatch(6);
+  ASSERT_TRUE(b.has_value());
+  ASSERT_FALSE(b->failed) << b->error;
+  ASSERT_EQ(b->results.size(), 1u);
+  EXPECT_EQ(b->results[0].seq, 1u);
+  EXPECT_EQ(b->results[0].result["training_iteration"], 4);
+  EXPECT_EQ(b->results[0].result["iterations_since_restore"], 1);
+  EXPECT_EQ(CreditsSetAside(5), 0u);  // one credit per chunk, no more
+}
+
+// A STOP while a chunked RESTORE's payload is incomplete cancels the wait: the
+// RESTORE fails (naming the STOP), the TRAIN queued behind it fails, the STOP
+// goes through; the rest of the payload is dropped without credits.
+TEST_F(WorkerRuntimeTest, StopCancelsAnIncompleteChunkedRestore) {
+  Start(kChunkTestLiveness);
+  Create(1, "s", 1, "blob", Json{{"checkpoint_bytes", 1000}});
+  const std::string junk(3 * kChunkBytes, 'x');  // never complete, never checked
+  head_->others.clear();
+  head_->Send(Restore{2, "s", 1, junk.size()});
+  SendChunk(2, junk, 0);
+  auto credit = TakeCredit(2);
+  ASSERT_TRUE(credit.has_value());
+  EXPECT_EQ(credit->received, kChunkBytes);
+  head_->Send(Train{3, "s", 1, 1, 60});
+  head_->Send(Stop{4, "s", 1, 1000});
+
+  auto stopped = TakeReply(4);
+  ASSERT_TRUE(stopped.has_value());
+  EXPECT_TRUE(stopped->ok) << stopped->error;
+  // Both failures were sent before the STOP ran, in order.
+  std::vector<const Message*> answers;
+  for (const auto& m : head_->others) {
+    if (std::holds_alternative<Reply>(m.body) || std::holds_alternative<ResultBatch>(m.body)) {
+      answers.push_back(&m);
+    }
+  }
+  ASSERT_EQ(answers.size(), 2u);
+  const auto* restore = std::get_if<Reply>(&answers[0]->body);
+  ASSERT_NE(restore, nullptr);
+  EXPECT_EQ(restore->rid, 2u);
+  EXPECT_FALSE(restore->ok);
+  EXPECT_NE(restore->error.find("STOP"), std::string::npos) << restore->error;
+  EXPECT_EQ(restore->trial_id, "s");
+  EXPECT_EQ(restore->attempt, 1u);
+  const auto* train = std::get_if<ResultBatch>(&answers[1]->body);
+  ASSERT_NE(train, nullptr);
+  EXPECT_EQ(train->rid, 3u);
+  EXPECT_TRUE(train->failed);
+  EXPECT_TRUE(train->results.empty());
+  EXPECT_NE(train->error.find("RESTORE"), std::string::npos) << train->error;
+  EXPECT_NE(train->error.find("STOP"), std::string::npos) << train->error;
+  EXPECT_EQ(CancelsSetAside(2), 1u) << "the head is told to stop sending";
+  head_->others.clear();
+  answers.clear();
+
+  // The rest of the payload finds no transfer: no credit, no second answer.
+  SendChunk(2, junk, 1);
+  SendChunk(2, junk, 2);
+  ASSERT_TRUE(AwaitHeartbeats(2));
+  EXPECT_EQ(CreditsSetAside(2), 0u);
+  EXPECT_EQ(CountOthers<Reply>([](const Reply&) { return true; }), 0u);
+  EXPECT_EQ(CountOthers<ResultBatch>([](const ResultBatch&) { return true; }), 0u);
+  // The key is free, and commands for it are not held back by a stale wait.
+  Create(5, "s", 1, "noop");
+  head_->Send(Train{6, "s", 1, 1, 60});
+  auto b = TakeBatch(6);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_FALSE(b->failed) << b->error;
+}
+
+// A chunked RESTORE for an actor that does not exist is answered at once,
+// before any chunk; its chunks are then dropped without credits.
+TEST_F(WorkerRuntimeTest, FailsAChunkedRestoreForAnUnknownActorAtOnce) {
+  Start(kChunkTestLiveness);
+  head_->Send(Restore{1, "ghost", 2, 2 * kChunkBytes});
+  auto r = TakeReply(1);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_FALSE(r->ok);
+  EXPECT_EQ(r->error, "no actor for trial ghost attempt 2 on worker " + worker_->id());
+  EXPECT_EQ(r->trial_id, "ghost");
+  EXPECT_EQ(r->attempt, 2u);
+  EXPECT_EQ(CreditsSetAside(1), 0u);
+  EXPECT_EQ(CancelsSetAside(1), 1u) << "the head is told to stop sending";
+
+  const std::string junk(2 * kChunkBytes, 'x');
+  SendChunk(1, junk, 0);
+  SendChunk(1, junk, 1);
+  ASSERT_TRUE(AwaitHeartbeats(2));
+  EXPECT_EQ(CreditsSetAside(1), 0u);
+  EXPECT_EQ(CountOthers<Reply>([](const Reply& x) { return x.rid == 1; }), 0u);
+  // No wait was left behind for that key.
+  Create(2, "ghost", 2, "noop");
+  head_->Send(Train{3, "ghost", 2, 1, 60});
+  auto b = TakeBatch(3);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_FALSE(b->failed) << b->error;
+}
+
+// A chunk out of order ends its RESTORE (and the commands behind it) with an
+// error; the actor is untouched and takes commands again.
+TEST_F(WorkerRuntimeTest, FailsAChunkedRestoreWhoseChunksComeOutOfOrder) {
+  Start(kChunkTestLiveness);
+  Create(1, "o", 1, "blob", Json{{"checkpoint_bytes", 1000}});
+  const std::string junk(2 * kChunkBytes, 'x');
+  head_->others.clear();
+  head_->Send(Restore{2, "o", 1, junk.size()});
+  head_->Send(Train{3, "o", 1, 1, 60});
+  SendChunk(2, junk, 1);  // offset 1 MiB first
+  auto r = TakeReply(2);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_FALSE(r->ok);
+  EXPECT_NE(r->error.find("RESTORE payload refused"), std::string::npos) << r->error;
+  EXPECT_NE(r->error.find("offset"), std::string::npos) << r->error;
+  auto b = TakeBatch(3);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_TRUE(b->failed);
+  EXPECT_NE(b->error.find("RESTORE"), std::string::npos) << b->error;
+  EXPECT_EQ(CreditsSetAside(2), 0u);
+  EXPECT_EQ(CancelsSetAside(2), 1u) << "the head is told to stop sending";
+
+  head_->Send(Train{4, "o", 1, 1, 60});
+  b = TakeBatch(4);
+  ASSERT_TRUE(b.has_value());
+  ASSERT_FALSE(b->failed) << b->error;
+  EXPECT_EQ(b->results[0].result["training_iteration"], 1);
+}
+
+// Two chunked RESTOREs for one actor, the first larger than a window, in the
+// order the head sends them (HeadServer::SendOutgoing: header, then as many
+// chunks as each transfer's window allows): H5, C5[0..3], H6, C6[0..3], and
+// C5[4..] once C5's chunks are credited. Both are restored in order. (This
+// deadlocked when the second header waited behind the first without its
+// transfer being registered: its chunks were dropped uncredited.)
+TEST_F(WorkerRuntimeTest, RestoresTwoChunkedRestoresQueuedBackToBack) {
+  Start(kChunkTestLiveness);
+  const Json config{{"checkpoint_bytes", 5 * kChunkBytes + 17}};
+  Create(1, "q", 1, "blob", config);
+  std::string checkpoint;
+  ASSERT_TRUE(SaveChunked(2, "q", 1, &checkpoint).has_value());
+  const uint64_t chunks = ChunkCount(checkpoint.size());
+  const uint64_t window_chunks = kWindowBytes / kChunkBytes;
+  ASSERT_GT(chunks, window_chunks);
+
+  Create(3, "q", 2, "blob", config);
+  head_->others.clear();
+  head_->Send(Restore{5, "q", 2, checkpoint.size()});
+  for (uint64_t i = 0; i < window_chunks; ++i) SendChunk(5, checkpoint, i);
+  head_->Send(Restore{6, "q", 2, checkpoint.size()});
+  for (uint64_t i = 0; i < window_chunks; ++i) SendChunk(6, checkpoint, i);
+  head_->Send(Train{7, "q", 2, 1, 60});
+  for (uint64_t i = 0; i < window_chunks; ++i) {
+    auto credit = TakeCredit(5);
+    ASSERT_TRUE(credit.has_value());
+    EXPECT_EQ(credit->received, (i + 1) * kChunkBytes);
+  }
+  for (uint64_t i = window_chunks; i < chunks; ++i) SendChunk(5, checkpoint, i);
+  auto first = TakeReply(5);
+  ASSERT_TRUE(first.has_value());
+  ASSERT_TRUE(first->ok) << first->error;
+
+  // The head sends the rest of RESTORE 6 only as its first window is credited.
+  for (uint64_t i = 0; i < window_chunks; ++i) {
+    auto credit = TakeCredit(6);
+    ASSERT_TRUE(credit.has_value()) << "chunk " << i << " of RESTORE 6 was not credited";
+    EXPECT_EQ(credit->received, (i + 1) * kChunkBytes);
+  }
+  for (uint64_t i = window_chunks; i < chunks; ++i) SendChunk(6, checkpoint, i);
+  auto second = TakeReply(6);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_TRUE(second->ok) << second->error;
+  auto b = TakeBatch(7);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_FALSE(b->failed) << b->error;
 }
 
 }  // namespace
