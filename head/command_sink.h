@@ -3,6 +3,7 @@
 // Called on the head loop thread only.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "common/protocol/messages.h"
@@ -19,6 +20,11 @@ class CommandSink {
   virtual ~CommandSink() = default;
   virtual void SendToWorker(const std::string& worker_id, protocol::Message message,
                             SendTiming timing) = 0;
+  // Runs `op`, a long store operation (reading a large checkpoint), to
+  // completion before returning. The head server runs it on its store thread
+  // and keeps heartbeats going meanwhile; `op` must touch nothing but the
+  // store and what it captures.
+  virtual void RunLongStoreOperation(const std::function<void()>& op) { op(); }
 };
 
 }  // namespace ztune::head

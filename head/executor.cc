@@ -43,7 +43,7 @@ uint64_t Executor::Send(const std::string& worker_id, Future f, protocol::Body b
 void Executor::StartTrial(const Trial& trial, const std::string& trainable,
                           const std::string& worker_id,
                           const std::map<std::string, double>& bundle0,
-                          const std::vector<int64_t>& gpu_ids, const std::string* checkpoint,
+                          const std::vector<int64_t>& gpu_ids, std::string* checkpoint,
                           const TrainBuffer& buffer) {
   protocol::CreateActor create;
   create.trial_id = trial.trial_id;
@@ -63,7 +63,7 @@ void Executor::StartTrial(const Trial& trial, const std::string& trainable,
     restore.trial_id = trial.trial_id;
     restore.attempt = trial.attempt;
     f.type = FutureType::kRestore;
-    Send(worker_id, f, restore, *checkpoint, SendTiming::kAfterCommit);
+    Send(worker_id, f, restore, std::move(*checkpoint), SendTiming::kAfterCommit);
   }
   protocol::Train train;
   train.trial_id = trial.trial_id;
@@ -98,7 +98,7 @@ void Executor::Reset(const Trial& trial, const std::string& old_trial_id, uint64
        SendTiming::kAfterCommit);
 }
 
-void Executor::ResumeOnActor(const Trial& trial, const std::string* checkpoint,
+void Executor::ResumeOnActor(const Trial& trial, std::string* checkpoint,
                              const TrainBuffer& buffer) {
   if (checkpoint != nullptr) {
     protocol::Restore restore;
@@ -106,7 +106,7 @@ void Executor::ResumeOnActor(const Trial& trial, const std::string* checkpoint,
     restore.attempt = trial.attempt;
     Send(trial.worker_id,
          Future{FutureType::kRestore, trial.trial_id, trial.attempt, {}, 0, {}, 0}, restore,
-         *checkpoint, SendTiming::kNow);
+         std::move(*checkpoint), SendTiming::kNow);
   }
   ContinueTraining(trial, buffer);
 }

@@ -41,20 +41,22 @@ class Executor {
   Executor(CommandSink& sink, const Clock& clock) : sink_(sink), clock_(clock) {}
 
   // Creates the actor of `trial`'s current attempt on `worker_id` and, when
-  // `checkpoint` is non-null, restores it; then starts training. The caller
-  // has bumped the attempt and assigned the group. Pipelined: the worker runs
-  // an actor's commands in order, so no round trip is waited for.
+  // `checkpoint` is non-null, restores it (moved from: checkpoints are
+  // megabytes); then starts training. The caller has bumped the attempt and
+  // assigned the group. Pipelined: the worker runs an actor's commands in
+  // order, so no round trip is waited for.
   void StartTrial(const Trial& trial, const std::string& trainable, const std::string& worker_id,
                   const std::map<std::string, double>& bundle0, const std::vector<int64_t>& gpu_ids,
-                  const std::string* checkpoint, const TrainBuffer& buffer);
+                  std::string* checkpoint, const TrainBuffer& buffer);
   void ContinueTraining(const Trial& trial, const TrainBuffer& buffer,
                         SendTiming timing = SendTiming::kNow);
   // Actor reuse: the actor of (old_trial_id, old_attempt) on the trial's worker
   // becomes the actor of `trial`'s current attempt. The reply says whether the
   // trainable accepted the new config; nothing else is sent until it comes.
   void Reset(const Trial& trial, const std::string& old_trial_id, uint64_t old_attempt);
-  // After a successful RESET: restore (when `checkpoint` is set) and train.
-  void ResumeOnActor(const Trial& trial, const std::string* checkpoint, const TrainBuffer& buffer);
+  // After a successful RESET: restore (when `checkpoint` is set; moved from)
+  // and train.
+  void ResumeOnActor(const Trial& trial, std::string* checkpoint, const TrainBuffer& buffer);
   // Asks the actor to export its model; survives the STOP that follows.
   void Export(const Trial& trial, const std::vector<std::string>& formats);
   void Save(const Trial& trial, const std::string& storage,

@@ -21,8 +21,7 @@ HeadServer::HeadServer(zmq::context_t& context, storage::Store& store, HeadServe
       clients_(runner_),
       workers_(context_, zmq::socket_type::router),
       client_socket_(context_, zmq::socket_type::router),
-      save_payloads_(static_cast<uint64_t>(options_.max_worker_message_bytes)),
-      writer_(store_) {}
+      save_payloads_(static_cast<uint64_t>(options_.max_worker_message_bytes)) {}
 
 Status HeadServer::Start() {
   RETURN_IF_ERROR(runner_.Load());
@@ -345,14 +344,14 @@ void HeadServer::DrainClients() {
   }
 }
 
-void HeadServer::SendHeartbeats(bool during_commit) {
+void HeadServer::SendHeartbeats(bool store_busy) {
   TimeMs now = clock_.NowMs();
   if (now - last_heartbeat_sent_ < options_.runner.heartbeat_ms) return;
   last_heartbeat_sent_ = now;
   auto frames = protocol::Encode(protocol::Message{protocol::Heartbeat{}, {}});
   for (const auto& [id, w] : runner_.registry().workers()) {
     if (!w.alive) continue;
-    if (during_commit) {
+    if (store_busy) {
       zmqutil::SendFrames(workers_, frames, id).IgnoreError();
     } else {
       SendFramesToWorker(id, frames);
@@ -360,22 +359,31 @@ void HeadServer::SendHeartbeats(bool during_commit) {
   }
 }
 
-Status HeadServer::CommitTurn(storage::WriteBatch batch) {
+Status HeadServer::RunOffLoop(const std::function<Status()>& job, const std::string& what) {
   const TimeMs start = clock_.NowMs();
-  const size_t bytes = batch.bytes();
-  writer_.Begin(std::move(batch));
+  store_thread_.Begin(job);
   while (true) {
     const TimeMs next = last_heartbeat_sent_ + options_.runner.heartbeat_ms - clock_.NowMs();
-    if (std::optional<Status> s = writer_.Wait(std::max<TimeMs>(1, next))) {
+    if (std::optional<Status> s = store_thread_.Wait(std::max<TimeMs>(1, next))) {
       const TimeMs took = clock_.NowMs() - start;
       if (took > options_.runner.heartbeat_ms) {
-        ++stats_.slow_commits;
-        spdlog::info("slow commit: {} bytes in {} ms (heartbeats kept going)", bytes, took);
+        ++stats_.slow_store_operations;
+        spdlog::info("slow {}: {} ms (heartbeats kept going)", what, took);
       }
       return *std::move(s);
     }
-    SendHeartbeats(/*during_commit=*/true);
+    SendHeartbeats(/*store_busy=*/true);
   }
+}
+
+void HeadServer::RunLongStoreOperation(const std::function<void()>& op) {
+  RunOffLoop(
+      [&op] {
+        op();
+        return Status::Ok();
+      },
+      "store read")
+      .IgnoreError();
 }
 
 Status HeadServer::Run(const std::atomic<bool>& stop) {
@@ -398,7 +406,8 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     storage::WriteBatch batch;
     runner_.FlushTo(batch);
     if (!batch.empty()) {
-      Status s = CommitTurn(std::move(batch));
+      const std::string what = "commit of " + std::to_string(batch.bytes()) + " bytes";
+      Status s = RunOffLoop([&] { return store_.Commit(batch); }, what);
       if (!s.ok()) {
         spdlog::critical("commit failed: {}; the head stops (restart it on the same data dir)",
                          s.ToString());

@@ -21,7 +21,7 @@
 #include "common/status.h"
 #include "head/client_service.h"
 #include "head/command_sink.h"
-#include "head/commit_writer.h"
+#include "head/store_thread.h"
 #include "head/trial_runner.h"
 #include "storage/store.h"
 
@@ -43,7 +43,7 @@ struct HeadStats {
   uint64_t messages_in = 0;
   uint64_t malformed = 0;
   uint64_t unknown_senders = 0;
-  uint64_t slow_commits = 0;  // commits longer than one heartbeat interval
+  uint64_t slow_store_operations = 0;  // longer than one heartbeat interval
 };
 
 class HeadServer final : public CommandSink {
@@ -58,6 +58,7 @@ class HeadServer final : public CommandSink {
 
   void SendToWorker(const std::string& worker_id, protocol::Message message,
                     SendTiming timing) override;
+  void RunLongStoreOperation(const std::function<void()>& op) override;
 
   const std::string& worker_endpoint() const { return bound_worker_endpoint_; }
   const std::string& client_endpoint() const { return bound_client_endpoint_; }
@@ -96,12 +97,13 @@ class HeadServer final : public CommandSink {
   // Drops the transfers of workers that died or registered anew.
   void DropTransfersOf(const std::string& worker_id);
   void DropTransfersOfDeadWorkers();
-  // Commits the turn's batch on the writer thread, sending heartbeats while
-  // it runs.
-  Status CommitTurn(storage::WriteBatch batch);
-  // Once per heartbeat interval. `during_commit`: a failed send is not
-  // reported to the runner, which must not act while the commit runs.
-  void SendHeartbeats(bool during_commit = false);
+  // Runs `job` on the store thread, sending heartbeats while it runs; logs
+  // it (as `what`) when it took longer than one heartbeat interval.
+  Status RunOffLoop(const std::function<Status()>& job, const std::string& what);
+  // Once per heartbeat interval. `store_busy` (a store operation runs off the
+  // loop): a failed send is not reported to the runner, which must not act
+  // until the operation is done.
+  void SendHeartbeats(bool store_busy = false);
   void SendClientReply(const std::string& identity, const Json& reply, bool delimited);
   void WarnRateLimited(const std::string& what);
 
@@ -128,7 +130,7 @@ class HeadServer final : public CommandSink {
   HeadStats stats_;
   protocol::ChunkSender chunk_sender_;         // RESTORE payloads to workers
   protocol::ChunkAssembler save_payloads_;     // SAVE payloads from workers
-  CommitWriter writer_;
+  StoreThread store_thread_;
 };
 
 }  // namespace ztune::head

@@ -626,17 +626,21 @@ void TrialRunner::StartTrial(Trial& t, uint64_t group_id) {
     if (b.worker_id == host.worker_id) gpu_ids.insert(gpu_ids.end(), b.gpu_ids.begin(), b.gpu_ids.end());
   }
   std::string checkpoint_bytes;
-  const std::string* checkpoint = CheckpointFor(t, checkpoint_bytes);
+  std::string* checkpoint = CheckpointFor(t, checkpoint_bytes);
   if (t.start_time == 0) t.start_time = WallSeconds();
   SetStatus(t, TrialStatus::kRunning);
   executor_.StartTrial(t, e.spec.trainable, t.worker_id, bundle0, gpu_ids, checkpoint, BufferFor(t));
 }
 
-const std::string* TrialRunner::CheckpointFor(Trial& t, std::string& storage) {
-  const std::string* checkpoint = nullptr;
+std::string* TrialRunner::CheckpointFor(Trial& t, std::string& storage) {
+  std::string* checkpoint = nullptr;
   // Reads checkpoint `c` of trial `owner` into `storage`.
   auto read = [&](const std::string& owner, const CheckpointRecord& c) {
-    auto bytes = store_.Get(storage::Family::kCheckpoints, storage::CheckpointKey(owner, c.id));
+    Result<std::optional<std::string>> bytes = Status::Internal("not read");
+    // Megabytes from disk: off the loop thread, heartbeats keep going.
+    sink_.RunLongStoreOperation([&] {
+      bytes = store_.Get(storage::Family::kCheckpoints, storage::CheckpointKey(owner, c.id));
+    });
     if (bytes.ok() && bytes->has_value()) {
       storage = std::move(**bytes);
       checkpoint = &storage;
@@ -688,7 +692,7 @@ void TrialRunner::OnResetReply(Trial& t, const protocol::Reply& reply) {
   bool accepted = reply.ok && reply.data.is_object() && reply.data.value("reset", false);
   if (accepted) {
     std::string bytes;
-    const std::string* checkpoint = CheckpointFor(t, bytes);
+    std::string* checkpoint = CheckpointFor(t, bytes);
     executor_.ResumeOnActor(t, checkpoint, BufferFor(t));
     return;
   }

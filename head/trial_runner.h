@@ -151,7 +151,7 @@ class TrialRunner {
   void StartTrial(Trial& t, uint64_t group_id);
   void StartTrialOnCachedActor(Trial& t, const CachedActor& actor);
   // The trial's checkpoint to start from (memory, else newest persistent).
-  const std::string* CheckpointFor(Trial& t, std::string& storage);
+  std::string* CheckpointFor(Trial& t, std::string& storage);
   const std::string& RequestKeyOf(const Trial& t);
   int64_t KillAfterMs(const Experiment& e) const;
   // The trial no longer needs its actor: cache it for reuse when allowed and

@@ -1,4 +1,4 @@
-#include "head/commit_writer.h"
+#include "head/store_thread.h"
 
 #include <chrono>
 
@@ -6,9 +6,9 @@
 
 namespace ztune::head {
 
-CommitWriter::CommitWriter(storage::Store& store) : store_(store), thread_([this] { Run(); }) {}
+StoreThread::StoreThread() : thread_([this] { Run(); }) {}
 
-CommitWriter::~CommitWriter() {
+StoreThread::~StoreThread() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     quit_ = true;
@@ -17,19 +17,19 @@ CommitWriter::~CommitWriter() {
   thread_.join();
 }
 
-void CommitWriter::Begin(storage::WriteBatch batch) {
+void StoreThread::Begin(std::function<Status()> job) {
   CHECK(!in_progress_);
+  CHECK(job != nullptr);
   in_progress_ = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    batch_ = std::move(batch);
-    has_work_ = true;
+    job_ = std::move(job);
     done_ = false;
   }
   cv_.notify_all();
 }
 
-std::optional<Status> CommitWriter::Wait(TimeMs timeout_ms) {
+std::optional<Status> StoreThread::Wait(TimeMs timeout_ms) {
   CHECK(in_progress_);
   std::unique_lock<std::mutex> lock(mu_);
   if (!cv_.wait_for(lock, std::chrono::milliseconds(std::max<TimeMs>(0, timeout_ms)),
@@ -41,16 +41,16 @@ std::optional<Status> CommitWriter::Wait(TimeMs timeout_ms) {
   return std::move(result_);
 }
 
-void CommitWriter::Run() {
+void StoreThread::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return has_work_ || quit_; });
-    if (has_work_) {
-      storage::WriteBatch batch = std::move(batch_);
-      batch_.Clear();
-      has_work_ = false;
+    cv_.wait(lock, [&] { return job_ != nullptr || quit_; });
+    if (job_ != nullptr) {
+      std::function<Status()> job = std::move(job_);
+      job_ = nullptr;
       lock.unlock();
-      Status s = store_.Commit(batch);
+      Status s = job();
+      job = nullptr;  // releases what the job captured before the loop goes on
       lock.lock();
       result_ = std::move(s);
       done_ = true;

@@ -1,0 +1,56 @@
+// StoreThread: runs the head loop's long store operations (the turn's commit,
+// reading a large checkpoint) on its own thread, so that the loop can keep
+// sending heartbeats meanwhile. Without it a 64 MiB checkpoint's commit or
+// read silenced the head for longer than the workers' liveness window and
+// they reconnected in the middle of their work.
+//
+// The loop still waits for each operation before it acts on anything else:
+// while it waits it only sends heartbeats, which depend on no state. So the
+// store is used by one thread at a time: this one between Begin() and the
+// Wait() that returns the job's status, the loop otherwise.
+//
+// Thread affinity: Begin() and Wait() on the loop thread only.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace ztune::head {
+
+class StoreThread {
+ public:
+  StoreThread();
+  // Joins the thread; a job in progress finishes first.
+  ~StoreThread();
+  StoreThread(const StoreThread&) = delete;
+  StoreThread& operator=(const StoreThread&) = delete;
+
+  // Starts `job` on the thread. CHECK: no job in progress.
+  void Begin(std::function<Status()> job);
+  // Waits up to `timeout_ms` for the job Begin() started; its status once it
+  // is done (the thread is idle again), std::nullopt on timeout. CHECK: a job
+  // was started.
+  std::optional<Status> Wait(TimeMs timeout_ms);
+
+ private:
+  void Run();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  // Guarded by mu_.
+  std::function<Status()> job_;
+  bool done_ = false;
+  bool quit_ = false;
+  Status result_;
+  // Loop thread only.
+  bool in_progress_ = false;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+}  // namespace ztune::head
