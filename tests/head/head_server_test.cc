@@ -1,0 +1,143 @@
+// HeadServer with real sockets on loopback: the head keeps heartbeating its
+// workers while a slow commit runs (the store is slowed on purpose), so a
+// worker with a liveness window shorter than the commit never sees it silent.
+#include "head/head_server.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "common/protocol/codec.h"
+#include "common/zmq/socket_util.h"
+#include "storage/in_memory_store.h"
+
+namespace ztune::head {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// An in-memory store whose commits take `delay_ms` (set by the test thread,
+// read by the head's store thread).
+class SlowStore final : public storage::Store {
+ public:
+  std::atomic<int64_t> delay_ms{0};
+  Status Commit(const storage::WriteBatch& batch) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
+    return base_.Commit(batch);
+  }
+  Result<std::optional<std::string>> Get(storage::Family f, std::string_view key) override {
+    return base_.Get(f, key);
+  }
+  Status Scan(storage::Family f, std::string_view prefix,
+              const std::function<bool(std::string_view, std::string_view)>& fn) override {
+    return base_.Scan(f, prefix, fn);
+  }
+
+ private:
+  storage::InMemoryStore base_;
+};
+
+constexpr int64_t kHeartbeatMs = 100;
+constexpr int64_t kLiveness = 6;
+constexpr int64_t kCommitMs = 20 * kHeartbeatMs;
+
+TEST(HeadServerTest, HeartbeatsKeepGoingWhileACommitIsSlow) {
+  zmq::context_t context;
+  SlowStore store;
+  HeadServerOptions options;
+  options.worker_endpoint = "tcp://127.0.0.1:*";
+  options.client_endpoint = "tcp://127.0.0.1:*";
+  options.runner.heartbeat_ms = kHeartbeatMs;
+  options.runner.liveness = kLiveness;
+  HeadServer server(context, store, options);
+  ASSERT_TRUE(server.Start().ok());
+  std::atomic<bool> stop{false};
+  std::thread loop([&] { server.Run(stop).IgnoreError(); });
+
+  zmq::socket_t worker(context, zmq::socket_type::dealer);
+  ASSERT_TRUE(zmqutil::SetBytesOption(worker, ZMQ_ROUTING_ID, "w-1").ok());
+  ASSERT_TRUE(zmqutil::SetIntOption(worker, ZMQ_LINGER, 0).ok());
+  ASSERT_TRUE(zmqutil::Connect(worker, server.worker_endpoint()).ok());
+  protocol::Register reg;
+  reg.worker_id = "w-1";
+  reg.resources = {{"CPU", 1}};
+  reg.trainables = {"noop"};
+  ASSERT_TRUE(zmqutil::SendFrames(worker, protocol::Encode({reg, {}})).ok());
+
+  // Receives one message within `timeout_ms`; std::nullopt otherwise.
+  auto receive = [&](int64_t timeout_ms) -> std::optional<protocol::Message> {
+    zmq::pollitem_t item{worker.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms));
+    auto parts = zmqutil::RecvMultipart(worker);
+    if (!parts.ok() || parts->empty()) return std::nullopt;
+    std::vector<std::string_view> views;
+    for (const auto& p : *parts) views.emplace_back(static_cast<const char*>(p.data()), p.size());
+    auto m = protocol::Decode(std::span<const std::string_view>(views));
+    if (!m.ok()) return std::nullopt;
+    return std::move(m).value();
+  };
+  bool registered = false;
+  for (auto deadline = Clock::now() + std::chrono::seconds(10); !registered && Clock::now() < deadline;) {
+    auto m = receive(kHeartbeatMs);
+    registered = m && std::holds_alternative<protocol::Registered>(m->body);
+  }
+  ASSERT_TRUE(registered);
+
+  // Every commit from now takes 20 heartbeat intervals; a submission commits.
+  store.delay_ms = kCommitMs;
+  zmq::socket_t client(context, zmq::socket_type::dealer);
+  ASSERT_TRUE(zmqutil::SetIntOption(client, ZMQ_LINGER, 0).ok());
+  ASSERT_TRUE(zmqutil::Connect(client, server.client_endpoint()).ok());
+  const auto submitted = Clock::now();
+  ASSERT_TRUE(zmqutil::SendFrames(client, {protocol::kVersion,
+                                           R"({"op": "submit", "rid": 1, "spec": {"trainable": "noop",
+                                              "stop": {"training_iteration": 1}}})"})
+                  .ok());
+
+  // As a worker: heartbeat, and note when anything arrives from the head,
+  // until the client's answer (after the slow commit) and one more interval.
+  std::vector<Clock::time_point> heard;
+  auto last_sent = Clock::now();
+  bool answered = false;
+  Clock::time_point answered_at;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(10 * kCommitMs);
+  while (Clock::now() < deadline && (!answered || Clock::now() < answered_at + std::chrono::milliseconds(kHeartbeatMs))) {
+    if (Clock::now() - last_sent >= std::chrono::milliseconds(kHeartbeatMs)) {
+      ASSERT_TRUE(zmqutil::SendFrames(worker, protocol::Encode({protocol::Heartbeat{}, {}})).ok());
+      last_sent = Clock::now();
+    }
+    if (receive(10)) heard.push_back(Clock::now());
+    auto reply = zmqutil::RecvMultipart(client);
+    if (!answered && reply.ok() && !reply->empty()) {
+      answered = true;
+      answered_at = Clock::now();
+      const Json r = Json::parse((*reply).back().to_string_view(), nullptr, false);
+      EXPECT_EQ(r.value("ok", false), true) << r.dump();
+    }
+  }
+  stop = true;
+  loop.join();
+  ASSERT_TRUE(answered) << "the submission was never answered";
+  const auto commit_took =
+      std::chrono::duration_cast<std::chrono::milliseconds>(answered_at - submitted).count();
+  EXPECT_GE(commit_took, kCommitMs) << "the commit was not slow: the test proves nothing";
+
+  // The longest silence the worker saw, from the submission to the answer.
+  int64_t longest = 0;
+  auto previous = submitted;
+  for (const auto& t : heard) {
+    if (t > answered_at) break;
+    longest = std::max<int64_t>(
+        longest, std::chrono::duration_cast<std::chrono::milliseconds>(t - previous).count());
+    previous = t;
+  }
+  EXPECT_LT(longest, kHeartbeatMs * kLiveness)
+      << "the worker would have presumed the head dead during a " << commit_took << " ms commit";
+  EXPECT_GT(server.stats().slow_store_operations, 0u);
+}
+
+}  // namespace
+}  // namespace ztune::head
