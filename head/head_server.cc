@@ -21,7 +21,13 @@ HeadServer::HeadServer(zmq::context_t& context, storage::Store& store, HeadServe
       clients_(runner_),
       workers_(context_, zmq::socket_type::router),
       client_socket_(context_, zmq::socket_type::router),
-      save_payloads_(static_cast<uint64_t>(options_.max_worker_message_bytes)) {}
+      payloads_(
+          static_cast<uint64_t>(options_.max_worker_message_bytes),
+          [this](const std::string& worker_id, const protocol::Message& m) {
+            SendFramesToWorker(worker_id, protocol::Encode(m));
+          },
+          [this](const std::string& worker_id, const protocol::Reply& reply,
+                 const std::string& payload) { runner_.HandleReply(worker_id, reply, payload); }) {}
 
 Status HeadServer::Start() {
   RETURN_IF_ERROR(runner_.Load());
@@ -68,13 +74,8 @@ void HeadServer::SendToWorker(const std::string& worker_id, protocol::Message me
                               SendTiming timing) {
   Outgoing out;
   out.worker_id = worker_id;
-  if (message.payload.size() > protocol::kInlinePayloadBytes &&
-      std::holds_alternative<protocol::Restore>(message.body)) {
-    out.chunked_rid = protocol::HeaderRid(message.body);
-    out.chunked_payload = std::move(message.payload);
-    message.payload.clear();
-    protocol::SetAnnouncedPayloadBytes(message.body, out.chunked_payload.size());
-  }
+  out.streamed_payload = PayloadStreams::SplitLargeRestore(message);
+  if (!out.streamed_payload.empty()) out.streamed_rid = protocol::HeaderRid(message.body);
   out.frames = protocol::Encode(message);
   if (timing == SendTiming::kNow) {
     SendOutgoing(out);
@@ -85,94 +86,14 @@ void HeadServer::SendToWorker(const std::string& worker_id, protocol::Message me
 
 void HeadServer::SendOutgoing(Outgoing& out) {
   SendFramesToWorker(out.worker_id, out.frames);
-  if (out.chunked_payload.empty()) return;
-  if (chunk_sender_.Contains(out.worker_id, out.chunked_rid)) {
-    spdlog::error("RESTORE {} to {} is already streaming; not sent twice", out.chunked_rid,
-                  out.worker_id);
-    return;
+  if (out.streamed_payload.empty()) return;
+  payloads_.StartRestore(out.worker_id, out.streamed_rid, std::move(out.streamed_payload));
+}
+
+void HeadServer::DropStreamsOfDeadWorkers() {
+  for (const auto& id : payloads_.Workers()) {
+    if (runner_.registry().FindAlive(id) == nullptr) payloads_.DropWorker(id);
   }
-  chunk_sender_.Start(out.worker_id, out.chunked_rid, std::move(out.chunked_payload));
-  PumpChunks();
-}
-
-void HeadServer::PumpChunks() {
-  if (chunk_sender_.empty()) return;
-  std::vector<protocol::ChunkSender::Outgoing> out;
-  chunk_sender_.TakeSendable(out);
-  for (auto& o : out) SendFramesToWorker(o.peer, protocol::Encode(o.message));
-}
-
-void HeadServer::DropTransfersOf(const std::string& worker_id) {
-  chunk_sender_.TakePeer(worker_id);
-  save_payloads_.TakePeer(worker_id);
-}
-
-void HeadServer::DropTransfersOfDeadWorkers() {
-  if (chunk_sender_.empty() && save_payloads_.empty()) return;
-  for (const auto& peers : {chunk_sender_.Peers(), save_payloads_.Peers()}) {
-    for (const auto& id : peers) {
-      if (runner_.registry().FindAlive(id) == nullptr) DropTransfersOf(id);
-    }
-  }
-}
-
-void HeadServer::HandleChunkedReplyHeader(const std::string& identity, protocol::Message message) {
-  const auto& reply = std::get<protocol::Reply>(message.body);
-  runner_.HandleHeartbeat(identity);
-  protocol::Reply refused = reply;
-  Status s = save_payloads_.Expect(identity, std::move(message));
-  if (s.ok()) return;
-  // The request fails with the reason; the worker is told to stop sending,
-  // and chunks already on their way find no header and are dropped.
-  WarnRateLimited("worker '" + identity + "': " + s.message());
-  CancelIncomingPayload(identity, refused.rid);
-  refused.ok = false;
-  refused.error = "checkpoint transfer refused: " + s.message();
-  refused.payload_bytes = 0;
-  runner_.HandleReply(identity, refused, {});
-}
-
-void HeadServer::HandleChunk(const std::string& identity, const protocol::Chunk& chunk,
-                             const std::string& bytes) {
-  runner_.HandleHeartbeat(identity);
-  auto outcome = save_payloads_.OnChunk(identity, chunk, bytes);
-  if (auto* refusal = std::get_if<protocol::ChunkAssembler::Refusal>(&outcome)) {
-    if (!refusal->header) {
-      spdlog::debug("chunk from {} dropped: {}", identity, refusal->error.message());
-      return;
-    }
-    WarnRateLimited("worker '" + identity + "': " + refusal->error.message());
-    CancelIncomingPayload(identity, chunk.rid);
-    auto reply = std::get<protocol::Reply>(refusal->header->body);
-    reply.ok = false;
-    reply.error = "checkpoint transfer failed: " + refusal->error.message();
-    reply.payload_bytes = 0;
-    runner_.HandleReply(identity, reply, {});
-    return;
-  }
-  auto& progress = std::get<protocol::ChunkAssembler::Progress>(outcome);
-  SendFramesToWorker(identity, protocol::Encode(protocol::Message{progress.credit, {}}));
-  if (!progress.done) return;
-  const auto& reply = std::get<protocol::Reply>(progress.done->body);
-  runner_.HandleReply(identity, reply, progress.done->payload);
-}
-
-void HeadServer::CancelIncomingPayload(const std::string& worker_id, uint64_t rid) {
-  protocol::Credit cancel;
-  cancel.rid = rid;
-  cancel.cancel = true;
-  SendFramesToWorker(worker_id, protocol::Encode(protocol::Message{cancel, {}}));
-}
-
-void HeadServer::HandleCredit(const std::string& identity, const protocol::Credit& credit) {
-  runner_.HandleHeartbeat(identity);
-  Status s = chunk_sender_.OnCredit(identity, credit);
-  if (!s.ok()) {
-    ++stats_.malformed;
-    WarnRateLimited("worker '" + identity + "': " + s.message());
-    return;
-  }
-  PumpChunks();
 }
 
 void HeadServer::SendFramesToWorker(const std::string& worker_id,
@@ -219,7 +140,7 @@ void HeadServer::HandleWorkerFrames(const std::string& identity,
     // REGISTER of the same one did not.
     const WorkerInfo* known = runner_.registry().Find(identity);
     if (known == nullptr || !known->alive || known->incarnation != reg->incarnation) {
-      DropTransfersOf(identity);
+      payloads_.DropWorker(identity);
     }
     runner_.HandleRegister(*reg);  // answers REGISTERED (after the commit)
     return;
@@ -245,19 +166,19 @@ void HeadServer::HandleWorkerFrames(const std::string& identity,
         if constexpr (std::is_same_v<T, protocol::Heartbeat>) {
           runner_.HandleHeartbeat(identity);
         } else if constexpr (std::is_same_v<T, protocol::Reply>) {
-          // An answer ends our RESTORE's chunks, if any are still going.
-          chunk_sender_.Cancel(identity, body.rid);
-          if (body.payload_bytes > 0) {
-            HandleChunkedReplyHeader(identity, std::move(m));
-          } else {
-            runner_.HandleReply(identity, body, m.payload);
-          }
-        } else if constexpr (std::is_same_v<T, protocol::Chunk>) {
-          HandleChunk(identity, body, m.payload);
-        } else if constexpr (std::is_same_v<T, protocol::Credit>) {
-          HandleCredit(identity, body);
+          runner_.HandleHeartbeat(identity);
+          payloads_.OnReply(identity, std::move(m));
         } else if constexpr (std::is_same_v<T, protocol::ResultBatch>) {
           runner_.HandleResultBatch(identity, body);
+        } else if constexpr (std::is_same_v<T, protocol::Chunk>) {
+          runner_.HandleHeartbeat(identity);
+          payloads_.OnChunk(identity, body, m.payload);
+        } else if constexpr (std::is_same_v<T, protocol::Credit>) {
+          runner_.HandleHeartbeat(identity);
+          if (Status s = payloads_.OnCredit(identity, body); !s.ok()) {
+            ++stats_.malformed;
+            WarnRateLimited("worker '" + identity + "': " + s.message());
+          }
         } else if constexpr (std::is_same_v<T, protocol::Disconnect>) {
           runner_.HandleDisconnect(identity, body.reason);
         } else {
@@ -402,7 +323,7 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     DrainWorkers();
     DrainClients();
     runner_.Tick();
-    DropTransfersOfDeadWorkers();
+    DropStreamsOfDeadWorkers();
     storage::WriteBatch batch;
     runner_.FlushTo(batch);
     if (!batch.empty()) {

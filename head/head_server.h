@@ -17,10 +17,10 @@
 #include <zmq.hpp>
 
 #include "common/clock.h"
-#include "common/protocol/chunked_transfer.h"
 #include "common/status.h"
 #include "head/client_service.h"
 #include "head/command_sink.h"
+#include "head/payload_streams.h"
 #include "head/store_thread.h"
 #include "head/trial_runner.h"
 #include "storage/store.h"
@@ -68,9 +68,9 @@ class HeadServer final : public CommandSink {
   struct Outgoing {
     std::string worker_id;
     std::vector<std::string> frames;
-    // A RESTORE whose payload goes in chunks after the header in `frames`.
-    uint64_t chunked_rid = 0;
-    std::string chunked_payload;
+    // A RESTORE whose payload is streamed after the header in `frames`.
+    uint64_t streamed_rid = 0;
+    std::string streamed_payload;
   };
   struct PendingClientReply {
     std::string identity;
@@ -84,19 +84,9 @@ class HeadServer final : public CommandSink {
   void DrainClients();
   void HandleWorkerFrames(const std::string& identity, std::span<const std::string_view> frames);
   void SendFramesToWorker(const std::string& worker_id, const std::vector<std::string>& frames);
-  // Sends an Outgoing: its frames, then its chunked payload if any.
+  // Sends an Outgoing: its frames, then starts streaming its payload if any.
   void SendOutgoing(Outgoing& out);
-  void PumpChunks();
-  // Large payloads: a REPLY header, its CHUNKs, and CREDITs for our RESTOREs.
-  void HandleChunkedReplyHeader(const std::string& identity, protocol::Message message);
-  void HandleChunk(const std::string& identity, const protocol::Chunk& chunk,
-                   const std::string& bytes);
-  void HandleCredit(const std::string& identity, const protocol::Credit& credit);
-  // Tells a worker to stop sending the payload of `rid` (refused).
-  void CancelIncomingPayload(const std::string& worker_id, uint64_t rid);
-  // Drops the transfers of workers that died or registered anew.
-  void DropTransfersOf(const std::string& worker_id);
-  void DropTransfersOfDeadWorkers();
+  void DropStreamsOfDeadWorkers();
   // Runs `job` on the store thread, sending heartbeats while it runs; logs
   // it (as `what`) when it took longer than one heartbeat interval.
   Status RunOffLoop(const std::function<Status()>& job, const std::string& what);
@@ -128,8 +118,7 @@ class HeadServer final : public CommandSink {
   TimeMs last_warning_ = 0;
   uint64_t suppressed_warnings_ = 0;
   HeadStats stats_;
-  protocol::ChunkSender chunk_sender_;         // RESTORE payloads to workers
-  protocol::ChunkAssembler save_payloads_;     // SAVE payloads from workers
+  PayloadStreams payloads_;
   StoreThread store_thread_;
 };
 
