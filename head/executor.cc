@@ -52,18 +52,17 @@ void Executor::StartTrial(const Trial& trial, const std::string& trainable,
   create.config = trial.config;
   create.resources = bundle0;
   create.gpu_ids = gpu_ids;
-  // After the commit that makes this attempt durable: a worker must never host
-  // an actor whose attempt the store does not know, or a head restarted
-  // before that commit names the same attempt again for a new actor and the
-  // worker refuses it ("already exists"). RESTORE and TRAIN follow in order.
+  // At once, before the commit that stores the attempt: a head restarted
+  // before that commit learns the attempt from the worker's REGISTER and
+  // never names it again (TrialRunner::HandleRegister).
   Future f{FutureType::kCreate, trial.trial_id, trial.attempt, {}, 0, {}, 0};
-  Send(worker_id, f, create, {}, SendTiming::kAfterCommit);
+  Send(worker_id, f, create, {}, SendTiming::kNow);
   if (checkpoint != nullptr) {
     protocol::Restore restore;
     restore.trial_id = trial.trial_id;
     restore.attempt = trial.attempt;
     f.type = FutureType::kRestore;
-    Send(worker_id, f, restore, std::move(*checkpoint), SendTiming::kAfterCommit);
+    Send(worker_id, f, restore, std::move(*checkpoint), SendTiming::kNow);
   }
   protocol::Train train;
   train.trial_id = trial.trial_id;
@@ -71,7 +70,7 @@ void Executor::StartTrial(const Trial& trial, const std::string& trainable,
   train.buffer_length = buffer.length;
   train.buffer_time_s = buffer.time_s;
   f.type = FutureType::kTrain;
-  Send(worker_id, f, train, {}, SendTiming::kAfterCommit);
+  Send(worker_id, f, train, {}, SendTiming::kNow);
 }
 
 void Executor::ContinueTraining(const Trial& trial, const TrainBuffer& buffer,
@@ -92,10 +91,10 @@ void Executor::Reset(const Trial& trial, const std::string& old_trial_id, uint64
   reset.new_trial_id = trial.trial_id;
   reset.new_attempt = trial.attempt;
   reset.config = trial.config;
-  // After the commit, as CREATE_ACTOR: the new attempt must be durable first.
+  // At once, as CREATE_ACTOR (see there).
   Send(trial.worker_id,
        Future{FutureType::kReset, trial.trial_id, trial.attempt, {}, 0, {}, 0}, reset, {},
-       SendTiming::kAfterCommit);
+       SendTiming::kNow);
 }
 
 void Executor::ResumeOnActor(const Trial& trial, std::string* checkpoint,

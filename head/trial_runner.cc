@@ -169,6 +169,16 @@ void TrialRunner::HandleRegister(const protocol::Register& reg) {
         t->attempt == a.attempt && t->actor_worker == reg.worker_id) {
       ours = Reattach(*t, reg.worker_id, a);
     }
+    if (!ours && t != nullptr && !t->has_actor && a.attempt > t->attempt) {
+      // An attempt the store never saw: a head that crashed between sending
+      // CREATE_ACTOR (or RESET) and committing it. Never name it again, or
+      // the worker, still holding or stopping that actor, refuses the new
+      // one ("already exists") and a healthy trial fails.
+      spdlog::info("trial {}: worker {} holds attempt {}, which was never stored; the next "
+                   "start uses a later one", t->trial_id, reg.worker_id, a.attempt);
+      t->attempt = a.attempt;
+      MarkDirty(*t);
+    }
     if (!ours) {
       // An actor the head does not own (its trial moved on, finished, or is
       // unknown after a restart): it must not keep running.

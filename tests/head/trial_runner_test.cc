@@ -687,41 +687,42 @@ TEST_F(TrialRunnerTest, RestartWithPendingTrialsAndStagedGroupsEndsConsistent) {
 }
 
 // Found by scripts/flake-hunt.sh (ChaosE2ETest.HeadAndWorkerKillsLoseNothing:
-// "failed to start: actor ... already exists"): CREATE_ACTOR went out before
-// the commit that made its attempt durable; a head killed in between came
-// back with the old attempt, named the same attempt for a new actor while the
-// worker still held (or was stopping) the first one, and the worker refused
-// it. Every message that names a new attempt (CREATE_ACTOR with the RESTORE
-// and TRAIN behind it, RESET) waits for that commit.
-TEST_F(TrialRunnerTest, MessagesNamingANewAttemptWaitForTheCommitThatStoresIt) {
+// "failed to start: actor ... already exists"): CREATE_ACTOR goes out before
+// the commit that stores its attempt; a head killed in between came back with
+// the old attempt and named the same one for a new actor while the worker
+// still held (or was stopping) the first: the worker refused it. Now the
+// worker's REGISTER tells the restarted head about that attempt, and the next
+// start uses a later one.
+TEST_F(TrialRunnerTest, AnAttemptAWorkerReportsIsNeverNamedAgain) {
   fleet_->Register("w1", 1);
-  std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 2, "reuse_actors": true,
-      "stop": {"training_iteration": 2}})");
-  int creates = 0, resets = 0;
-  for (int i = 0; i < 200 && !runner_->FindExperiment(exp)->finished; ++i) {
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 3}})");
+  // The submission is durable before the client hears of it.
+  storage::WriteBatch submitted;
+  runner_->FlushTo(submitted);
+  ASSERT_TRUE(store_.Commit(submitted).ok());
+  for (int i = 0; i < 50; ++i) {
     runner_->Tick();
-    // What the head has sent before this turn's commit.
-    for (const auto& sent : sink_.sent) {
-      const bool names_new_attempt = std::holds_alternative<protocol::CreateActor>(sent.message.body) ||
-                                     std::holds_alternative<protocol::Reset>(sent.message.body);
-      if (!names_new_attempt) continue;
-      creates += std::holds_alternative<protocol::CreateActor>(sent.message.body) ? 1 : 0;
-      resets += std::holds_alternative<protocol::Reset>(sent.message.body) ? 1 : 0;
-      EXPECT_EQ(sent.timing, SendTiming::kAfterCommit) << protocol::CommandName(sent.message.body);
-    }
+    if (sink_.Count<protocol::CreateActor>() > 0) break;
     fleet_->Turn();
-    fleet_->Heartbeat();
-    clock_.AdvanceMs(10);
   }
-  EXPECT_EQ(creates, 1);
-  EXPECT_EQ(resets, 1);
+  ASSERT_EQ(sink_.Count<protocol::CreateActor>(), 1u);
+  fleet_->DeliverOnlyWhatWasSentNow();  // the worker has attempt 1; the store does not
+  ASSERT_EQ(fleet_->creates, 1);
+  CrashHead();
+  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  ASSERT_EQ(runner_->FindTrial(id)->attempt, 0u);
+  fleet_->Reregister("w1", 1);
+  RunToEnd(exp, 5000);
+  const Trial* t = runner_->FindTrial(id);
+  EXPECT_EQ(t->status, TrialStatus::kTerminated);
+  EXPECT_EQ(t->attempt, 2u) << "attempt 1 was named again";
+  EXPECT_EQ(t->num_failures, 0) << t->error;
+  EXPECT_EQ(StoredResults(id).size(), 3u);
+  EXPECT_EQ(fleet_->creates, 1) << "one new actor after the restart";
 }
 
-// The crash itself: the head is killed after it sent what it sends at once
-// and before its commit; the restarted head runs every trial to the end with
-// no failure. (The fake worker stops an actor at once, so it cannot show the
-// real worker's refusal of a CREATE_ACTOR behind a STOP still in progress:
-// the timing test above pins the fix, this one the end state.)
+// The same crash with two trials starting at once: every trial runs to the
+// end with no failure and each iteration stored once.
 TEST_F(TrialRunnerTest, AStartLostInACrashFailsNoTrial) {
   fleet_->Register("w1", 2);
   std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 2,
