@@ -30,7 +30,14 @@ Json ClientService::Handle(const Json& request) {
                       {"message", "a request is a JSON object with a string \"op\""}};
     return reply;
   }
-  auto result = Dispatch(request["op"].get<std::string>(), request);
+  // The seam for nlohmann's exceptions: a wrong type anywhere in a request is
+  // the client's error, never the head's crash.
+  Result<Json> result = ztune::Status::Internal("not handled");
+  try {
+    result = Dispatch(request["op"].get<std::string>(), request);
+  } catch (const Json::exception& e) {
+    result = ztune::Status::InvalidArgument(std::string("bad request: ") + e.what());
+  }
   if (!result.ok()) {
     reply["ok"] = false;
     reply["error"] = {{"code", StatusCodeName(result.status().code())},
@@ -63,8 +70,8 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request)
     ASSIGN_OR_RETURN(auto stopped, runner_.Stop(id));
     return Json{{"stopped", stopped}};
   }
-  if (op == "resume" && request.contains("id") &&
-      runner_.FindExperiment(request.value("id", "")) != nullptr) {
+  if (op == "resume" && request.contains("id") && request["id"].is_string() &&
+      runner_.FindExperiment(request["id"].get<std::string>()) != nullptr) {
     std::string errored;
     if (request.contains("errored") && !request["errored"].is_null()) {
       ASSIGN_OR_RETURN(errored, StringArg(request, "errored"));

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/json_parse.h"
 #include "common/protocol/codec.h"
 #include "common/zmq/socket_util.h"
 
@@ -251,12 +252,19 @@ void HeadServer::DrainClients() {
             std::to_string(options_.max_client_request_bytes) + " bytes");
       continue;
     }
-    Json request = Json::parse(body.to_string_view(), nullptr, false);
-    if (request.is_discarded() || !request.is_object()) {
+    Result<Json> parsed = ParseJson(body.to_string_view());
+    if (!parsed.ok()) {
+      error(parsed.status().message());
+      continue;
+    }
+    Json request = std::move(parsed).value();
+    if (!request.is_object()) {
       error("request is not a JSON object");
       continue;
     }
-    std::string op = request.value("op", "");
+    // A non-string op is answered by ClientService (a read: no state changes).
+    auto op_it = request.find("op");
+    const std::string op = op_it != request.end() && op_it->is_string() ? op_it->get<std::string>() : "";
     if (ClientService::IsMutation(op)) {
       client_replies_.push_back({identity, Json(), clients_.Handle(request), false, delimited});
     } else {

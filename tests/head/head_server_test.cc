@@ -139,5 +139,60 @@ TEST(HeadServerTest, HeartbeatsKeepGoingWhileACommitIsSlow) {
   EXPECT_GT(server.stats().slow_store_operations, 0u);
 }
 
+// Issue 8's reproductions on the client endpoint: each gets an error reply,
+// and the head answers the next valid request.
+TEST(HeadServerTest, HostileClientRequestsGetErrorsAndTheHeadLivesOn) {
+  zmq::context_t context;
+  storage::InMemoryStore store;
+  HeadServerOptions options;
+  options.worker_endpoint = "tcp://127.0.0.1:*";
+  options.client_endpoint = "tcp://127.0.0.1:*";
+  options.runner.heartbeat_ms = kHeartbeatMs;
+  HeadServer server(context, store, options);
+  ASSERT_TRUE(server.Start().ok());
+  std::atomic<bool> stop{false};
+  std::thread loop([&] { server.Run(stop).IgnoreError(); });
+
+  zmq::socket_t client(context, zmq::socket_type::dealer);
+  ASSERT_TRUE(zmqutil::SetIntOption(client, ZMQ_LINGER, 0).ok());
+  ASSERT_TRUE(zmqutil::Connect(client, server.client_endpoint()).ok());
+  // Sends one request and returns the parsed reply (null on timeout).
+  auto ask = [&](const std::string& request) -> Json {
+    if (!zmqutil::SendFrames(client, {protocol::kVersion, request}).ok()) return Json();
+    zmq::pollitem_t item{client.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::seconds(10));
+    auto reply = zmqutil::RecvMultipart(client);
+    if (!reply.ok() || reply->empty()) return Json();
+    return Json::parse(reply->back().to_string_view(), nullptr, false);
+  };
+  const std::string deep(100000, '[');
+  const std::string deep_end(100000, ']');
+  const std::vector<std::string> hostile = {
+      R"({"op": 5, "rid": 1})",
+      R"({"op": null})",
+      R"({"op": {"x": 1}})",
+      R"({"op": "resume", "id": 5})",
+      R"({"op": "resume", "id": "e0001", "unfinished": "yes"})",
+      R"({"op": "status", "rid": )" + deep + "1" + deep_end + "}",
+      R"({"op": "submit", "spec": {"trainable": "noop", "param_space": {"c": )" + deep + "1" +
+          deep_end + "}}}",
+      "{\"op\": \"status\"",
+      "[1, 2, 3]",
+  };
+  for (const auto& request : hostile) {
+    Json reply = ask(request);
+    ASSERT_TRUE(reply.is_object()) << "no reply to " << request.substr(0, 80);
+    EXPECT_EQ(reply.value("ok", true), false) << request.substr(0, 80) << " -> " << reply.dump();
+    ASSERT_TRUE(reply["error"].is_object()) << reply.dump();
+    const std::string code = reply["error"].value("code", "");
+    EXPECT_TRUE(code == "InvalidArgument" || code == "NotFound") << request.substr(0, 80) << " -> " << code;
+  }
+  Json fine = ask(R"({"op": "experiments", "rid": 2})");
+  EXPECT_EQ(fine.value("ok", false), true) << fine.dump();
+  EXPECT_EQ(fine["rid"], 2);
+  stop = true;
+  loop.join();
+}
+
 }  // namespace
 }  // namespace ztune::head
