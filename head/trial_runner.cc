@@ -419,6 +419,17 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
     }
     int64_t iteration = it_iter->get<int64_t>();
     if (iteration <= t->iteration) continue;  // already stored (replay or re-run)
+    // A trainable's own result: the flags the runner acts on must be booleans
+    // (a number or string here aborted the head, on every replay).
+    for (const char* flag : {"done", "should_checkpoint"}) {
+      auto it = in.find(flag);
+      if (it != in.end() && !it->is_boolean()) {
+        error = "result of iteration " + std::to_string(iteration) + ": '" + flag +
+                "' must be true or false, got a " + it->type_name();
+        break;
+      }
+    }
+    if (!error.empty()) break;
     Json result = in;
     result["trial_id"] = t->trial_id;
     bool done = result.value("done", false);

@@ -7,6 +7,8 @@
 
 #include <msgpack.hpp>
 
+#include "common/utf8.h"
+
 namespace ztune::protocol {
 namespace {
 
@@ -102,7 +104,7 @@ Result<Json> ObjectToJson(const msgpack::object& o, int depth) {
     case msgpack::type::NEGATIVE_INTEGER: return Json(o.via.i64);
     case msgpack::type::FLOAT32:
     case msgpack::type::FLOAT64: return Json(o.via.f64);
-    case msgpack::type::STR: return Json(std::string(o.via.str.ptr, o.via.str.size));
+    case msgpack::type::STR: return Json(Utf8OrReplaced({o.via.str.ptr, o.via.str.size}));
     case msgpack::type::BIN: {
       std::vector<uint8_t> bytes(o.via.bin.ptr, o.via.bin.ptr + o.via.bin.size);
       return Json::binary(std::move(bytes));
@@ -123,7 +125,7 @@ Result<Json> ObjectToJson(const msgpack::object& o, int depth) {
           return Status::InvalidArgument("map keys must be strings");
         }
         ASSIGN_OR_RETURN(Json v, ObjectToJson(kv.val, depth + 1));
-        obj[std::string(kv.key.via.str.ptr, kv.key.via.str.size)] = std::move(v);
+        obj[Utf8OrReplaced({kv.key.via.str.ptr, kv.key.via.str.size})] = std::move(v);
       }
       return obj;
     }
@@ -182,7 +184,7 @@ struct Decoder {
   }
   static Status Read(const msgpack::object& o, const std::string& path, std::string& out) {
     if (o.type != msgpack::type::STR) return TypeError(path, "a string");
-    out.assign(o.via.str.ptr, o.via.str.size);
+    out = Utf8OrReplaced({o.via.str.ptr, o.via.str.size});
     return Status::Ok();
   }
   static Status Read(const msgpack::object& o, const std::string& path, Json& out) {

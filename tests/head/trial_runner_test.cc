@@ -750,5 +750,55 @@ TEST_F(TrialRunnerTest, AStartLostInACrashFailsNoTrial) {
   }
 }
 
+// Issue 8: "done": 1, "yes", null or an object, or "should_checkpoint": "x"
+// in a trainable's result aborted the head, again on every replay. Now the
+// trial fails with the reason, the batch is acknowledged (never replayed) and
+// nothing of it is stored.
+TEST_F(TrialRunnerTest, AResultWithNonBooleanFlagsFailsItsTrialAndIsAcknowledged) {
+  fleet_->Register("w1", 1);
+  const std::vector<std::pair<std::string, Json>> bad = {
+      {"done", 1}, {"done", "yes"}, {"done", nullptr}, {"done", Json::object()},
+      {"should_checkpoint", "x"}};
+  for (const auto& [flag, value] : bad) {
+    std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 50}})");
+    runner_->Tick();  // generates the trial
+    ASSERT_EQ(runner_->FindExperiment(exp)->trial_ids.size(), 1u);
+    const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+    // (The previous trial's group is released after pg_removal_delay_ms.)
+    for (int i = 0; i < 1000 && runner_->FindTrial(id)->iteration < 2; ++i) {
+      fleet_->Turn();
+      fleet_->Heartbeat();
+      clock_.AdvanceMs(10);
+    }
+    const Trial* t = runner_->FindTrial(id);
+    ASSERT_EQ(t->status, TrialStatus::kRunning) << flag << "=" << value.dump();
+    fleet_->Turn();  // the fleet answers what is pending before the sink is read
+    ASSERT_EQ(t->status, TrialStatus::kRunning);
+    const int64_t next = t->iteration + 1;
+    protocol::ResultBatch batch;
+    batch.trial_id = id;
+    batch.attempt = t->attempt;
+    Json result{{"training_iteration", next}, {"loss", 1.0}};
+    result[flag] = value;
+    batch.results.push_back({1000, result});
+    runner_->HandleResultBatch("w1", batch);
+    EXPECT_EQ(t->status, TrialStatus::kError) << flag << "=" << value.dump();
+    EXPECT_NE(t->error.find("'" + flag + "' must be true or false"), std::string::npos) << t->error;
+    EXPECT_LT(t->iteration, next);
+    storage::WriteBatch b;
+    runner_->FlushTo(b);
+    ASSERT_TRUE(store_.Commit(b).ok());
+    EXPECT_EQ(StoredResults(id).size(), static_cast<size_t>(next - 1)) << "nothing of it stored";
+    bool acked = false;
+    // Looked at, not taken: the fleet still answers the STOP of the actor.
+    for (const auto& sent : sink_.sent) {
+      if (const auto* ack = std::get_if<protocol::Ack>(&sent.message.body)) {
+        acked = acked || (ack->trial_id == id && ack->seq >= 1000);
+      }
+    }
+    EXPECT_TRUE(acked) << "a refused batch is acknowledged so that it is never replayed";
+  }
+}
+
 }  // namespace
 }  // namespace ztune::head
