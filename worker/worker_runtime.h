@@ -3,6 +3,9 @@
 // backoff, hosts actors (one ActorRunner thread each), routes head commands to
 // them, and keeps every unacknowledged ResultBatch in an outbox that is
 // re-sent after each re-registration. The contract is docs/protocol.md.
+// Implemented in three files by job: worker_runtime.cc (loop, link to the
+// head, shutdown), worker_runtime_actors.cc (actors, their commands, events
+// and replies), worker_runtime_payloads.cc (chunked checkpoint payloads).
 //
 // Thread affinity: Run() is the control thread; everything but
 // RequestShutdown() and worker_id() must be called on it (in practice only

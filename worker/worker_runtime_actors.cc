@@ -1,0 +1,284 @@
+// WorkerRuntime, actors: creating them, routing head commands to their runner
+// threads, turning runner events into replies and result batches (kept in the
+// outbox until acknowledged), and stopping or abandoning them.
+#include "worker/worker_runtime.h"
+
+#include <algorithm>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "worker/actor_command_info.h"
+
+namespace ztune::worker {
+
+void WorkerRuntime::HandleCreateActor(const protocol::CreateActor& m) {
+  ActorKey key{m.trial_id, m.attempt};
+  if (actors_.count(key) > 0) {
+    SendReply(m.rid, key, false,
+              "actor for " + key.ToString() + " already exists on worker " + options_.worker_id);
+    return;
+  }
+  auto trainable = registry_.Create(m.trainable);
+  if (!trainable.ok()) {
+    SendReply(m.rid, key, false, trainable.status().message());
+    return;
+  }
+  uint64_t serial = ++next_serial_;
+  auto runner = std::make_shared<ActorRunner>(serial, m, std::move(trainable).value(), host_,
+                                              events_);
+  ActorSlot slot;
+  slot.serial = serial;
+  slot.runner = runner;
+  slot.trainable = m.trainable;
+  try {
+    slot.thread = std::thread([runner] { runner->Run(); });
+  } catch (const std::system_error& e) {
+    SendReply(m.rid, key, false, std::string("cannot start the actor thread: ") + e.what());
+    return;
+  }
+  slot.pending.push_back({m.rid, CommandKind::kSetup, key});
+  serial_keys_[serial] = key;
+  actors_.emplace(key, std::move(slot));
+  spdlog::debug("created actor {} ({}) serial {}", key.ToString(), m.trainable, serial);
+}
+
+void WorkerRuntime::HandleActorCommand(protocol::Message message) {
+  const auto [kind, rid, key] = DescribeActorCommand(message);
+  auto it = actors_.find(key);
+  if (it == actors_.end()) {
+    SendFailure(kind, rid, key, NoActorError(key));
+    return;
+  }
+  ActorSlot& slot = it->second;
+  if (slot.stop_deadline && kind != CommandKind::kStop) {
+    SendFailure(kind, rid, key, "actor for " + key.ToString() + " is stopping");
+    return;
+  }
+  if (kind == CommandKind::kReset) {
+    const auto& reset = std::get<protocol::Reset>(message.body);
+    ActorKey new_key{reset.new_trial_id, reset.new_attempt};
+    if (new_key != key && actors_.count(new_key) > 0) {
+      SendFailure(kind, rid, key,
+                  "cannot reset to " + new_key.ToString() + ": that actor already exists");
+      return;
+    }
+  }
+  if (kind == CommandKind::kStop && !slot.stop_deadline) {
+    const auto& stop = std::get<protocol::Stop>(message.body);
+    slot.kill_after_ms = std::max<int64_t>(0, stop.kill_after_ms);
+    slot.stop_deadline = clock_.NowMs() + slot.kill_after_ms;
+  }
+  slot.pending.push_back({rid, kind, key});
+  slot.runner->Enqueue(std::move(message));
+}
+
+void WorkerRuntime::HandleAck(const protocol::Ack& m) {
+  ActorKey key{m.trial_id, m.attempt};
+  uint64_t& acked = acked_seq_[key];
+  acked = std::max(acked, m.seq);
+  auto it = outbox_.find(key);
+  if (it == outbox_.end()) return;
+  auto& entries = it->second;
+  while (!entries.empty() && entries.front().watermark <= acked) entries.pop_front();
+  for (auto& entry : entries) {
+    auto& results = entry.batch.results;
+    results.erase(std::remove_if(results.begin(), results.end(),
+                                 [&](const protocol::ResultRecord& r) { return r.seq <= acked; }),
+                  results.end());
+  }
+  if (entries.empty()) outbox_.erase(it);
+}
+
+void WorkerRuntime::HandleRunnerEvents() {
+  for (auto& event : events_->Drain()) HandleRunnerEvent(std::move(event));
+}
+
+void WorkerRuntime::HandleRunnerEvent(RunnerEvent event) {
+  auto sk = serial_keys_.find(event.actor_serial);
+  if (sk == serial_keys_.end()) return;  // an abandoned actor: its output is dropped
+  ActorKey slot_key = sk->second;
+  auto it = actors_.find(slot_key);
+  if (it == actors_.end()) return;
+  ActorSlot& slot = it->second;
+  for (auto p = slot.pending.begin(); p != slot.pending.end(); ++p) {
+    if (p->rid == event.rid && p->kind == event.kind) {
+      slot.pending.erase(p);
+      break;
+    }
+  }
+  slot.iteration = event.iteration;
+  const ActorKey& key = event.key;
+
+  switch (event.kind) {
+    case CommandKind::kTrain: {
+      protocol::ResultBatch batch;
+      batch.rid = event.rid;
+      batch.trial_id = key.trial_id;
+      batch.attempt = key.attempt;
+      batch.failed = !event.ok;
+      batch.error = event.error;
+      // A fenced TRAIN (the actor was re-keyed) has no results and no seq.
+      if (key == slot_key) {
+        for (auto& r : event.results) batch.results.push_back({slot.next_seq++, std::move(r)});
+        OutboxEntry entry{batch, slot.next_seq - 1};
+        outbox_[key].push_back(std::move(entry));
+      }
+      SendBatch(batch);
+      break;
+    }
+    case CommandKind::kReset: {
+      if (event.new_key && key == slot_key) {
+        ActorKey new_key = *event.new_key;
+        if (new_key != slot_key && actors_.count(new_key) > 0) {
+          // A CREATE_ACTOR for the new key raced the RESET: keep the created
+          // actor, give up on this one (it is no longer the old trial's).
+          std::string error = "reset to " + new_key.ToString() + " collided with a live actor";
+          SendReply(event.rid, key, false, error);
+          slot.kill_after_ms = 0;
+          KillActor(slot_key);
+          return;
+        }
+        auto node = actors_.extract(it);
+        node.key() = new_key;
+        node.mapped().next_seq = 1;
+        node.mapped().iteration = 0;
+        // A STOP queued for the old key behind this RESET is fenced by the
+        // runner ("no actor"); it must not kill the actor under its new key.
+        bool stop_for_new_key = false;
+        for (const auto& p : node.mapped().pending) {
+          if (p.kind == CommandKind::kStop && p.key == new_key) stop_for_new_key = true;
+        }
+        if (!stop_for_new_key) node.mapped().stop_deadline.reset();
+        actors_.insert(std::move(node));
+        serial_keys_[event.actor_serial] = new_key;
+        outbox_.erase(new_key);
+        acked_seq_.erase(new_key);
+        SendReply(event.rid, new_key, true, "", event.data);
+        return;
+      }
+      SendReply(event.rid, key, event.ok, event.error, event.data);
+      break;
+    }
+    case CommandKind::kStop:
+      // A STOP that ended the actor is answered by FinishActor below; one
+      // that did not was fenced (queued for a key the actor gave up in a RESET).
+      if (!event.exited) SendReply(event.rid, key, event.ok, event.error);
+      break;
+    default:
+      SendReply(event.rid, key, event.ok, event.error, event.data, std::move(event.payload));
+      break;
+  }
+  if (event.exited) FinishActor(slot_key, event);
+}
+
+void WorkerRuntime::FinishActor(const ActorKey& key, const RunnerEvent& last) {
+  auto it = actors_.find(key);
+  if (it == actors_.end()) return;
+  ActorSlot slot = std::move(it->second);
+  actors_.erase(it);
+  serial_keys_.erase(slot.serial);
+  // The runner posted its last event and is returning: this join is short.
+  if (slot.thread.joinable()) slot.thread.join();
+  const bool stopped = last.kind == CommandKind::kStop;
+  if (stopped) SendReply(last.rid, key, true, "", Json::object());
+  for (const auto& p : slot.pending) {
+    if (stopped && p.kind == CommandKind::kStop) {
+      SendReply(p.rid, key, true, "", Json::object());
+    } else {
+      SendFailure(p.kind, p.rid, key,
+                  "actor for " + key.ToString() + " is gone: " +
+                      (stopped ? std::string("it was stopped") : last.error));
+    }
+  }
+  if (stopped) {
+    // The head is done with this actor: unacknowledged results will never be.
+    outbox_.erase(key);
+    acked_seq_.erase(key);
+  }
+  spdlog::debug("actor {} ended ({})", key.ToString(), stopped ? "stopped" : last.error);
+}
+
+void WorkerRuntime::KillActor(const ActorKey& key) {
+  auto it = actors_.find(key);
+  if (it == actors_.end()) return;
+  ActorSlot slot = std::move(it->second);
+  actors_.erase(it);
+  serial_keys_.erase(slot.serial);
+  std::string error = "actor did not stop within " + std::to_string(slot.kill_after_ms) +
+                      " ms; killed";
+  spdlog::warn("{}: {}", key.ToString(), error);
+  slot.runner->CurrentLog()->Write("Failure: " + error);
+  slot.runner->Abandon();
+  if (slot.thread.joinable()) slot.thread.detach();
+  for (const auto& p : slot.pending) {
+    if (p.kind == CommandKind::kStop) {
+      SendReply(p.rid, key, false, error);
+    } else {
+      SendFailure(p.kind, p.rid, key, "actor for " + key.ToString() + " was killed: " + error);
+    }
+  }
+  outbox_.erase(key);
+  acked_seq_.erase(key);
+}
+
+void WorkerRuntime::CheckStopDeadlines(TimeMs now) {
+  std::vector<ActorKey> expired;
+  for (const auto& [key, slot] : actors_) {
+    if (slot.stop_deadline && now >= *slot.stop_deadline) expired.push_back(key);
+  }
+  for (const auto& key : expired) KillActor(key);
+}
+
+std::string WorkerRuntime::NoActorError(const ActorKey& key) const {
+  return "no actor for " + key.ToString() + " on worker " + options_.worker_id;
+}
+
+void WorkerRuntime::SendReply(uint64_t rid, const ActorKey& key, bool ok, std::string error,
+                              Json data, std::string payload) {
+  if (rid == 0) return;  // internal command (shutdown)
+  protocol::Reply r;
+  r.rid = rid;
+  r.trial_id = key.trial_id;
+  r.attempt = key.attempt;
+  r.ok = ok;
+  r.error = std::move(error);
+  r.data = data.is_null() ? Json::object() : std::move(data);
+  SendOrHold(protocol::Message{std::move(r), std::move(payload)});
+}
+
+void WorkerRuntime::SendFailure(CommandKind kind, uint64_t rid, const ActorKey& key,
+                                std::string error) {
+  if (rid == 0) return;
+  if (kind != CommandKind::kTrain) {
+    SendReply(rid, key, false, std::move(error));
+    return;
+  }
+  protocol::ResultBatch b;
+  b.rid = rid;
+  b.trial_id = key.trial_id;
+  b.attempt = key.attempt;
+  b.failed = true;
+  b.error = std::move(error);
+  SendOrHold(protocol::Message{std::move(b), {}});
+}
+
+void WorkerRuntime::SendBatch(const protocol::ResultBatch& batch) {
+  // Batches with results live in the outbox until ACKed and are re-sent after
+  // registration; only send now when the link is up.
+  if (shutting_down_) return;
+  if (link_ == Link::kRegistered) Send(protocol::Message{batch, {}});
+}
+
+void WorkerRuntime::ResendOutbox() {
+  size_t n = 0;
+  for (const auto& [key, entries] : outbox_) {
+    for (const auto& entry : entries) {
+      Send(protocol::Message{entry.batch, {}});
+      ++n;
+    }
+  }
+  if (n > 0) spdlog::info("re-sent {} unacknowledged result batch(es)", n);
+}
+
+}  // namespace ztune::worker
