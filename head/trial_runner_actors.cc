@@ -1,0 +1,167 @@
+// TrialRunner, actor reuse and pausing: starting a trial on a cached actor
+// (RESET), releasing or caching actors when trials end, and pause/resume with
+// memory checkpoints.
+#include "head/trial_runner.h"
+
+#include <algorithm>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "storage/keys.h"
+
+namespace ztune::head {
+
+void TrialRunner::StartTrialOnCachedActor(Trial& t, const CachedActor& actor) {
+  Dequeue(t);
+  t.attempt++;
+  t.group_id = actor.group_id;
+  t.has_actor = true;
+  t.worker_id = actor.worker_id;
+  t.actor_worker = actor.worker_id;
+  if (const auto* g = groups_.Find(actor.group_id)) t.placement = g->placement;
+  actors_by_worker_[t.worker_id].insert(t.trial_id);
+  groups_.AssignCached(actor.group_id, t.trial_id);
+  resetting_[t.trial_id] = actor;
+  if (t.start_time == 0) t.start_time = WallSeconds();
+  SetStatus(t, TrialStatus::kRunning);
+  executor_.Reset(t, actor.trial_id, actor.attempt);
+}
+
+void TrialRunner::OnResetReply(Trial& t, const protocol::Reply& reply) {
+  auto it = resetting_.find(t.trial_id);
+  if (it == resetting_.end()) return;
+  CachedActor old = it->second;
+  resetting_.erase(it);
+  bool accepted = reply.ok && reply.data.is_object() && reply.data.value("reset", false);
+  if (accepted) {
+    std::string bytes;
+    std::string* checkpoint = CheckpointFor(t, bytes);
+    executor_.ResumeOnActor(t, checkpoint, BufferFor(t));
+    return;
+  }
+  // The actor kept its old key (or is gone): stop it under that key.
+  executor_.StopActorKey(old.worker_id, old.trial_id, old.attempt, old.group_id,
+                         KillAfterMs(experiments_.at(t.experiment_id)));
+  ClearActor(t);
+  std::string why = reply.ok ? std::string("Trainable runner reuse requires reset_config() to be "
+                                           "implemented and return True.")
+                             : "actor reuse failed: " + reply.error;
+  FailTrial(t, why, false);
+}
+
+void TrialRunner::ReleaseActor(Trial& t, bool reusable) {
+  if (!t.has_actor) return;
+  const int64_t kill = KillAfterMs(experiments_.at(t.experiment_id));
+  if (!(reusable && TryCacheActor(t))) executor_.StopActor(t, kill);
+  if (auto r = resetting_.find(t.trial_id); r != resetting_.end()) {
+    // Whichever key the actor has when the RESET settles, one STOP finds it.
+    executor_.StopActorKey(r->second.worker_id, r->second.trial_id, r->second.attempt, 0, kill);
+    resetting_.erase(r);
+  }
+  ClearActor(t);
+}
+
+void TrialRunner::ClearActor(Trial& t) {
+  auto it = actors_by_worker_.find(t.worker_id);
+  if (it != actors_by_worker_.end()) it->second.erase(t.trial_id);
+  t.has_actor = false;
+  t.worker_id.clear();
+  t.group_id = 0;
+  t.actor_worker.clear();
+  t.placement = Placement{};
+  MarkDirty(t);
+}
+
+bool TrialRunner::TryCacheActor(Trial& t) {
+  if (resetting_.count(t.trial_id)) return false;
+  const std::string& key = RequestKeyOf(t);
+  auto qit = queues_.find(key);
+  size_t demand = qit == queues_.end() ? 0 : qit->second.waiting.size();
+  auto& cache = cached_[key];
+  // Ray caches only with pending demand for the same request, and at most
+  // max_pending_trials actors.
+  if (cache.size() >= demand || static_cast<int64_t>(num_cached_) >= max_pending_) return false;
+  executor_.ForgetTrial(t.trial_id);
+  groups_.MarkCached(t.group_id);
+  cache.push_back(CachedActor{t.worker_id, t.trial_id, t.attempt, t.group_id});
+  ++num_cached_;
+  return true;
+}
+
+void TrialRunner::ReconcileCachedActors() {
+  for (auto& [key, cache] : cached_) {
+    auto qit = queues_.find(key);
+    size_t demand = qit == queues_.end() ? 0 : qit->second.waiting.size();
+    while (cache.size() > demand) {
+      CachedActor a = cache.front();
+      cache.pop_front();
+      --num_cached_;
+      const Trial* owner = FindTrial(a.trial_id);
+      int64_t kill = owner == nullptr ? options_.force_cleanup_ms
+                                      : KillAfterMs(experiments_.at(owner->experiment_id));
+      executor_.StopActorKey(a.worker_id, a.trial_id, a.attempt, a.group_id, kill);
+    }
+  }
+}
+
+Status TrialRunner::PauseTrial(const std::string& trial_id, bool hold) {
+  Trial* t = MutableTrial(trial_id);
+  if (t == nullptr) return Status::NotFound("unknown trial '" + trial_id + "'");
+  switch (t->status) {
+    case TrialStatus::kTerminated:
+    case TrialStatus::kError:
+      return Status::FailedPrecondition("trial " + trial_id + " is " + TrialStatusName(t->status));
+    case TrialStatus::kRunning:
+      t->pause_requested = true;
+      t->held = hold;
+      MarkDirty(*t);
+      return Status::Ok();
+    case TrialStatus::kPending:
+    case TrialStatus::kPaused:
+      if (!hold) return Status::Ok();
+      Dequeue(*t);
+      SetStatus(*t, TrialStatus::kPaused);
+      t->held = true;
+      MarkDirty(*t);
+      return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+Status TrialRunner::Resume(const std::string& trial_id) {
+  Trial* t = MutableTrial(trial_id);
+  if (t == nullptr) return Status::NotFound("unknown trial '" + trial_id + "'");
+  if (t->status == TrialStatus::kRunning && t->pause_requested) {
+    t->pause_requested = false;  // not paused yet: carry on
+    t->held = false;
+    return Status::Ok();
+  }
+  if (t->status != TrialStatus::kPaused) {
+    return Status::FailedPrecondition("trial " + trial_id + " is " + TrialStatusName(t->status) +
+                                      ", not PAUSED");
+  }
+  if (t->held) {
+    t->held = false;
+    MarkDirty(*t);
+    Enqueue(*t);
+  }
+  return Status::Ok();
+}
+
+void TrialRunner::StartPause(Trial& t) {
+  t.pause_requested = false;
+  t.pausing = true;
+  executor_.Save(t, "memory");
+}
+
+void TrialRunner::OnPauseSaved(Trial& t, const std::string& payload) {
+  t.pausing = false;
+  const Experiment& e = experiments_.at(t.experiment_id);
+  ReleaseActor(t, e.spec.reuse_actors);
+  t.memory_checkpoint = payload;
+  SetStatus(t, TrialStatus::kPaused);
+  if (!t.held) Enqueue(t);
+}
+
+}  // namespace ztune::head

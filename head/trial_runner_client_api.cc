@@ -1,0 +1,175 @@
+// TrialRunner, what clients ask: submit, add a trial, stop; and the reads
+// behind status, trials and workers.
+#include "head/trial_runner.h"
+
+#include <algorithm>
+#include <random>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "storage/keys.h"
+
+namespace ztune::head {
+
+// ---------------------------------------------------------------- client API
+
+Result<Json> TrialRunner::Submit(const Json& spec_json) {
+  std::random_device rd;
+  uint64_t seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  auto spec = ExperimentSpec::Parse(spec_json, seed % 1'000'000'007ULL);
+  if (!spec.ok()) return spec.status();
+  auto space = SearchSpace::Parse(spec->param_space);
+  if (!space.ok()) return space.status();
+  if (registry_.NumAlive() > 0) {
+    std::string offered;
+    if (!registry_.AnyHosts(spec->trainable, &offered)) {
+      return Status::InvalidArgument("spec.trainable: no registered worker hosts trainable '" +
+                                     spec->trainable + "' (workers offer: " + offered + ")");
+    }
+    RETURN_IF_ERROR(ledger_.CheckFeasible(spec->resources));
+  }
+  Experiment e;
+  e.experiment_id = ExperimentIdFor(next_experiment_++);
+  e.spec = std::move(spec).value();
+  e.created_at = WallSeconds();
+  e.total_variants = space->NumVariants(e.spec.num_samples);
+  std::string id = e.experiment_id;
+  request_key_of_experiment_[id] = e.spec.resources.Key();
+  spaces_.emplace(id, std::move(space).value());
+  Experiment& stored = experiments_.emplace(id, std::move(e)).first->second;
+  searching_.insert(id);
+  MarkDirty(stored);
+  batch_.Put(storage::Family::kMeta, storage::kMetaNextExperiment, std::to_string(next_experiment_));
+  spdlog::info("experiment {} ({}) submitted: trainable {}, {} trials, resources {}", id,
+               stored.spec.name, stored.spec.trainable, stored.total_variants,
+               stored.spec.resources.ToString());
+  GenerateTrials();
+  return Json{{"experiment_id", id}, {"total_trials", stored.total_variants}};
+}
+
+Result<std::string> TrialRunner::AddTrial(const std::string& experiment_id, const Json& config,
+                                          const std::string& restore_from) {
+  auto it = experiments_.find(experiment_id);
+  if (it == experiments_.end()) return Status::NotFound("unknown experiment '" + experiment_id + "'");
+  if (!config.is_object()) return Status::InvalidArgument("config must be a JSON object");
+  Experiment& e = it->second;
+  if (e.finished || e.stopped) {
+    return Status::FailedPrecondition("experiment " + experiment_id + " is " +
+                                      (e.stopped ? "stopped" : "finished"));
+  }
+  if (!restore_from.empty()) {
+    const Trial* source = FindTrial(restore_from);
+    if (source == nullptr) return Status::NotFound("restore_from: unknown trial '" + restore_from + "'");
+    if (source->NewestCheckpoint() == nullptr) {
+      return Status::FailedPrecondition("restore_from: trial " + restore_from +
+                                        " has no persistent checkpoint");
+    }
+    if (experiments_.at(source->experiment_id).spec.trainable != e.spec.trainable) {
+      return Status::InvalidArgument("restore_from: trial " + restore_from + " runs trainable '" +
+                                     experiments_.at(source->experiment_id).spec.trainable +
+                                     "', not '" + e.spec.trainable + "'");
+    }
+  }
+  Trial& t = NewTrial(e, config);
+  t.restore_from = restore_from;
+  e.total_variants++;
+  e.next_variant++;  // an added trial counts as a variant the searcher produced
+  MarkDirty(e);
+  return t.trial_id;
+}
+
+Result<std::vector<std::string>> TrialRunner::Stop(const std::string& id) {
+  std::vector<std::string> stopped;
+  if (auto it = experiments_.find(id); it != experiments_.end()) {
+    StopExperiment(it->second, &stopped);
+    return stopped;
+  }
+  Trial* t = MutableTrial(id);
+  if (t == nullptr) return Status::NotFound("no experiment or trial '" + id + "'");
+  if (!IsFinished(t->status)) {
+    FinishTrial(*t, TrialStatus::kTerminated);
+    stopped.push_back(id);
+  }
+  return stopped;
+}
+
+// ---------------------------------------------------------------- reads
+
+const Trial* TrialRunner::FindTrial(const std::string& trial_id) const {
+  auto it = trials_.find(trial_id);
+  return it == trials_.end() ? nullptr : &it->second;
+}
+
+const Experiment* TrialRunner::FindExperiment(const std::string& experiment_id) const {
+  auto it = experiments_.find(experiment_id);
+  return it == experiments_.end() ? nullptr : &it->second;
+}
+
+std::string TrialRunner::WorkerNameOf(const Trial& t) const {
+  if (!t.has_actor) return {};
+  const WorkerInfo* w = registry_.Find(t.worker_id);
+  return w == nullptr ? t.worker_id : w->name;
+}
+
+const Trial* TrialRunner::BestTrial(const Experiment& e) const {
+  if (e.spec.metric.empty()) return nullptr;
+  const Trial* best = nullptr;
+  double best_v = 0;
+  bool maximize = e.spec.mode == "max";
+  for (const auto& id : e.trial_ids) {
+    const Trial& t = trials_.at(id);
+    if (t.last_result.is_null()) continue;
+    const Json* v = FindFlatKey(t.last_result, e.spec.metric);
+    if (v == nullptr || !v->is_number()) continue;
+    double x = v->get<double>();
+    if (std::isnan(x)) continue;
+    if (best == nullptr || (maximize ? x > best_v : x < best_v)) {
+      best = &t;
+      best_v = x;
+    }
+  }
+  return best;
+}
+
+int64_t TrialRunner::ActorsOn(const std::string& worker_id) const {
+  auto it = actors_by_worker_.find(worker_id);
+  return it == actors_by_worker_.end() ? 0 : static_cast<int64_t>(it->second.size());
+}
+
+bool TrialRunner::IsCachedActor(const std::string& worker_id, const std::string& trial_id,
+                                uint64_t attempt) const {
+  for (const auto& [key, cache] : cached_) {
+    for (const auto& c : cache) {
+      if (c.worker_id == worker_id && c.trial_id == trial_id && c.attempt == attempt) return true;
+    }
+  }
+  return false;
+}
+
+bool TrialRunner::HasResourcesForTrial(const std::string& trial_id) const {
+  const Trial* t = FindTrial(trial_id);
+  if (t == nullptr) return false;
+  auto kit = request_key_of_experiment_.find(t->experiment_id);
+  if (kit == request_key_of_experiment_.end()) return false;
+  const std::string& key = kit->second;
+  auto cit = cached_.find(key);
+  if (cit != cached_.end() && !cit->second.empty()) return true;
+  return groups_.HasReady(key) || groups_.NumStaging(key) > 0 || groups_.CanStage();
+}
+
+std::string TrialRunner::DebugString() const {
+  ResourceSet used = groups_.OccupiedResources();
+  ResourceSet total = ledger_.Total();
+  auto fmt = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", v);
+    return std::string(buf);
+  };
+  return "Resources requested: " + fmt(used.Get("CPU")) + "/" + fmt(total.Get("CPU")) +
+         " CPUs, " + fmt(used.Get("GPU")) + "/" + fmt(total.Get("GPU")) + " GPUs";
+}
+
+TimeMs TrialRunner::NextTimerMs() const { return options_.heartbeat_ms; }
+
+}  // namespace ztune::head
