@@ -288,7 +288,8 @@ void HeadServer::SendHeartbeats(bool store_busy) {
   }
 }
 
-Status HeadServer::RunOffLoop(const std::function<Status()>& job, const std::string& what) {
+Status HeadServer::RunOffLoop(const std::function<Status()>& job, const char* what,
+                              size_t bytes) {
   const TimeMs start = clock_.NowMs();
   store_thread_.Begin(job);
   while (true) {
@@ -297,7 +298,8 @@ Status HeadServer::RunOffLoop(const std::function<Status()>& job, const std::str
       const TimeMs took = clock_.NowMs() - start;
       if (took > options_.runner.heartbeat_ms) {
         ++stats_.slow_store_operations;
-        spdlog::info("slow {}: {} ms (heartbeats kept going)", what, took);
+        spdlog::info("slow {}{}: {} ms (heartbeats kept going)", what,
+                     bytes > 0 ? " of " + std::to_string(bytes) + " bytes" : std::string(), took);
       }
       return *std::move(s);
     }
@@ -311,7 +313,7 @@ void HeadServer::RunLongStoreOperation(const std::function<void()>& op) {
         op();
         return Status::Ok();
       },
-      "store read")
+      "store read", /*bytes=*/0)
       .IgnoreError();
 }
 
@@ -335,8 +337,7 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     storage::WriteBatch batch;
     runner_.FlushTo(batch);
     if (!batch.empty()) {
-      const std::string what = "commit of " + std::to_string(batch.bytes()) + " bytes";
-      Status s = RunOffLoop([&] { return store_.Commit(batch); }, what);
+      Status s = RunOffLoop([&] { return store_.Commit(batch); }, "commit", batch.bytes());
       if (!s.ok()) {
         spdlog::critical("commit failed: {}; the head stops (restart it on the same data dir)",
                          s.ToString());

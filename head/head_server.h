@@ -88,8 +88,8 @@ class HeadServer final : public CommandSink {
   void SendOutgoing(Outgoing& out);
   void DropStreamsOfDeadWorkers();
   // Runs `job` on the store thread, sending heartbeats while it runs; logs
-  // it (as `what`) when it took longer than one heartbeat interval.
-  Status RunOffLoop(const std::function<Status()>& job, const std::string& what);
+  // it (as `what` of `bytes`) when it took longer than one heartbeat interval.
+  Status RunOffLoop(const std::function<Status()>& job, const char* what, size_t bytes);
   // Once per heartbeat interval. `store_busy` (a store operation runs off the
   // loop): a failed send is not reported to the runner, which must not act
   // until the operation is done.

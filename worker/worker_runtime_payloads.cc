@@ -15,7 +15,6 @@ namespace ztune::worker {
 bool WorkerRuntime::SendChunked(protocol::Message& message) {
   protocol::Message header{message.body, {}};
   protocol::SetAnnouncedPayloadBytes(header.body, message.payload.size());
-  if (!Send(header)) return false;
   const uint64_t rid = protocol::HeaderRid(header.body);
   if (chunk_sender_.Contains("", rid)) {
     // A second reply to one request cannot happen (the head's rids are
@@ -23,6 +22,7 @@ bool WorkerRuntime::SendChunked(protocol::Message& message) {
     spdlog::error("a second chunked reply to request {}; dropped", rid);
     return true;
   }
+  if (!Send(header)) return false;
   spdlog::debug("sending {} bytes for request {} in chunks", message.payload.size(), rid);
   chunk_sender_.Start("", rid, std::move(message.payload));
   sending_[rid] = std::move(header);
