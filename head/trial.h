@@ -81,6 +81,9 @@ struct Trial {
   // trial is driven once their replay reaches this iteration (or at the deadline).
   int64_t replay_until = 0;
   TimeMs replay_deadline = 0;
+  // Iteration of the checkpoint the current actor was started from (0: from
+  // scratch). Its first new result must be max(iteration, this) + 1.
+  int64_t resume_iteration = 0;
 
   Json ToJson() const;
   static Result<Trial> FromJson(const Json& j);

@@ -190,6 +190,12 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
   bool stop = false;
   bool checkpoint = false;
   std::string error;
+  // Every result of the batch is stored and the decision is taken once, at
+  // its end (Ray: a save scheduled mid-list does not drop the results after
+  // it; only a stop ignores the rest). A batch with one invalid result is
+  // stored not at all.
+  std::vector<std::pair<int64_t, Json>> accepted;
+  int64_t last = t->iteration;
   for (const auto& rec : batch.results) {
     const Json& in = rec.result;
     auto it_iter = in.is_object() ? in.find("training_iteration") : in.end();
@@ -198,7 +204,15 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
       break;
     }
     int64_t iteration = it_iter->get<int64_t>();
-    if (iteration <= t->iteration) continue;  // already stored (replay or re-run)
+    if (iteration <= last) continue;  // already stored (replay or re-run)
+    // Results are keyed and resumed by iteration: a gap would be permanent.
+    const int64_t expected = std::max(last, t->resume_iteration) + 1;
+    if (iteration != expected) {
+      error = "result with training_iteration " + std::to_string(iteration) +
+              " does not follow iteration " + std::to_string(expected - 1) + " (expected " +
+              std::to_string(expected) + ")";
+      break;
+    }
     // A trainable's own result: the flags the runner acts on must be booleans
     // (a number or string here aborted the head, on every replay).
     for (const char* flag : {"done", "should_checkpoint"}) {
@@ -225,19 +239,24 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
     }
     if (!error.empty()) break;
     result["done"] = done;
-    batch_.Put(storage::Family::kResults, storage::ResultKey(t->trial_id, iteration),
-               result.dump());
-    bool user_ckpt = result.value("should_checkpoint", false);
-    t->iteration = iteration;
-    t->last_result = std::move(result);
-    MarkDirty(*t);
-    checkpoint = (spec.checkpoint.frequency > 0 && iteration % spec.checkpoint.frequency == 0) ||
-                 (done && spec.checkpoint.at_end) || user_ckpt;
+    checkpoint = checkpoint ||
+                 (spec.checkpoint.frequency > 0 && iteration % spec.checkpoint.frequency == 0) ||
+                 (done && spec.checkpoint.at_end) || result.value("should_checkpoint", false);
+    last = iteration;
+    accepted.emplace_back(iteration, std::move(result));
     if (done) {
       stop = true;
       break;  // a STOP ignores the rest of a buffered batch
     }
-    if (checkpoint) break;
+  }
+  if (error.empty() && !accepted.empty()) {
+    for (auto& [iteration, result] : accepted) {
+      batch_.Put(storage::Family::kResults, storage::ResultKey(t->trial_id, iteration),
+                 result.dump());
+    }
+    t->iteration = accepted.back().first;
+    t->last_result = std::move(accepted.back().second);
+    MarkDirty(*t);
   }
   if (max_seq > 0) acks_[{worker_id, t->trial_id, t->attempt}] = max_seq;
   if (!error.empty()) {
@@ -284,9 +303,12 @@ void TrialRunner::OnSaveReply(Trial& t, const protocol::Reply& reply, const std:
     return;
   }
   int64_t iteration = t.iteration;
+  // The worker's own figure (a SAVE after a restore before any new result is
+  // at the restored iteration), but never past what the head knows of.
   if (reply.data.is_object() && reply.data.contains("iteration") &&
       reply.data["iteration"].is_number_integer()) {
-    iteration = reply.data["iteration"].get<int64_t>();
+    iteration = std::clamp<int64_t>(reply.data["iteration"].get<int64_t>(), 0,
+                                    std::max(t.iteration, t.resume_iteration));
   }
   AddCheckpoint(t, payload, iteration);
   if (t.stop_after_save) {
@@ -451,15 +473,20 @@ std::string* TrialRunner::CheckpointFor(Trial& t, std::string& storage) {
     }
   };
   const Trial* source = t.restore_from.empty() ? nullptr : FindTrial(t.restore_from);
+  int64_t resume_iteration = 0;
   if (!t.memory_checkpoint.empty()) {
     storage = std::move(t.memory_checkpoint);
     t.memory_checkpoint.clear();
     checkpoint = &storage;
+    resume_iteration = t.iteration;  // a pause saves right after the last stored result
   } else if (const CheckpointRecord* c = t.NewestCheckpoint()) {
     read(t.trial_id, *c);
+    resume_iteration = c->iteration;
   } else if (source != nullptr && source->NewestCheckpoint() != nullptr) {
     read(source->trial_id, *source->NewestCheckpoint());
+    resume_iteration = source->NewestCheckpoint()->iteration;
   }
+  t.resume_iteration = checkpoint != nullptr ? resume_iteration : 0;
   if (checkpoint != nullptr) {
     t.num_restores++;
   } else if (t.iteration > 0) {

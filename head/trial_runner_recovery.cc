@@ -163,6 +163,13 @@ bool TrialRunner::Reattach(Trial& t, const std::string& worker_id,
   t.has_actor = true;
   t.worker_id = worker_id;
   actors_by_worker_[worker_id].insert(t.trial_id);
+  // Its own checkpoints are never ahead of its stored results; another
+  // trial's (restore_from, before any result of its own) is.
+  const Trial* source = t.restore_from.empty() ? nullptr : FindTrial(t.restore_from);
+  t.resume_iteration = t.iteration == 0 && t.NewestCheckpoint() == nullptr && source != nullptr &&
+                               source->NewestCheckpoint() != nullptr
+                           ? source->NewestCheckpoint()->iteration
+                           : 0;
   spdlog::info("re-attached trial {} attempt {} on {} at iteration {} (actor at {})", t.trial_id,
                t.attempt, worker_id, t.iteration, live_iteration);
   // A user's pause that the crash interrupted still applies.

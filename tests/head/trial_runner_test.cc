@@ -754,6 +754,101 @@ TEST_F(TrialRunnerTest, AStartLostInACrashFailsNoTrial) {
 // in a trainable's result aborted the head, again on every replay. Now the
 // trial fails with the reason, the batch is acknowledged (never replayed) and
 // nothing of it is stored.
+TEST_F(TrialRunnerTest, ABufferedBatchIsStoredWholeAndCheckpointedOnce) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 50},
+      "checkpoint": {"num_to_keep": 5}})");
+  runner_->Tick();
+  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  for (int i = 0; i < 1000 && runner_->FindTrial(id)->iteration < 2; ++i) {
+    fleet_->Turn();
+    fleet_->Heartbeat();
+    clock_.AdvanceMs(10);
+  }
+  fleet_->Turn();
+  const Trial* t = runner_->FindTrial(id);
+  ASSERT_EQ(t->status, TrialStatus::kRunning);
+  const int64_t next = t->iteration + 1;
+  // The TRAIN the runner sent for the fleet's last answer: its batch is ours.
+  uint64_t train_rid = 0;
+  for (const auto& sent : sink_.TakeAll()) {
+    if (const auto* train = std::get_if<protocol::Train>(&sent.message.body)) train_rid = train->rid;
+  }
+  ASSERT_NE(train_rid, 0u);
+  // Three results; the middle one asks for a checkpoint (Ray goes on storing
+  // the results after it: only a stop ignores the rest).
+  protocol::ResultBatch batch;
+  batch.rid = train_rid;
+  batch.trial_id = id;
+  batch.attempt = t->attempt;
+  for (int64_t k = 0; k < 3; ++k) {
+    Json r{{"training_iteration", next + k}, {"loss", 1.0}};
+    if (k == 1) r["should_checkpoint"] = true;
+    batch.results.push_back({static_cast<uint64_t>(500 + k), r});
+  }
+  runner_->HandleResultBatch("w1", batch);
+  storage::WriteBatch b;
+  runner_->FlushTo(b);
+  ASSERT_TRUE(store_.Commit(b).ok());
+  EXPECT_EQ(t->iteration, next + 2);
+  auto stored = StoredResults(id);
+  ASSERT_EQ(stored.size(), static_cast<size_t>(next + 2)) << "no gap after the checkpoint trigger";
+  for (size_t k = 0; k < stored.size(); ++k) {
+    EXPECT_EQ(stored[k]["training_iteration"], static_cast<int64_t>(k + 1));
+  }
+  int saves = 0;
+  for (const auto& sent : sink_.sent) {
+    saves += std::holds_alternative<protocol::Save>(sent.message.body) ? 1 : 0;
+  }
+  EXPECT_EQ(saves, 1) << "the batch is decided once";
+}
+
+TEST_F(TrialRunnerTest, AResultThatSkipsIterationsFailsItsTrialAndStoresNothing) {
+  fleet_->Register("w1", 1);
+  for (int64_t jump : {int64_t{2}, int64_t{1} << 62}) {
+    std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 50}})");
+    runner_->Tick();
+    const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+    for (int i = 0; i < 1000 && runner_->FindTrial(id)->iteration < 2; ++i) {
+      fleet_->Turn();
+      fleet_->Heartbeat();
+      clock_.AdvanceMs(10);
+    }
+    fleet_->Turn();
+    const Trial* t = runner_->FindTrial(id);
+    ASSERT_EQ(t->status, TrialStatus::kRunning);
+    const int64_t last = t->iteration;
+    protocol::ResultBatch batch;
+    batch.trial_id = id;
+    batch.attempt = t->attempt;
+    // A valid next result, then the jump: the batch is refused whole.
+    batch.results.push_back({900, Json{{"training_iteration", last + 1}, {"loss", 1.0}}});
+    batch.results.push_back({901, Json{{"training_iteration", last + 1 + jump}, {"loss", 1.0}}});
+    runner_->HandleResultBatch("w1", batch);
+    EXPECT_EQ(t->status, TrialStatus::kError);
+    EXPECT_NE(t->error.find("does not follow iteration " + std::to_string(last + 1)),
+              std::string::npos)
+        << t->error;
+    storage::WriteBatch b;
+    runner_->FlushTo(b);
+    ASSERT_TRUE(store_.Commit(b).ok());
+    EXPECT_EQ(StoredResults(id).size(), static_cast<size_t>(last));
+    EXPECT_EQ(t->iteration, last);
+    bool acked = false;
+    for (const auto& sent : sink_.sent) {
+      if (const auto* ack = std::get_if<protocol::Ack>(&sent.message.body)) {
+        acked = acked || (ack->trial_id == id && ack->seq >= 901);
+      }
+    }
+    EXPECT_TRUE(acked);
+    for (int i = 0; i < 300; ++i) {  // let the group go before the next round
+      fleet_->Turn();
+      fleet_->Heartbeat();
+      clock_.AdvanceMs(10);
+    }
+  }
+}
+
 TEST_F(TrialRunnerTest, AResultWithNonBooleanFlagsFailsItsTrialAndIsAcknowledged) {
   fleet_->Register("w1", 1);
   const std::vector<std::pair<std::string, Json>> bad = {
