@@ -89,6 +89,10 @@ Result<ExperimentSpec> ExperimentSpec::Parse(const Json& j, uint64_t default_see
     return Bad("trainable", "required: the name of a trainable the workers host");
   }
   s.trainable = j["trainable"].get<std::string>();
+  // The name defaults to the trainable and is stored explicitly, so the
+  // trainable obeys the name's limit: a longer one was accepted at submit and
+  // then refused when a restarted head read the stored spec back.
+  if (s.trainable.size() > 200) return Bad("trainable", "must be at most 200 characters");
   if (j.contains("name")) {
     if (!j["name"].is_string()) return Bad("name", "must be a string");
     s.name = j["name"].get<std::string>();

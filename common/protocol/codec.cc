@@ -1,5 +1,7 @@
 #include "common/protocol/codec.h"
 
+#include <algorithm>
+#include <bit>
 #include <cstring>
 #include <limits>
 #include <sstream>
@@ -18,6 +20,22 @@ constexpr int kMaxJsonDepth = 64;
 
 using Packer = msgpack::packer<msgpack::sbuffer>;
 
+// msgpack-c packs an integral double as an integer, and its range check lets
+// exactly 2^64 through to a uint64 conversion, which is undefined (found by
+// tests/fuzz/fuzz_codec: a uint64 near the maximum decodes to that double).
+// That one value is written as a float64 by hand.
+void PackDouble(Packer& pk, double d) {
+  if (d != 0x1p64) {
+    pk.pack(d);
+    return;
+  }
+  const auto bits = std::bit_cast<uint64_t>(d);
+  char buf[9];
+  buf[0] = static_cast<char>(0xcb);
+  for (int i = 0; i < 8; ++i) buf[1 + i] = static_cast<char>((bits >> (56 - 8 * i)) & 0xff);
+  pk.pack_bin_body(buf, sizeof(buf));  // a raw append: the body writer adds no header
+}
+
 void PackJson(Packer& pk, const Json& j) {
   switch (j.type()) {
     case Json::value_t::null:
@@ -25,7 +43,7 @@ void PackJson(Packer& pk, const Json& j) {
     case Json::value_t::boolean: pk.pack(j.get<bool>()); break;
     case Json::value_t::number_integer: pk.pack(j.get<int64_t>()); break;
     case Json::value_t::number_unsigned: pk.pack(j.get<uint64_t>()); break;
-    case Json::value_t::number_float: pk.pack(j.get<double>()); break;
+    case Json::value_t::number_float: PackDouble(pk, j.get<double>()); break;
     case Json::value_t::string: pk.pack(j.get_ref<const std::string&>()); break;
     case Json::value_t::binary: {
       const auto& b = j.get_binary();
@@ -52,7 +70,7 @@ struct Encoder {
 
   void Value(const uint64_t& v) { pk.pack(v); }
   void Value(const int64_t& v) { pk.pack(v); }
-  void Value(const double& v) { pk.pack(v); }
+  void Value(const double& v) { PackDouble(pk, v); }
   void Value(const bool& v) { pk.pack(v); }
   void Value(const std::string& v) { pk.pack(v); }
   void Value(const Json& v) { PackJson(pk, v); }
@@ -60,7 +78,7 @@ struct Encoder {
     pk.pack_map(static_cast<uint32_t>(m.size()));
     for (const auto& [k, v] : m) {
       pk.pack(k);
-      pk.pack(v);
+      PackDouble(pk, v);
     }
   }
   template <class T>
@@ -259,17 +277,24 @@ Result<Body> DecodeByIndex(size_t index, const msgpack::object& header) {
   }
 }
 
-// Bounds what a hostile header can make the unpacker allocate.
-msgpack::unpack_limit HeaderLimits() {
-  return msgpack::unpack_limit(/*array=*/1'000'000, /*map=*/100'000, /*str=*/64 << 20,
-                               /*bin=*/64 << 20, /*ext=*/0, /*depth=*/kMaxJsonDepth + 8);
+// Bounds what a hostile header can make the unpacker allocate. msgpack-c
+// allocates a container's elements from its declared size before it reads
+// them, so 5 bytes declaring an array of a million cost 32 MiB (found by
+// tests/fuzz/fuzz_codec). An element takes at least one byte and a map entry
+// two, so a frame of N bytes never holds a larger container than these.
+msgpack::unpack_limit HeaderLimits(size_t frame_bytes) {
+  return msgpack::unpack_limit(/*array=*/std::min<size_t>(1'000'000, frame_bytes),
+                               /*map=*/std::min<size_t>(100'000, frame_bytes / 2),
+                               /*str=*/64 << 20, /*bin=*/64 << 20, /*ext=*/0,
+                               /*depth=*/kMaxJsonDepth + 8);
 }
 
 Result<msgpack::object_handle> Unpack(std::string_view bytes) {
   try {
     size_t offset = 0;
     msgpack::object_handle oh =
-        msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, HeaderLimits());
+        msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr,
+                        HeaderLimits(bytes.size()));
     if (offset != bytes.size()) return Status::InvalidArgument("trailing bytes after msgpack value");
     return oh;
   } catch (const std::exception& e) {

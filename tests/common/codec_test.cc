@@ -159,6 +159,60 @@ TEST(CodecTest, IgnoresUnknownKeys) {
   EXPECT_EQ(std::get<Train>(d->body).buffer_length, 1);
 }
 
+// msgpack-c allocates a container from its declared size before it reads the
+// elements: 5 bytes of array32 header declaring a million elements cost 32 MiB
+// (found by tests/fuzz/fuzz_codec). A declared size beyond what the frame can
+// hold is now refused before anything is allocated; real containers of any
+// size that fits still decode.
+TEST(CodecTest, RefusesContainersLargerThanTheirFrameBeforeAllocating) {
+  const std::string array_of_a_million("\xdd\x00\x0f\x42\x40", 5);
+  const std::string map_of_100000("\xdf\x00\x01\x86\xa0", 5);
+  for (const std::string& header : {array_of_a_million, map_of_100000}) {
+    auto d = Decode(std::vector<std::string>{"ZTUNE1", std::string(1, char(8)), header});
+    ASSERT_FALSE(d.ok());
+    EXPECT_NE(d.status().message().find("size overflow"), std::string::npos)
+        << d.status().message();
+  }
+  EXPECT_FALSE(MsgpackToJson(array_of_a_million).ok());
+
+  Register r;
+  r.worker_id = "w";
+  for (int i = 0; i < 5000; ++i) r.gpu_ids.push_back(i % 2);  // one byte each
+  for (int i = 0; i < 3000; ++i) r.resources["r" + std::to_string(i)] = 1;
+  auto d = RoundTrip(r);
+  EXPECT_EQ(d.gpu_ids.size(), 5000u);
+  EXPECT_EQ(d.resources.size(), 3000u);
+  Json nulls = Json::array();
+  for (int i = 0; i < 70000; ++i) nulls.push_back(nullptr);
+  auto back = MsgpackToJson(JsonToMsgpack(nulls));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->size(), 70000u);
+}
+
+// msgpack-c packs an integral double as an integer and, for exactly 2^64,
+// converts it to uint64 first: undefined behaviour (clang's UBSan aborts;
+// found by tests/fuzz/fuzz_codec, where a uint64 near the maximum decodes to
+// that double). It goes out as a float64 and comes back unchanged.
+TEST(CodecTest, EncodesTwoToThe64AsAFloat) {
+  const double two_to_the_64 = 0x1p64;
+  Register r;
+  r.worker_id = "w";
+  r.resources = {{"memory", two_to_the_64}};
+  auto frames = Encode(Message{r, {}});
+  EXPECT_NE(frames[2].find(std::string("\xcb\x43\xf0\0\0\0\0\0\0", 9)), std::string::npos);
+  EXPECT_EQ(RoundTrip(r).resources.at("memory"), two_to_the_64);
+  // Decoding turns the largest uint64s into that double; re-encoding works.
+  std::string header = JsonToMsgpack(Json{{"worker_id", "w"}, {"resources", {{"memory", UINT64_MAX}}}});
+  auto d = Decode(std::vector<std::string>{"ZTUNE1", std::string(1, char(1)), header});
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(std::get<Register>(d->body).resources.at("memory"), two_to_the_64);
+  EXPECT_TRUE(Decode(Encode(*d)).ok());
+  auto back = MsgpackToJson(JsonToMsgpack(Json{{"x", two_to_the_64}, {"y", -0x1p63}}));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ((*back)["x"].get<double>(), two_to_the_64);
+  EXPECT_EQ((*back)["y"].get<double>(), -0x1p63);
+}
+
 TEST(CodecTest, JsonMsgpackRoundTrip) {
   Json j{{"a", 1}, {"b", {1.5, "x", nullptr, true}}, {"c", {{"d", -2}}}};
   auto back = MsgpackToJson(JsonToMsgpack(j));

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include "head/experiment_spec.h"
+#include "head/trial.h"
+
 namespace ztune::head {
 namespace {
 
@@ -63,6 +66,25 @@ TEST(SearchSpaceTest, RejectsBadSamplersNamingThePath) {
     EXPECT_NE(s.status().message().find("param_space."), std::string::npos) << s.status().message();
   }
   EXPECT_FALSE(SearchSpace::Parse(Json::array()).ok());
+}
+
+// A spec without a name takes the trainable as its name, and the stored spec
+// names it explicitly: a trainable longer than a name may be was accepted at
+// submit, then refused when a restarted head read the experiment back, which
+// kept the head from starting (found by tests/fuzz/fuzz_spec).
+TEST(ExperimentSpecTest, TrainableObeysTheNameLimitSoTheStoredSpecLoads) {
+  auto too_long = ExperimentSpec::Parse(Json{{"trainable", std::string(201, 'q')}}, 1);
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_EQ(too_long.status().message(), "spec.trainable: must be at most 200 characters");
+
+  auto longest = ExperimentSpec::Parse(Json{{"trainable", std::string(200, 'q')}}, 1);
+  ASSERT_TRUE(longest.ok()) << longest.status().ToString();
+  Experiment e;
+  e.experiment_id = "e0001";
+  e.spec = *longest;
+  auto loaded = Experiment::FromJson(Json::parse(e.ToJson().dump()));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->spec.name, std::string(200, 'q'));
 }
 
 }  // namespace

@@ -1,0 +1,88 @@
+// Fuzz target: the head <-> worker wire codec (common/protocol/codec.h).
+//
+// Input: byte 0 chooses the frame count (0..5, so wrong counts are reached
+// too); every frame but the last is a 2-byte little-endian length and that
+// many bytes (clamped to what is left); the last frame is the rest. Seeds are
+// real encoded messages of every command (corpus/fuzz_codec, made by
+// gen_corpus.cc).
+//
+// Beyond "never crash": whatever Decode accepts must survive Encode + Decode
+// (the worker re-sends decoded state, the head stores it), and the second
+// encoding must equal the first (encoding a decoded message is a fixed point).
+// A violation aborts, which libFuzzer reports as a crash.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/protocol/codec.h"
+
+namespace {
+
+using ztune::protocol::Decode;
+using ztune::protocol::Encode;
+
+std::vector<std::string_view> SplitFrames(const uint8_t* data, size_t size) {
+  std::vector<std::string_view> frames;
+  if (size == 0) return frames;
+  const size_t count = data[0] % 6;
+  std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
+  for (size_t i = 0; i < count; ++i) {
+    if (i + 1 == count) {
+      frames.push_back(rest);
+      break;
+    }
+    size_t len = 0;
+    if (rest.size() >= 2) {
+      len = static_cast<uint8_t>(rest[0]) | (static_cast<size_t>(static_cast<uint8_t>(rest[1])) << 8);
+      rest.remove_prefix(2);
+    } else {
+      rest = {};
+    }
+    len = std::min(len, rest.size());
+    frames.push_back(rest.substr(0, len));
+    rest.remove_prefix(len);
+  }
+  return frames;
+}
+
+[[noreturn]] void Fail(const char* what, const std::string& detail) {
+  std::fprintf(stderr, "fuzz_codec: %s: %s\n", what, detail.c_str());
+  std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::vector<std::string_view> frames = SplitFrames(data, size);
+  auto decoded = Decode(std::span<const std::string_view>(frames));
+  if (decoded.ok()) {
+    (void)ztune::protocol::CommandName(decoded->body);
+    std::vector<std::string> encoded = Encode(*decoded);
+    auto again = Decode(encoded);
+    if (!again.ok()) Fail("re-decoding an encoded message failed", again.status().ToString());
+    if (again->body.index() != decoded->body.index() || again->payload != decoded->payload) {
+      Fail("round trip changed the command or the payload", ztune::protocol::CommandName(again->body));
+    }
+    if (Encode(*again) != encoded) Fail("encoding is not stable", ztune::protocol::CommandName(again->body));
+  }
+  // The header frame alone through the JSON <-> msgpack helpers.
+  if (frames.size() >= 3) {
+    auto json = ztune::protocol::MsgpackToJson(frames[2]);
+    if (json.ok()) {
+      std::string packed = ztune::protocol::JsonToMsgpack(*json);
+      auto back = ztune::protocol::MsgpackToJson(packed);
+      if (!back.ok()) Fail("MsgpackToJson(JsonToMsgpack(x)) failed", back.status().ToString());
+      // Bytes, not Json equality: a NaN never equals itself.
+      if (ztune::protocol::JsonToMsgpack(*back) != packed) {
+        Fail("JSON <-> msgpack round trip is not stable", "");
+      }
+    }
+  }
+  return 0;
+}
