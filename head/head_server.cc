@@ -101,25 +101,15 @@ void HeadServer::SendFramesToWorker(const std::string& worker_id,
                                     const std::vector<std::string>& frames) {
   Status s = zmqutil::SendFrames(workers_, frames, worker_id);
   if (!s.ok()) {
-    spdlog::debug("send to worker {} failed: {}", worker_id, s.ToString());
-    if (s.code() == StatusCode::kUnavailable) runner_.HandleUnreachable(worker_id);
+    // Between two connections of a reconnecting worker. Not a death: liveness
+    // is judged by heartbeats, and what was lost is reconciled when it
+    // registers again (TrialRunner::ReconcileAfterReconnect).
+    WarnRateLimited("send to worker '" + worker_id + "' failed (" + s.message() +
+                    "); it is judged by its heartbeats");
   }
 }
 
-void HeadServer::WarnRateLimited(const std::string& what) {
-  TimeMs now = clock_.NowMs();
-  if (now - last_warning_ < 1000) {
-    ++suppressed_warnings_;
-    return;
-  }
-  if (suppressed_warnings_ > 0) {
-    spdlog::warn("{} (and {} similar messages suppressed)", what, suppressed_warnings_);
-  } else {
-    spdlog::warn("{}", what);
-  }
-  suppressed_warnings_ = 0;
-  last_warning_ = now;
-}
+void HeadServer::WarnRateLimited(const std::string& what) { peer_warnings_.Warn(what); }
 
 void HeadServer::HandleWorkerFrames(const std::string& identity,
                                     std::span<const std::string_view> frames) {
@@ -273,18 +263,13 @@ void HeadServer::DrainClients() {
   }
 }
 
-void HeadServer::SendHeartbeats(bool store_busy) {
+void HeadServer::SendHeartbeats() {
   TimeMs now = clock_.NowMs();
   if (now - last_heartbeat_sent_ < options_.runner.heartbeat_ms) return;
   last_heartbeat_sent_ = now;
   auto frames = protocol::Encode(protocol::Message{protocol::Heartbeat{}, {}});
   for (const auto& [id, w] : runner_.registry().workers()) {
-    if (!w.alive) continue;
-    if (store_busy) {
-      zmqutil::SendFrames(workers_, frames, id).IgnoreError();
-    } else {
-      SendFramesToWorker(id, frames);
-    }
+    if (w.alive) SendFramesToWorker(id, frames);
   }
 }
 
@@ -303,7 +288,7 @@ Status HeadServer::RunOffLoop(const std::function<Status()>& job, const char* wh
       }
       return *std::move(s);
     }
-    SendHeartbeats(/*store_busy=*/true);
+    SendHeartbeats();
   }
 }
 

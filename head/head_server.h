@@ -17,6 +17,7 @@
 #include <zmq.hpp>
 
 #include "common/clock.h"
+#include "common/rate_limited_warning.h"
 #include "common/status.h"
 #include "head/client_service.h"
 #include "head/command_sink.h"
@@ -90,10 +91,9 @@ class HeadServer final : public CommandSink {
   // Runs `job` on the store thread, sending heartbeats while it runs; logs
   // it (as `what` of `bytes`) when it took longer than one heartbeat interval.
   Status RunOffLoop(const std::function<Status()>& job, const char* what, size_t bytes);
-  // Once per heartbeat interval. `store_busy` (a store operation runs off the
-  // loop): a failed send is not reported to the runner, which must not act
-  // until the operation is done.
-  void SendHeartbeats(bool store_busy = false);
+  // Once per heartbeat interval; also while a store operation runs off the
+  // loop (sending touches no runner state).
+  void SendHeartbeats();
   void SendClientReply(const std::string& identity, const Json& reply, bool delimited);
   void WarnRateLimited(const std::string& what);
 
@@ -115,8 +115,7 @@ class HeadServer final : public CommandSink {
   // per heartbeat interval, so that a worker's queued messages after a head
   // restart do not each trigger a REGISTER of all its live actors.
   std::unordered_map<std::string, TimeMs> disconnect_sent_;
-  TimeMs last_warning_ = 0;
-  uint64_t suppressed_warnings_ = 0;
+  RateLimitedWarning peer_warnings_{clock_};
   HeadStats stats_;
   PayloadStreams payloads_;
   StoreThread store_thread_;

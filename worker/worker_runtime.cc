@@ -178,6 +178,7 @@ void WorkerRuntime::SendRegister() {
   r.resources = options_.resources;
   r.gpu_ids = options_.gpu_ids;
   r.trainables = registry_.Names();
+  const auto rids = recent_.ByActor();
   for (const auto& [key, slot] : actors_) {
     protocol::LiveActor a;
     a.trial_id = key.trial_id;
@@ -186,6 +187,7 @@ void WorkerRuntime::SendRegister() {
     a.acked_seq = it == acked_seq_.end() ? 0 : it->second;
     a.iteration = slot.iteration;
     for (const auto& c : slot.pending) a.training = a.training || c.kind == CommandKind::kTrain;
+    if (auto rit = rids.find(key); rit != rids.end()) a.rids = rit->second;
     r.live_actors.push_back(std::move(a));
   }
   // The first REGISTER of an incarnation at info; the resends at debug.

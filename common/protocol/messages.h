@@ -32,6 +32,9 @@ struct LiveActor {
   uint64_t acked_seq = 0;
   int64_t iteration = 0;
   bool training = false;  // a TRAIN is queued or running: its batch will follow
+  // Request ids this worker has accepted for the actor lately (answered or
+  // not): a command sent again with one of them is answered, not re-run.
+  std::vector<uint64_t> rids;
   template <class V>
   void Visit(V& v) {
     v("trial_id", trial_id, Need::kRequired);
@@ -39,6 +42,7 @@ struct LiveActor {
     v("acked_seq", acked_seq, Need::kOptional);
     v("iteration", iteration, Need::kOptional);
     v("training", training, Need::kOptional);
+    v("rids", rids, Need::kOptional);
   }
 };
 
