@@ -15,6 +15,7 @@
 
 #include "client/json_util.h"
 #include "client/table.h"
+#include "common/printable.h"
 
 namespace ztune::client {
 namespace {
@@ -273,9 +274,10 @@ int ExitCodeFor(const HeadClient& client, const Status& status) {
 
 int ReportCallError(const CommandContext& ctx, const Status& status) {
   if (ctx.client.head_answered()) {
-    ctx.err << "error: " << StatusCodeName(status.code()) << ": " << status.message() << '\n';
+    ctx.err << "error: " << StatusCodeName(status.code()) << ": "
+            << EscapeControl(status.message(), Newlines::kKeep) << '\n';
   } else {
-    ctx.err << "error: " << status.message() << '\n';
+    ctx.err << "error: " << EscapeControl(status.message(), Newlines::kKeep) << '\n';
   }
   return ExitCodeFor(ctx.client, status);
 }
@@ -548,7 +550,7 @@ int RunTrial(const CommandContext& ctx, const std::string& trial_id, bool json) 
   } else {
     out << '\n';
     std::istringstream lines(error);
-    for (std::string line; std::getline(lines, line);) out << "  " << line << '\n';
+    for (std::string line; std::getline(lines, line);) out << "  " << EscapeControl(line) << '\n';
   }
   return kExitOk;
 }

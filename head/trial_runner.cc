@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/printable.h"
 #include "storage/keys.h"
 
 namespace ztune::head {
@@ -530,7 +531,7 @@ void TrialRunner::FailTrial(Trial& t, const std::string& error, bool retry) {
   t.error_log.push_back("Failure # " + std::to_string(t.num_failures) + " (occurred at " +
                         DateString() + ")\n" + error);
   spdlog::warn("trial {} attempt {} failed (failure #{}): {}", t.trial_id, t.attempt,
-               t.num_failures, error);
+               t.num_failures, EscapeControl(error));
   int64_t max_failures = e.spec.max_failures;
   bool recover = retry && (max_failures < 0 || t.num_failures <= max_failures);
   if (!recover) {

@@ -47,6 +47,8 @@ struct RunnerOptions {
   TimeMs reattach_grace_ms = 0;
   int64_t liveness = 3;
   TimeMs insufficient_resources_warn_ms = 60'000;
+  // Trials one experiment may have (grid x num_samples, plus added ones).
+  uint64_t max_trials_per_experiment = 100'000;
 };
 
 class TrialRunner {

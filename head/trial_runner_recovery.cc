@@ -12,11 +12,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/printable.h"
 #include "storage/keys.h"
 
 namespace ztune::head {
 
 namespace {
+
+// Device ids one worker may report (more than any machine has).
+constexpr size_t kMaxGpuIds = 1024;
 
 // Reads every record of `family` as T::FromJson(JSON text), in key order.
 template <class T>
@@ -122,6 +126,22 @@ Status TrialRunner::Load() {
 }
 
 void TrialRunner::HandleRegister(const protocol::Register& reg) {
+  // Refused registrations change nothing; the worker keeps asking (every
+  // heartbeat interval) and the warning says why.
+  Result<ResourceSet> offered = ResourceSet::FromDoublesChecked(reg.resources);
+  if (!offered.ok()) {
+    peer_warnings_.Warn("REGISTER of worker '" + reg.worker_id + "' refused: " +
+                        offered.status().message());
+    return;
+  }
+  std::set<int64_t> gpu_ids(reg.gpu_ids.begin(), reg.gpu_ids.end());
+  if (gpu_ids.size() != reg.gpu_ids.size() || reg.gpu_ids.size() > kMaxGpuIds ||
+      (!gpu_ids.empty() && *gpu_ids.begin() < 0)) {
+    peer_warnings_.Warn("REGISTER of worker '" + reg.worker_id +
+                        "' refused: gpu_ids must be distinct, >= 0 and at most " +
+                        std::to_string(kMaxGpuIds));
+    return;
+  }
   const WorkerInfo* before = registry_.Find(reg.worker_id);
   const bool reconnected =
       before != nullptr && before->alive && before->incarnation != reg.incarnation;
@@ -135,11 +155,12 @@ void TrialRunner::HandleRegister(const protocol::Register& reg) {
   // its replies and replays its outbox once it has this.
   sink_.SendToWorker(reg.worker_id, protocol::Message{registered, {}}, SendTiming::kAfterCommit);
   if (fresh) {
-    ledger_.AddWorker(reg.worker_id, ResourceSet::FromDoubles(reg.resources), reg.gpu_ids);
+    ledger_.AddWorker(reg.worker_id, *offered, reg.gpu_ids);
     groups_.NotifyCapacityChanged();
     RecomputeMaxPending();
-    spdlog::info("worker {} registered ({} on {}, pid {}): {}, {} live actors", reg.worker_id,
-                 reg.name, reg.host, reg.pid, ResourceSet::FromDoubles(reg.resources).ToString(),
+    spdlog::info("worker {} registered ({} on {}, pid {}): {}, {} live actors",
+                 EscapeControl(reg.worker_id), EscapeControl(reg.name), EscapeControl(reg.host),
+                 reg.pid, offered->ToString(),
                  reg.live_actors.size());
   }
   if (reconnected) ReconcileAfterReconnect(reg);

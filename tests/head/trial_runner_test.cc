@@ -1,5 +1,8 @@
 #include "head/trial_runner.h"
 
+#include <cmath>
+#include <limits>
+
 #include <gtest/gtest.h>
 
 #include "storage/in_memory_store.h"
@@ -771,6 +774,66 @@ TEST_F(TrialRunnerTest, AHeadStallDoesNotKillItsWorkers) {
     runner_->Tick();
   }
   EXPECT_EQ(runner_->registry().FindAlive("w1"), nullptr);
+}
+
+// A REGISTER with amounts no machine has (CPU 1e12 took every trial; two of
+// 9e14 overflowed the cluster total; NaN, Inf and negatives became 0) is
+// refused and changes nothing; absurd but valid totals add up without overflow.
+TEST_F(TrialRunnerTest, ARegisterWithImpossibleResourcesIsRefusedAndChangesNothing) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double cpus : {std::nan(""), inf, -inf, -1.0, 1e15, 9e14}) {
+    protocol::Register r;
+    r.worker_id = "bad";
+    r.resources = {{"CPU", cpus}};
+    runner_->HandleRegister(r);
+    EXPECT_EQ(runner_->registry().Find("bad"), nullptr) << cpus;
+    EXPECT_TRUE(sink_.sent.empty()) << "no REGISTERED for CPU " << cpus;
+  }
+  protocol::Register dup_gpus;
+  dup_gpus.worker_id = "bad";
+  dup_gpus.resources = {{"CPU", 1}, {"GPU", 2}};
+  dup_gpus.gpu_ids = {0, 0};
+  runner_->HandleRegister(dup_gpus);
+  EXPECT_EQ(runner_->registry().Find("bad"), nullptr);
+  for (int i = 0; i < 200; ++i) fleet_->Register("big" + std::to_string(i), 1e14);
+  EXPECT_GT(runner_->ledger().Total().Get("CPU"), 1e14) << "saturates, never negative";
+}
+
+TEST_F(TrialRunnerTest, SpecSizesAreCheckedForOverflowAndCapped) {
+  fleet_->Register("w1", 1);
+  struct Case {
+    std::string spec;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {R"({"trainable": "quadratic", "num_samples": 4611686018427387904,
+           "param_space": {"a": {"grid_search": [1, 2, 3, 4]}}})", "more than 2^64"},
+      {R"({"trainable": "quadratic", "num_samples": 18446744073709551615})",
+       "must be at most 9223372036854775807, got 18446744073709551615"},
+      {R"({"trainable": "quadratic", "num_samples": 100001})", "--max-trials-per-experiment"},
+      {R"({"trainable": "quadratic", "resources": {"bundles": [{"CPU": 1e15}]}})",
+       "is infeasible"},
+      {R"({"trainable": "quadratic", "param_space": {"x": {"uniform": [-1e308, 1e308]}}})",
+       "must be finite"},
+      {R"({"trainable": "quadratic", "name": "evil\n[info] forged log line"})",
+       "control characters"},
+      {R"({"trainable": "quadratic", "name": "\u001b[2Jcleared"})", "control characters"},
+  };
+  for (const auto& c : cases) {
+    auto r = runner_->Submit(Json::parse(c.spec));
+    ASSERT_FALSE(r.ok()) << c.spec;
+    EXPECT_NE(r.status().message().find(c.message), std::string::npos)
+        << c.spec << " -> " << r.status().message();
+  }
+  EXPECT_TRUE(runner_->experiments().empty());
+  RunnerOptions small = DefaultOptions();
+  small.max_trials_per_experiment = 3;
+  Reset(small);
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 3})");
+  auto added = runner_->AddTrial(exp, Json::object());
+  ASSERT_FALSE(added.ok());
+  EXPECT_NE(added.status().message().find("--max-trials-per-experiment"), std::string::npos);
 }
 
 // A start is sent only after the commit that stores its attempt: a head
