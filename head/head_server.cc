@@ -1,5 +1,6 @@
 #include "head/head_server.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include <spdlog/spdlog.h>
@@ -12,6 +13,9 @@ namespace ztune::head {
 namespace {
 // Bounds one turn's intake so that a flood cannot starve commits and timers.
 constexpr int kMaxMessagesPerTurn = 4096;
+// Client frames up to this size are read (and answered "too large" above the
+// request limit); larger ones close the connection.
+constexpr int64_t kClientSocketCapBytes = 256LL << 20;
 }  // namespace
 
 HeadServer::HeadServer(zmq::context_t& context, storage::Store& store, HeadServerOptions options)
@@ -42,12 +46,16 @@ Status HeadServer::Start() {
   RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_ROUTER_MANDATORY, 1));
   RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_ROUTER_HANDOVER, 1));
   RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_LINGER, 0));
-  RETURN_IF_ERROR(zmqutil::SetInt64Option(workers_, ZMQ_MAXMSGSIZE, options_.max_worker_message_bytes));
+  RETURN_IF_ERROR(zmqutil::SetInt64Option(workers_, ZMQ_MAXMSGSIZE, protocol::kMaxFrameBytes));
   RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_SNDHWM, 0));
   RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_RCVHWM, 0));
   RETURN_IF_ERROR(zmqutil::SetIntOption(client_socket_, ZMQ_LINGER, 0));
-  RETURN_IF_ERROR(zmqutil::SetInt64Option(client_socket_, ZMQ_MAXMSGSIZE,
-                                          options_.max_client_request_bytes * 4));
+  // Requests above max_client_request_bytes are read and answered "too
+  // large"; only frames above this socket cap make ZeroMQ drop the connection
+  // unanswered (the CLI never sends one: it checks the limit first).
+  RETURN_IF_ERROR(zmqutil::SetInt64Option(
+      client_socket_, ZMQ_MAXMSGSIZE,
+      std::max<int64_t>(options_.max_client_request_bytes * 4, kClientSocketCapBytes)));
   RETURN_IF_ERROR(zmqutil::Bind(workers_, options_.worker_endpoint));
   RETURN_IF_ERROR(zmqutil::Bind(client_socket_, options_.client_endpoint));
   ASSIGN_OR_RETURN(bound_worker_endpoint_, zmqutil::LastEndpoint(workers_));

@@ -19,6 +19,11 @@
 namespace ztune::protocol {
 
 inline constexpr char kVersion[] = "ZTUNE1";
+// The largest frame either side of the worker link accepts (ZMQ_MAXMSGSIZE);
+// a bigger one closes the connection. Checkpoints travel in 1 MiB chunks, so
+// only a result batch or a reply with a huge `data` could exceed it: the
+// worker sends a failure in its place.
+inline constexpr int64_t kMaxFrameBytes = 64LL << 20;
 
 // Field presence for decoding.
 enum class Need { kRequired, kOptional };

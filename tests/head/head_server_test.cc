@@ -187,6 +187,11 @@ TEST(HeadServerTest, HostileClientRequestsGetErrorsAndTheHeadLivesOn) {
     const std::string code = reply["error"].value("code", "");
     EXPECT_TRUE(code == "InvalidArgument" || code == "NotFound") << request.substr(0, 80) << " -> " << code;
   }
+  // A request far above the limit (200 MiB) still gets an answer that says so.
+  Json huge = ask(R"({"op": "experiments", "pad": ")" + std::string(200u << 20, 'x') + "\"}");
+  ASSERT_TRUE(huge.is_object()) << "no reply to a 200 MiB request";
+  EXPECT_NE(huge["error"].value("message", "").find("exceeds the limit"), std::string::npos)
+      << huge.dump().substr(0, 200);
   Json fine = ask(R"({"op": "experiments", "rid": 2})");
   EXPECT_EQ(fine.value("ok", false), true) << fine.dump();
   EXPECT_EQ(fine["rid"], 2);

@@ -568,6 +568,24 @@ TEST_F(WorkerRuntimeTest, ARequestSentAgainWithItsRidRunsAtMostOnce) {
   EXPECT_EQ(reg->live_actors[0].rids, (std::vector<uint64_t>{5, 6}));
 }
 
+// A result larger than any frame the head accepts would close the link (and
+// be sent again after every reconnect): the TRAIN fails instead, saying why.
+TEST_F(WorkerRuntimeTest, AResultTooLargeForTheLinkFailsItsTrain) {
+  Start();
+  Create(1, "big", 1, "blob",
+         Json{{"checkpoint_bytes", 0}, {"result_bytes", protocol::kMaxFrameBytes + 1}});
+  head_->Send(Train{2, "big", 1, 1, 60});
+  auto b = TakeBatch(2);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_TRUE(b->failed);
+  EXPECT_TRUE(b->results.empty());
+  EXPECT_NE(b->error.find("is larger than the"), std::string::npos) << b->error;
+  head_->Send(Save{3, "big", 1, "memory"});  // the link is still up
+  auto saved = TakeReply(3);
+  ASSERT_TRUE(saved.has_value());
+  EXPECT_TRUE(saved->ok) << saved->error;
+}
+
 TEST_F(WorkerRuntimeTest, ReRegistersWhenTheHeadSaysDisconnect) {
   Start();
   head_->Send(Disconnect{"who are you"});
