@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "head/client_service.h"
 #include "storage/in_memory_store.h"
 #include "storage/keys.h"
 #include "tests/fakes/fake_worker_fleet.h"
@@ -78,7 +79,7 @@ class TrialRunnerTest : public ::testing::Test {
 
   // Runs turns (with heartbeats) until trial `id` has stored `n` results.
   void RunUntilIteration(const std::string& id, int64_t n) {
-    for (int i = 0; i < 1000 && runner_->FindTrial(id)->iteration < n; ++i) {
+    for (int i = 0; i < 10 * n + 1000 && runner_->FindTrial(id)->iteration < n; ++i) {
       fleet_->Turn();
       fleet_->Heartbeat();
       clock_.AdvanceMs(10);
@@ -834,6 +835,48 @@ TEST_F(TrialRunnerTest, SpecSizesAreCheckedForOverflowAndCapped) {
   auto added = runner_->AddTrial(exp, Json::object());
   ASSERT_FALSE(added.ok());
   EXPECT_NE(added.status().message().find("--max-trials-per-experiment"), std::string::npos);
+}
+
+// Reads are answered on the head's loop: a reply walks at most one page
+// (500 trials, 1,000 results) and says where the next one starts.
+TEST_F(TrialRunnerTest, ClientReadsArePaged) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 2500}})");
+  for (int i = 0; i < 1199; ++i) ASSERT_TRUE(runner_->AddTrial(exp, Json{{"lr", 0.1}}).ok());
+  runner_->Tick();
+  const size_t total = runner_->FindExperiment(exp)->trial_ids.size();
+  ASSERT_EQ(total, 1200u);
+  ClientService clients(*runner_);
+  std::vector<std::string> seen;
+  for (const char* op : {"trials", "status"}) {
+    seen.clear();
+    Json offset = 0;
+    int pages = 0;
+    while (!offset.is_null()) {
+      Json reply = clients.Handle(Json{{"op", op}, {"experiment_id", exp}, {"offset", offset}});
+      ASSERT_TRUE(reply.value("ok", false)) << reply.dump().substr(0, 300);
+      EXPECT_LE(reply["trials"].size(), 500u);
+      EXPECT_EQ(reply["total"], total);
+      for (const auto& t : reply["trials"]) seen.push_back(t["trial_id"]);
+      offset = reply["next_offset"];
+      ++pages;
+    }
+    EXPECT_EQ(pages, 3) << op;
+    EXPECT_EQ(seen, runner_->FindExperiment(exp)->trial_ids) << op;
+  }
+  Json bad = clients.Handle(Json{{"op", "trials"}, {"experiment_id", exp}, {"offset", -1}});
+  EXPECT_FALSE(bad.value("ok", true));
+
+  const std::string first = runner_->FindExperiment(exp)->trial_ids[0];
+  RunUntilIteration(first, 2500);
+  fleet_->Turn();
+  Json page1 = clients.Handle(Json{{"op", "results"}, {"trial_id", first}});
+  ASSERT_EQ(page1["results"].size(), 1000u) << page1.dump().substr(0, 300);
+  EXPECT_EQ(page1["next_offset"], 1000);
+  Json page3 = clients.Handle(Json{{"op", "results"}, {"trial_id", first}, {"offset", 2000}});
+  ASSERT_EQ(page3["results"].size(), 500u);
+  EXPECT_EQ(page3["results"][0]["training_iteration"], 2001);
+  EXPECT_TRUE(page3["next_offset"].is_null());
 }
 
 // A start is sent only after the commit that stores its attempt: a head
