@@ -23,6 +23,9 @@ enum class StatusCode {
   kCorruption,
   kIOError,
   kInternal,
+  // A resource the operation needs is used up (the data directory's disk is
+  // at its free-space reserve). Retrying later can succeed once it is freed.
+  kResourceExhausted,
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -45,6 +48,9 @@ class [[nodiscard]] Status {
   static Status Corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
   static Status IOError(std::string m) { return {StatusCode::kIOError, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+  static Status ResourceExhausted(std::string m) {
+    return {StatusCode::kResourceExhausted, std::move(m)};
+  }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

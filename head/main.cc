@@ -25,6 +25,12 @@ int main(int argc, char** argv) {
                "verify the data dir offline (records, results, checkpoints), print a summary, "
                "exit 0 if consistent, 1 if not");
   app.add_flag("--json", check_json, "with --check: print the summary as JSON");
+  bool salvage = false;
+  app.add_flag("--salvage", salvage,
+               "make a damaged data dir that the head refuses openable again: copy it aside "
+               "(DIR.damaged-<time>), keep what is readable, print what was lost, exit 0 if the "
+               "store now opens, 1 if not")
+      ->excludes("--check");
   int64_t force_cleanup_s = 600;
   app.add_option("--data-dir", data_dir, "RocksDB data directory (created if missing)")->required();
   app.add_option("--worker-endpoint", options.worker_endpoint, "ROUTER endpoint for workers")
@@ -75,7 +81,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ztune-head: %s\n", s.message().c_str());
     return 2;
   }
-  auto store = ztune::storage::RocksDbStore::Open(data_dir);
+  if (salvage) {
+    auto report = ztune::storage::RocksDbStore::Salvage(data_dir);
+    if (!report.ok()) {
+      std::printf("%s: %s\n", data_dir.c_str(), report.status().ToString().c_str());
+      return 1;
+    }
+    std::printf("%s", report->ToText().c_str());
+    return 0;
+  }
+  // --check opens read-only: it writes nothing, so it works on a full disk or
+  // a read-only directory, and it never changes the store it judges.
+  auto store = check ? ztune::storage::RocksDbStore::OpenReadOnly(data_dir)
+                     : ztune::storage::RocksDbStore::Open(data_dir);
   if (!store.ok()) {
     spdlog::critical("cannot open data dir {}: {}", data_dir, store.status().ToString());
     return 3;
