@@ -263,7 +263,17 @@ void HeadServer::DrainClients() {
     // A non-string op is answered by ClientService (a read: no state changes).
     auto op_it = request.find("op");
     const std::string op = op_it != request.end() && op_it->is_string() ? op_it->get<std::string>() : "";
-    if (ClientService::IsMutation(op)) {
+    if (ClientService::IsMutation(op) && !out_of_space_.empty()) {
+      // Nothing can be made durable: refuse new work, say why.
+      SendClientReply(identity,
+                      Json{{"rid", request.value("rid", Json())},
+                           {"ok", false},
+                           {"error", {{"code", "ResourceExhausted"},
+                                      {"message", "the head's disk is full, so it takes no new "
+                                                  "work until space is freed (reads still work): " +
+                                                      out_of_space_}}}},
+                      delimited);
+    } else if (ClientService::IsMutation(op)) {
       client_replies_.push_back({identity, Json(), clients_.Handle(request), false, delimited});
     } else {
       client_replies_.push_back({identity, std::move(request), Json(), true, delimited});
@@ -310,6 +320,46 @@ void HeadServer::RunLongStoreOperation(const std::function<void()>& op) {
       .IgnoreError();
 }
 
+Status HeadServer::WaitForSpace(const storage::WriteBatch& batch, Status refused,
+                                const std::atomic<bool>& stop) {
+  out_of_space_ = refused.message();
+  spdlog::error("commit refused: {}. The head takes no new work (submit, add-trial, stop, "
+                "pause, resume are refused) and holds its workers until the commit succeeds; "
+                "reads are served. Free space on the data directory's disk.",
+                out_of_space_);
+  // Nothing of this turn may leave before its commit: workers wait (they keep
+  // their results) and hear heartbeats; clients get reads (of the state
+  // including this turn) and refusals. Worker messages stay queued.
+  // The turn's own replies (mutations it applied) wait for its commit.
+  std::vector<PendingClientReply> held;
+  held.swap(client_replies_);
+  zmq::pollitem_t item{client_socket_.handle(), 0, ZMQ_POLLIN, 0};
+  TimeMs last_try = clock_.NowMs();
+  while (!stop.load()) {
+    try {
+      zmq::poll(&item, 1, std::chrono::milliseconds(options_.runner.heartbeat_ms));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) return Status::IOError(std::string("poll: ") + e.what());
+    }
+    DrainClients();
+    for (auto& r : client_replies_) {
+      SendClientReply(r.identity, r.is_read ? clients_.Handle(r.request) : r.reply, r.delimited);
+    }
+    client_replies_.clear();
+    SendHeartbeats();
+    if (clock_.NowMs() - last_try < options_.runner.heartbeat_ms) continue;
+    last_try = clock_.NowMs();
+    Status s = RunOffLoop([&] { return store_.Commit(batch); }, "commit", batch.bytes());
+    if (s.code() == StatusCode::kResourceExhausted) continue;
+    out_of_space_.clear();
+    client_replies_.swap(held);
+    if (s.ok()) spdlog::info("commit succeeded: space is back; the head takes work again");
+    return s;
+  }
+  client_replies_.swap(held);
+  return refused;
+}
+
 Status HeadServer::Run(const std::atomic<bool>& stop) {
   zmq::pollitem_t items[] = {{workers_.handle(), 0, ZMQ_POLLIN, 0},
                              {client_socket_.handle(), 0, ZMQ_POLLIN, 0}};
@@ -331,6 +381,7 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     runner_.FlushTo(batch);
     if (!batch.empty()) {
       Status s = RunOffLoop([&] { return store_.Commit(batch); }, "commit", batch.bytes());
+      if (s.code() == StatusCode::kResourceExhausted) s = WaitForSpace(batch, s, stop);
       if (!s.ok()) {
         spdlog::critical("commit failed: {}; the head stops (restart it on the same data dir)",
                          s.ToString());

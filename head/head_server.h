@@ -95,6 +95,12 @@ class HeadServer final : public CommandSink {
   // loop (sending touches no runner state).
   void SendHeartbeats();
   void SendClientReply(const std::string& identity, const Json& reply, bool delimited);
+  // The commit of `batch` was refused for lack of disk space (`refused`):
+  // retries it once per heartbeat interval until it succeeds, meanwhile
+  // heartbeating, answering reads and refusing mutations. Returns the
+  // commit's final status (`refused` if stopped first).
+  Status WaitForSpace(const storage::WriteBatch& batch, Status refused,
+                      const std::atomic<bool>& stop);
   void WarnRateLimited(const std::string& what);
 
   zmq::context_t& context_;
@@ -109,6 +115,8 @@ class HeadServer final : public CommandSink {
   std::string bound_client_endpoint_;
 
   std::vector<Outgoing> after_commit_;
+  // Non-empty while a commit waits for disk space (WaitForSpace): why.
+  std::string out_of_space_;
   std::vector<PendingClientReply> client_replies_;
   TimeMs last_heartbeat_sent_ = 0;
   // Unknown identity -> when it was last told to re-register: at most once
