@@ -97,6 +97,9 @@ Status WorkerRuntime::Loop() {
     // and a STOP that finished just in time is not killed.
     ReadSocket();
     HandleRunnerEvents();
+    // Turning events into answers can take long (a large result is encoded
+    // here): what the head sent meanwhile counts before silence is judged.
+    ReadSocket();
     if (shutdown_.load()) break;
     RETURN_IF_ERROR(OnTimers(clock_.NowMs()));
   }
