@@ -285,7 +285,7 @@ Json BuildStore(const std::string& data_dir, const StoreShape& shape) {
     e.spec = *spec;
     e.finished = true;
     e.created_at = now;
-    e.total_variants = space->NumVariants(e.spec.num_samples);
+    e.total_variants = space->NumVariants(e.spec.num_samples).value_or(0);
     e.next_variant = e.total_variants;
     e.next_trial_index = e.total_variants;
     ztune::storage::WriteBatch batch;

@@ -15,6 +15,7 @@
 
 #include "client/json_util.h"
 #include "client/table.h"
+#include "common/printable.h"
 
 namespace ztune::client {
 namespace {
@@ -50,6 +51,35 @@ std::optional<Json> CallOrReport(const CommandContext& ctx, const std::string& o
   }
   *exit_code = kExitOk;
   return std::move(r).value();
+}
+
+// A paged read (status, trials, results): asks for every page in turn and
+// returns the last reply with `list_key` holding the items of all pages. The
+// head answers each page between its commits and heartbeats.
+std::optional<Json> CallAllPages(const CommandContext& ctx, const std::string& op, Json args,
+                                 const char* list_key, int* exit_code) {
+  std::optional<Json> merged;
+  uint64_t offset = 0;
+  while (true) {
+    Json page_args = args;
+    page_args["offset"] = offset;
+    std::optional<Json> reply = CallOrReport(ctx, op, std::move(page_args), exit_code);
+    if (!reply) return std::nullopt;
+    Json items = (*reply)[list_key].is_array() ? (*reply)[list_key] : Json::array();
+    if (!merged) {
+      merged = std::move(*reply);
+    } else {
+      for (auto& item : items) (*merged)[list_key].push_back(std::move(item));
+      for (const char* key : {"experiments", "resources", "workers_alive"}) {
+        if (reply->contains(key)) (*merged)[key] = std::move((*reply)[key]);
+      }
+    }
+    const Json& next = (*reply)["next_offset"];
+    if (!next.is_number_unsigned() || next.get<uint64_t>() <= offset) break;
+    offset = next.get<uint64_t>();
+  }
+  for (const char* key : {"offset", "next_offset", "total"}) merged->erase(key);
+  return merged;
 }
 
 // "16 trials: 4 RUNNING, 8 PENDING, 4 TERMINATED".
@@ -273,9 +303,10 @@ int ExitCodeFor(const HeadClient& client, const Status& status) {
 
 int ReportCallError(const CommandContext& ctx, const Status& status) {
   if (ctx.client.head_answered()) {
-    ctx.err << "error: " << StatusCodeName(status.code()) << ": " << status.message() << '\n';
+    ctx.err << "error: " << StatusCodeName(status.code()) << ": "
+            << EscapeControl(status.message(), Newlines::kKeep) << '\n';
   } else {
-    ctx.err << "error: " << status.message() << '\n';
+    ctx.err << "error: " << EscapeControl(status.message(), Newlines::kKeep) << '\n';
   }
   return ExitCodeFor(ctx.client, status);
 }
@@ -446,7 +477,7 @@ int RunStatus(const CommandContext& ctx, const std::string& experiment_id,
   Json args = Json::object();
   if (!experiment_id.empty()) args["experiment_id"] = experiment_id;
   int code = kExitOk;
-  std::optional<Json> reply = CallOrReport(ctx, "status", std::move(args), &code);
+  std::optional<Json> reply = CallAllPages(ctx, "status", std::move(args), "trials", &code);
   if (!reply) return code;
   if (options.json) {
     PrintJson(ctx.out, StripEnvelope(std::move(*reply)));
@@ -459,7 +490,7 @@ int RunStatus(const CommandContext& ctx, const std::string& experiment_id,
 int RunTrials(const CommandContext& ctx, const std::string& experiment_id, bool json) {
   int code = kExitOk;
   std::optional<Json> reply =
-      CallOrReport(ctx, "trials", Json{{"experiment_id", experiment_id}}, &code);
+      CallAllPages(ctx, "trials", Json{{"experiment_id", experiment_id}}, "trials", &code);
   if (!reply) return code;
   if (json) {
     PrintJson(ctx.out, StripEnvelope(std::move(*reply)));
@@ -548,14 +579,15 @@ int RunTrial(const CommandContext& ctx, const std::string& trial_id, bool json) 
   } else {
     out << '\n';
     std::istringstream lines(error);
-    for (std::string line; std::getline(lines, line);) out << "  " << line << '\n';
+    for (std::string line; std::getline(lines, line);) out << "  " << EscapeControl(line) << '\n';
   }
   return kExitOk;
 }
 
 int RunResults(const CommandContext& ctx, const std::string& trial_id, ResultsFormat format) {
   int code = kExitOk;
-  std::optional<Json> reply = CallOrReport(ctx, "results", Json{{"trial_id", trial_id}}, &code);
+  std::optional<Json> reply =
+      CallAllPages(ctx, "results", Json{{"trial_id", trial_id}}, "results", &code);
   if (!reply) return code;
   if (format == ResultsFormat::kJson) {
     PrintJson(ctx.out, StripEnvelope(std::move(*reply)));

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "client/json_util.h"
+#include "common/printable.h"
 
 namespace ztune::client {
 namespace {
@@ -23,12 +24,14 @@ size_t DisplayWidth(const std::string& s) {
 }
 
 // Control characters would break the grid; a cell is shown on one line.
+// A cell on one line: newlines and tabs become spaces, other control
+// characters (escape sequences from a user's strings) are shown escaped.
 std::string OneLine(const std::string& s) {
   std::string r = s;
   for (char& c : r) {
     if (c == '\n' || c == '\r' || c == '\t') c = ' ';
   }
-  return r;
+  return EscapeControl(r);
 }
 
 }  // namespace

@@ -1,10 +1,17 @@
 #include "common/resources.h"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 namespace ztune {
 namespace {
+
+std::string FormatDouble(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
 
 std::string FormatAmount(int64_t fixed) {
   if (fixed % ResourceSet::kUnit == 0) return std::to_string(fixed / ResourceSet::kUnit);
@@ -27,7 +34,33 @@ Result<ResourceSet> ResourceSet::FromJson(const Json& j) {
     if (!std::isfinite(v) || v < 0) {
       return Status::InvalidArgument("resource '" + it.key() + "' must be >= 0");
     }
+    if (v > kMaxAmount) {
+      return Status::InvalidArgument("resource '" + it.key() + "' = " + FormatDouble(v) +
+                                     " is infeasible: no worker can offer more than " +
+                                     FormatDouble(kMaxAmount));
+    }
     rs.SetFixed(it.key(), static_cast<int64_t>(std::llround(v * kUnit)));
+  }
+  return rs;
+}
+
+Result<ResourceSet> ResourceSet::FromDoublesChecked(const std::map<std::string, double>& m) {
+  ResourceSet rs;
+  for (const auto& [name, v] : m) {
+    if (name.empty() || name.size() > 128) {
+      return Status::InvalidArgument("resource names must have 1 to 128 bytes");
+    }
+    for (unsigned char c : name) {
+      if (c < 0x20 || c > 0x7e) {
+        return Status::InvalidArgument("resource names must be printable ASCII");
+      }
+    }
+    if (!std::isfinite(v) || v < 0 || v > kMaxAmount) {
+      return Status::InvalidArgument("resource '" + name + "' = " + FormatDouble(v) +
+                                     ": amounts must be finite, >= 0 and at most " +
+                                     FormatDouble(kMaxAmount));
+    }
+    rs.SetFixed(name, static_cast<int64_t>(std::llround(v * kUnit)));
   }
   return rs;
 }
@@ -81,7 +114,10 @@ bool ResourceSet::Contains(const ResourceSet& need) const {
 }
 
 void ResourceSet::Add(const ResourceSet& other) {
-  for (const auto& [k, v] : other.amounts_) amounts_[k] += v;
+  for (const auto& [k, v] : other.amounts_) {
+    int64_t& mine = amounts_[k];
+    if (__builtin_add_overflow(mine, v, &mine)) mine = std::numeric_limits<int64_t>::max();
+  }
 }
 
 void ResourceSet::Subtract(const ResourceSet& other) {

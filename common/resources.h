@@ -19,10 +19,19 @@ namespace ztune {
 class ResourceSet {
  public:
   static constexpr int64_t kUnit = 10000;
+  // The most of one resource a worker may offer or a bundle may ask for
+  // (memory is in bytes: 100 TB). Its fixed-point value fits int64 with room;
+  // sums over many workers saturate instead of overflowing (Add).
+  static constexpr double kMaxAmount = 1e14;
 
   ResourceSet() = default;
-  // Rejects negative or non-finite amounts and empty names.
+  // Rejects negative or non-finite amounts, amounts above kMaxAmount (as
+  // infeasible) and empty names.
   static Result<ResourceSet> FromJson(const Json& j);
+  // For amounts from a peer (a worker's REGISTER): the same checks as
+  // FromJson, and names must be printable ASCII of at most 128 bytes.
+  static Result<ResourceSet> FromDoublesChecked(const std::map<std::string, double>& m);
+  // For amounts the code itself chose (trusted, within kMaxAmount).
   static ResourceSet FromDoubles(const std::map<std::string, double>& m);
 
   Json ToJson() const;
@@ -36,6 +45,7 @@ class ResourceSet {
 
   // True if every amount of `need` is available here.
   bool Contains(const ResourceSet& need) const;
+  // Saturates at the largest int64 amount (cluster totals of absurd workers).
   void Add(const ResourceSet& other);
   // Precondition: Contains(other).
   void Subtract(const ResourceSet& other);

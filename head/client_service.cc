@@ -1,5 +1,7 @@
 #include "head/client_service.h"
 
+#include <algorithm>
+
 #include "storage/keys.h"
 
 namespace ztune::head {
@@ -14,6 +16,39 @@ Result<std::string> StringArg(const Json& request, const char* key) {
 }
 
 Json NullIfEmpty(const std::string& s) { return s.empty() ? Json() : Json(s); }
+
+// Reads are answered on the head's loop, between commits and heartbeats: one
+// reply walks at most this many trials or results (a client pages on).
+constexpr uint64_t kMaxTrialsPerPage = 500;
+constexpr uint64_t kMaxResultsPerPage = 1000;
+
+// `offset` and `limit` of a paged read (docs/client-protocol.md, "Paging").
+struct Page {
+  uint64_t offset = 0;
+  uint64_t limit = 0;
+};
+
+Result<Page> PageArgs(const Json& request, uint64_t max_limit) {
+  Page page{0, max_limit};
+  for (const char* key : {"offset", "limit"}) {
+    auto it = request.find(key);
+    if (it == request.end() || it->is_null()) continue;
+    if (!it->is_number_unsigned() && !(it->is_number_integer() && it->get<int64_t>() >= 0)) {
+      return ztune::Status::InvalidArgument(std::string("argument '") + key +
+                                            "' must be an integer >= 0");
+    }
+    (std::string(key) == "offset" ? page.offset : page.limit) = it->get<uint64_t>();
+  }
+  if (page.limit == 0 || page.limit > max_limit) page.limit = max_limit;
+  return page;
+}
+
+// The paging fields of a reply that listed items [offset, offset + n) of `total`.
+void AddPaging(Json& reply, const Page& page, uint64_t n, uint64_t total) {
+  reply["offset"] = page.offset;
+  reply["total"] = total;
+  reply["next_offset"] = page.offset + n < total ? Json(page.offset + n) : Json();
+}
 
 }  // namespace
 
@@ -104,11 +139,17 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request)
   if (op == "status") return Status(request);
   if (op == "trials") {
     ASSIGN_OR_RETURN(std::string id, StringArg(request, "experiment_id"));
+    ASSIGN_OR_RETURN(Page page, PageArgs(request, kMaxTrialsPerPage));
     const Experiment* e = runner_.FindExperiment(id);
     if (e == nullptr) return ztune::Status::NotFound("unknown experiment '" + id + "'");
     Json list = Json::array();
-    for (const auto& tid : e->trial_ids) list.push_back(TrialDoc(*runner_.FindTrial(tid)));
-    return Json{{"trials", list}};
+    const uint64_t total = e->trial_ids.size();
+    for (uint64_t i = page.offset; i < total && i - page.offset < page.limit; ++i) {
+      list.push_back(TrialDoc(*runner_.FindTrial(e->trial_ids[i])));
+    }
+    Json reply{{"trials", list}};
+    AddPaging(reply, page, list.size(), total);
+    return reply;
   }
   if (op == "trial") {
     ASSIGN_OR_RETURN(std::string id, StringArg(request, "trial_id"));
@@ -118,7 +159,8 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request)
   }
   if (op == "results") {
     ASSIGN_OR_RETURN(std::string id, StringArg(request, "trial_id"));
-    return Results(id);
+    ASSIGN_OR_RETURN(Page page, PageArgs(request, kMaxResultsPerPage));
+    return Results(id, page.offset, page.limit);
   }
   if (op == "workers") return Workers();
   return ztune::Status::InvalidArgument(
@@ -128,11 +170,20 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request)
 }
 
 Result<Json> ClientService::Status(const Json& request) {
+  ASSIGN_OR_RETURN(Page page, PageArgs(request, kMaxTrialsPerPage));
   Json exps = Json::array();
   Json trials = Json::array();
+  // The experiments' summaries in full; their trials, in experiment order,
+  // one page at a time.
+  uint64_t index = 0;
   auto add = [&](const Experiment& e) {
     exps.push_back(ExperimentDoc(e));
-    for (const auto& tid : e.trial_ids) trials.push_back(TrialDoc(*runner_.FindTrial(tid)));
+    const uint64_t n = e.trial_ids.size();
+    const uint64_t first = std::max(index, page.offset);
+    for (uint64_t i = first - index; i < n && trials.size() < page.limit; ++i) {
+      trials.push_back(TrialDoc(*runner_.FindTrial(e.trial_ids[i])));
+    }
+    index += n;
   };
   if (request.contains("experiment_id") && !request["experiment_id"].is_null()) {
     ASSIGN_OR_RETURN(std::string id, StringArg(request, "experiment_id"));
@@ -142,21 +193,27 @@ Result<Json> ClientService::Status(const Json& request) {
   } else {
     for (const auto& [id, e] : runner_.experiments()) add(e);
   }
-  return Json{{"experiments", exps},
-              {"trials", trials},
-              {"resources", ResourcesDoc()},
-              {"workers_alive", runner_.registry().NumAlive()}};
+  Json reply{{"experiments", exps},
+             {"trials", trials},
+             {"resources", ResourcesDoc()},
+             {"workers_alive", runner_.registry().NumAlive()}};
+  AddPaging(reply, page, trials.size(), index);
+  return reply;
 }
 
-Result<Json> ClientService::Results(const std::string& trial_id) {
+Result<Json> ClientService::Results(const std::string& trial_id, uint64_t offset,
+                                    uint64_t limit) {
   if (runner_.FindTrial(trial_id) == nullptr) {
     return ztune::Status::NotFound("unknown trial '" + trial_id + "'");
   }
   Json list = Json::array();
   ztune::Status parse_error;
+  uint64_t seen = 0;
   RETURN_IF_ERROR(runner_.store().Scan(
       storage::Family::kResults, storage::TrialPrefix(trial_id),
       [&](std::string_view, std::string_view v) {
+        if (seen++ < offset) return true;
+        if (list.size() >= limit) return false;
         Json r = Json::parse(v, nullptr, false);
         if (r.is_discarded()) {
           parse_error = ztune::Status::Corruption("stored result of " + trial_id + " is not JSON");
@@ -166,7 +223,11 @@ Result<Json> ClientService::Results(const std::string& trial_id) {
         return true;
       }));
   RETURN_IF_ERROR(parse_error);
-  return Json{{"trial_id", trial_id}, {"results", list}};
+  Json reply{{"trial_id", trial_id}, {"results", list}};
+  const bool more = list.size() >= limit && seen > offset + list.size();
+  reply["offset"] = offset;
+  reply["next_offset"] = more ? Json(offset + list.size()) : Json();
+  return reply;
 }
 
 Json ClientService::Workers() const {

@@ -28,7 +28,7 @@ class ClientService {
  private:
   Result<Json> Dispatch(const std::string& op, const Json& request);
   Result<Json> Status(const Json& request);
-  Result<Json> Results(const std::string& trial_id);
+  Result<Json> Results(const std::string& trial_id, uint64_t offset, uint64_t limit);
   Json Workers() const;
   Json ResourcesDoc() const;
 

@@ -2,10 +2,24 @@
 
 #include <algorithm>
 
+#include "common/check.h"
+
 namespace ztune::head {
 namespace {
 // Time a worker gets beyond the kill deadline to report that it killed the actor.
 constexpr TimeMs kStopReplyGraceMs = 1000;
+// A future about `trial`'s current attempt.
+Future FutureFor(FutureType type, const Trial& trial, std::string storage = {},
+                 std::string old_trial_id = {}, uint64_t old_attempt = 0) {
+  Future f;
+  f.type = type;
+  f.trial_id = trial.trial_id;
+  f.attempt = trial.attempt;
+  f.storage = std::move(storage);
+  f.old_trial_id = std::move(old_trial_id);
+  f.old_attempt = old_attempt;
+  return f;
+}
 }  // namespace
 
 const char* FutureTypeName(FutureType t) {
@@ -30,6 +44,7 @@ uint64_t Executor::Send(const std::string& worker_id, Future f, protocol::Body b
       },
       body);
   f.worker_id = worker_id;
+  f.request = body;
   if (f.type == FutureType::kStop) {
     stop_deadlines_.emplace(f.deadline, rid);
   } else if (f.type != FutureType::kExport) {
@@ -52,17 +67,16 @@ void Executor::StartTrial(const Trial& trial, const std::string& trainable,
   create.config = trial.config;
   create.resources = bundle0;
   create.gpu_ids = gpu_ids;
-  // At once, before the commit that stores the attempt: a head restarted
-  // before that commit learns the attempt from the worker's REGISTER and
-  // never names it again (TrialRunner::HandleRegister).
-  Future f{FutureType::kCreate, trial.trial_id, trial.attempt, {}, 0, {}, 0};
-  Send(worker_id, f, create, {}, SendTiming::kNow);
+  // After the commit that stores the attempt: no worker ever hosts an
+  // attempt the store does not know, so a restarted head never names one twice.
+  Future f = FutureFor(FutureType::kCreate, trial);
+  Send(worker_id, f, create, {}, SendTiming::kAfterCommit);
   if (checkpoint != nullptr) {
     protocol::Restore restore;
     restore.trial_id = trial.trial_id;
     restore.attempt = trial.attempt;
     f.type = FutureType::kRestore;
-    Send(worker_id, f, restore, std::move(*checkpoint), SendTiming::kNow);
+    Send(worker_id, f, restore, std::move(*checkpoint), SendTiming::kAfterCommit);
   }
   protocol::Train train;
   train.trial_id = trial.trial_id;
@@ -70,7 +84,7 @@ void Executor::StartTrial(const Trial& trial, const std::string& trainable,
   train.buffer_length = buffer.length;
   train.buffer_time_s = buffer.time_s;
   f.type = FutureType::kTrain;
-  Send(worker_id, f, train, {}, SendTiming::kNow);
+  Send(worker_id, f, train, {}, SendTiming::kAfterCommit);
 }
 
 void Executor::ContinueTraining(const Trial& trial, const TrainBuffer& buffer,
@@ -80,7 +94,7 @@ void Executor::ContinueTraining(const Trial& trial, const TrainBuffer& buffer,
   train.attempt = trial.attempt;
   train.buffer_length = buffer.length;
   train.buffer_time_s = buffer.time_s;
-  Send(trial.worker_id, Future{FutureType::kTrain, trial.trial_id, trial.attempt, {}, 0, {}, 0},
+  Send(trial.worker_id, FutureFor(FutureType::kTrain, trial),
        train, {}, timing);
 }
 
@@ -91,10 +105,10 @@ void Executor::Reset(const Trial& trial, const std::string& old_trial_id, uint64
   reset.new_trial_id = trial.trial_id;
   reset.new_attempt = trial.attempt;
   reset.config = trial.config;
-  // At once, as CREATE_ACTOR (see there).
+  // After the commit, as CREATE_ACTOR (see there).
   Send(trial.worker_id,
-       Future{FutureType::kReset, trial.trial_id, trial.attempt, {}, 0, {}, 0}, reset, {},
-       SendTiming::kNow);
+       FutureFor(FutureType::kReset, trial, {}, old_trial_id, old_attempt),
+       reset, {}, SendTiming::kAfterCommit);
 }
 
 void Executor::ResumeOnActor(const Trial& trial, std::string* checkpoint,
@@ -104,7 +118,7 @@ void Executor::ResumeOnActor(const Trial& trial, std::string* checkpoint,
     restore.trial_id = trial.trial_id;
     restore.attempt = trial.attempt;
     Send(trial.worker_id,
-         Future{FutureType::kRestore, trial.trial_id, trial.attempt, {}, 0, {}, 0}, restore,
+         FutureFor(FutureType::kRestore, trial), restore,
          std::move(*checkpoint), SendTiming::kNow);
   }
   ContinueTraining(trial, buffer);
@@ -116,7 +130,7 @@ void Executor::Export(const Trial& trial, const std::vector<std::string>& format
   e.attempt = trial.attempt;
   e.formats = formats;
   Send(trial.worker_id,
-       Future{FutureType::kExport, trial.trial_id, trial.attempt, {}, 0, {}, 0}, e, {},
+       FutureFor(FutureType::kExport, trial), e, {},
        SendTiming::kNow);
 }
 
@@ -126,7 +140,7 @@ void Executor::Save(const Trial& trial, const std::string& storage, SendTiming t
   save.attempt = trial.attempt;
   save.storage = storage;
   Send(trial.worker_id,
-       Future{FutureType::kSave, trial.trial_id, trial.attempt, {}, 0, storage, 0}, save, {},
+       FutureFor(FutureType::kSave, trial, storage), save, {},
        timing);
 }
 
@@ -141,14 +155,43 @@ void Executor::StopActorKey(const std::string& worker_id, const std::string& tri
   stop.trial_id = trial_id;
   stop.attempt = attempt;
   stop.kill_after_ms = kill_after_ms;
-  Future f{FutureType::kStop, trial_id, attempt, {}, group_id, {},
-           clock_.NowMs() + kill_after_ms + kStopReplyGraceMs};
+  Future f;
+  f.type = FutureType::kStop;
+  f.trial_id = trial_id;
+  f.attempt = attempt;
+  f.group_id = group_id;
+  f.deadline = clock_.NowMs() + kill_after_ms + kStopReplyGraceMs;
   Send(worker_id, f, stop, {}, SendTiming::kAfterCommit);
 }
 
-std::optional<Future> Executor::Take(uint64_t rid) {
+void Executor::SetEpoch(uint64_t epoch) {
+  CHECK(futures_.empty());
+  next_rid_ = ((epoch & ((uint64_t{1} << (64 - kEpochShift)) - 1)) << kEpochShift) | 1;
+}
+
+std::optional<Future> Executor::Take(uint64_t rid, const Answer& answer, std::string* mismatch) {
   auto it = futures_.find(rid);
   if (it == futures_.end()) return std::nullopt;
+  const Future& known = it->second;
+  std::string why;
+  if ((known.type == FutureType::kTrain) != answer.is_result_batch) {
+    why = std::string("a ") + (answer.is_result_batch ? "RESULT" : "REPLY") + " cannot answer " +
+          FutureTypeName(known.type);
+  } else if (known.worker_id != answer.worker_id) {
+    why = "sent to worker " + known.worker_id;
+  } else if ((known.trial_id != answer.trial_id || known.attempt != answer.attempt) &&
+             (known.type != FutureType::kReset || known.old_trial_id != answer.trial_id ||
+              known.old_attempt != answer.attempt)) {
+    why = "sent for trial " + known.trial_id + " attempt " + std::to_string(known.attempt);
+  }
+  if (!why.empty()) {
+    if (mismatch != nullptr) {
+      *mismatch = "answer to request " + std::to_string(rid) + " (" + FutureTypeName(known.type) +
+                  ") from worker " + answer.worker_id + " for trial " + answer.trial_id +
+                  " attempt " + std::to_string(answer.attempt) + " does not match it: " + why;
+    }
+    return std::nullopt;
+  }
   Future f = std::move(it->second);
   futures_.erase(it);
   if (f.type != FutureType::kStop) {
@@ -160,6 +203,33 @@ std::optional<Future> Executor::Take(uint64_t rid) {
   }
   // Stop deadlines are dropped lazily in TakeExpiredStops.
   return f;
+}
+
+const Future* Executor::Find(uint64_t rid) const {
+  auto it = futures_.find(rid);
+  return it == futures_.end() ? nullptr : &it->second;
+}
+
+std::vector<uint64_t> Executor::DriverRidsOf(const std::string& trial_id) const {
+  auto bt = by_trial_.find(trial_id);
+  if (bt == by_trial_.end()) return {};
+  return std::vector<uint64_t>(bt->second.begin(), bt->second.end());  // rids grow: send order
+}
+
+std::vector<uint64_t> Executor::StopRidsOn(const std::string& worker_id) const {
+  std::vector<uint64_t> out;
+  for (const auto& [deadline, rid] : stop_deadlines_) {
+    auto f = futures_.find(rid);
+    if (f != futures_.end() && f->second.worker_id == worker_id) out.push_back(rid);
+  }
+  return out;
+}
+
+void Executor::Resend(uint64_t rid) {
+  auto it = futures_.find(rid);
+  CHECK(it != futures_.end());
+  sink_.SendToWorker(it->second.worker_id, protocol::Message{it->second.request, {}},
+                     SendTiming::kAfterCommit);
 }
 
 std::vector<Future> Executor::TakeExpiredStops() {

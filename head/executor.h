@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/json.h"
@@ -29,6 +30,22 @@ struct Future {
   uint64_t group_id = 0;    // kStop: the group released when the stop completes
   std::string storage;      // kSave: "memory" | "persistent"
   TimeMs deadline = 0;      // kStop: release the group by then regardless
+  // kReset: the actor's key before the reset; a refusal answers under it.
+  std::string old_trial_id;
+  uint64_t old_attempt = 0;
+  // The command as sent (without its payload), for a resend with the same rid
+  // after the worker reconnected: workers answer a rid at most once.
+  protocol::Body request;
+};
+
+// Who answered a request: a RESULT batch answers a TRAIN, a REPLY any other
+// command; both repeat the actor key they were addressed to (RESET: the new
+// key).
+struct Answer {
+  bool is_result_batch = false;
+  std::string trial_id;
+  uint64_t attempt = 0;
+  std::string worker_id;
 };
 
 struct TrainBuffer {
@@ -72,8 +89,25 @@ class Executor {
 
   // Drops the trial's driver futures (their replies will be ignored).
   void ForgetTrial(const std::string& trial_id) { DropTrialFutures(trial_id); }
-  // Removes and returns the future of `rid`; nullopt for unknown or dropped.
-  std::optional<Future> Take(uint64_t rid);
+  // Request ids carry the head epoch in their top bits, so that an answer held
+  // by a worker across a head restart never names a request of this head.
+  // Call once, before the first request. Epochs wrap at 2^24.
+  void SetEpoch(uint64_t epoch);
+  // Removes and returns the future of `rid` if `answer` matches it (kind,
+  // trial, attempt and worker); nullopt for an unknown or dropped rid. A
+  // mismatch leaves the future in place and says why in `*mismatch`.
+  std::optional<Future> Take(uint64_t rid, const Answer& answer, std::string* mismatch = nullptr);
+  const Future* Find(uint64_t rid) const;
+  // Rids of the futures that drive `trial_id` (create, restore, train, save,
+  // reset), in send order.
+  std::vector<uint64_t> DriverRidsOf(const std::string& trial_id) const;
+  // Rids of the STOPs sent to `worker_id` that are not answered yet.
+  std::vector<uint64_t> StopRidsOn(const std::string& worker_id) const;
+  // Sends the request of `rid` again, same rid, after the commit (so that it
+  // follows REGISTERED). A RESTORE goes without its checkpoint: only resend
+  // one the worker has accepted (it answers from what it has).
+  void Resend(uint64_t rid);
+
   // Stop futures past their deadline (removed); their groups must be released.
   std::vector<Future> TakeExpiredStops();
   // Stop futures addressed to `worker_id` (removed): the worker is gone.
@@ -90,6 +124,7 @@ class Executor {
 
   CommandSink& sink_;
   const Clock& clock_;
+  static constexpr int kEpochShift = 40;
   uint64_t next_rid_ = 1;
   std::unordered_map<uint64_t, Future> futures_;
   // Futures that drive a trial (create, restore, train, save, reset); STOP and

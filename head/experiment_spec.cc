@@ -1,8 +1,10 @@
 #include "head/experiment_spec.h"
 
 #include <cmath>
+#include <cstdint>
 #include <set>
 
+#include "common/printable.h"
 #include "head/search_space.h"
 
 namespace ztune::head {
@@ -14,6 +16,10 @@ Status Bad(const std::string& key, const std::string& what) {
 
 Result<int64_t> ReadInt(const Json& j, const std::string& key, int64_t min) {
   if (!j.is_number_integer()) return Bad(key, "must be an integer");
+  if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    return Bad(key, "must be at most " + std::to_string(INT64_MAX) + ", got " +
+                        std::to_string(j.get<uint64_t>()));
+  }
   int64_t v = j.get<int64_t>();
   if (v < min) return Bad(key, "must be >= " + std::to_string(min) + ", got " + std::to_string(v));
   return v;
@@ -99,6 +105,11 @@ Result<ExperimentSpec> ExperimentSpec::Parse(const Json& j, uint64_t default_see
     if (s.name.size() > 200) return Bad("name", "must be at most 200 characters");
   }
   if (s.name.empty()) s.name = s.trainable;
+  // Names reach terminals and log lines.
+  if (HasControl(s.trainable)) return Bad("trainable", "must not contain control characters");
+  if (HasControl(s.name)) {
+    return Bad("name", "must not contain control characters (newlines, escape sequences)");
+  }
   if (j.contains("param_space")) {
     if (!j["param_space"].is_object()) return Bad("param_space", "must be an object");
     s.param_space = j["param_space"];

@@ -1,5 +1,6 @@
 #include "head/head_server.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include <spdlog/spdlog.h>
@@ -12,6 +13,9 @@ namespace ztune::head {
 namespace {
 // Bounds one turn's intake so that a flood cannot starve commits and timers.
 constexpr int kMaxMessagesPerTurn = 4096;
+// Client frames up to this size are read (and answered "too large" above the
+// request limit); larger ones close the connection.
+constexpr int64_t kClientSocketCapBytes = 256LL << 20;
 }  // namespace
 
 HeadServer::HeadServer(zmq::context_t& context, storage::Store& store, HeadServerOptions options)
@@ -42,12 +46,16 @@ Status HeadServer::Start() {
   RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_ROUTER_MANDATORY, 1));
   RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_ROUTER_HANDOVER, 1));
   RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_LINGER, 0));
-  RETURN_IF_ERROR(zmqutil::SetInt64Option(workers_, ZMQ_MAXMSGSIZE, options_.max_worker_message_bytes));
+  RETURN_IF_ERROR(zmqutil::SetInt64Option(workers_, ZMQ_MAXMSGSIZE, protocol::kMaxFrameBytes));
   RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_SNDHWM, 0));
   RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_RCVHWM, 0));
   RETURN_IF_ERROR(zmqutil::SetIntOption(client_socket_, ZMQ_LINGER, 0));
-  RETURN_IF_ERROR(zmqutil::SetInt64Option(client_socket_, ZMQ_MAXMSGSIZE,
-                                          options_.max_client_request_bytes * 4));
+  // Requests above max_client_request_bytes are read and answered "too
+  // large"; only frames above this socket cap make ZeroMQ drop the connection
+  // unanswered (the CLI never sends one: it checks the limit first).
+  RETURN_IF_ERROR(zmqutil::SetInt64Option(
+      client_socket_, ZMQ_MAXMSGSIZE,
+      std::max<int64_t>(options_.max_client_request_bytes * 4, kClientSocketCapBytes)));
   RETURN_IF_ERROR(zmqutil::Bind(workers_, options_.worker_endpoint));
   RETURN_IF_ERROR(zmqutil::Bind(client_socket_, options_.client_endpoint));
   ASSIGN_OR_RETURN(bound_worker_endpoint_, zmqutil::LastEndpoint(workers_));
@@ -101,25 +109,15 @@ void HeadServer::SendFramesToWorker(const std::string& worker_id,
                                     const std::vector<std::string>& frames) {
   Status s = zmqutil::SendFrames(workers_, frames, worker_id);
   if (!s.ok()) {
-    spdlog::debug("send to worker {} failed: {}", worker_id, s.ToString());
-    if (s.code() == StatusCode::kUnavailable) runner_.HandleUnreachable(worker_id);
+    // Between two connections of a reconnecting worker. Not a death: liveness
+    // is judged by heartbeats, and what was lost is reconciled when it
+    // registers again (TrialRunner::ReconcileAfterReconnect).
+    WarnRateLimited("send to worker '" + worker_id + "' failed (" + s.message() +
+                    "); it is judged by its heartbeats");
   }
 }
 
-void HeadServer::WarnRateLimited(const std::string& what) {
-  TimeMs now = clock_.NowMs();
-  if (now - last_warning_ < 1000) {
-    ++suppressed_warnings_;
-    return;
-  }
-  if (suppressed_warnings_ > 0) {
-    spdlog::warn("{} (and {} similar messages suppressed)", what, suppressed_warnings_);
-  } else {
-    spdlog::warn("{}", what);
-  }
-  suppressed_warnings_ = 0;
-  last_warning_ = now;
-}
+void HeadServer::WarnRateLimited(const std::string& what) { peer_warnings_.Warn(what); }
 
 void HeadServer::HandleWorkerFrames(const std::string& identity,
                                     std::span<const std::string_view> frames) {
@@ -265,7 +263,17 @@ void HeadServer::DrainClients() {
     // A non-string op is answered by ClientService (a read: no state changes).
     auto op_it = request.find("op");
     const std::string op = op_it != request.end() && op_it->is_string() ? op_it->get<std::string>() : "";
-    if (ClientService::IsMutation(op)) {
+    if (ClientService::IsMutation(op) && !out_of_space_.empty()) {
+      // Nothing can be made durable: refuse new work, say why.
+      SendClientReply(identity,
+                      Json{{"rid", request.value("rid", Json())},
+                           {"ok", false},
+                           {"error", {{"code", "ResourceExhausted"},
+                                      {"message", "the head's disk is full, so it takes no new "
+                                                  "work until space is freed (reads still work): " +
+                                                      out_of_space_}}}},
+                      delimited);
+    } else if (ClientService::IsMutation(op)) {
       client_replies_.push_back({identity, Json(), clients_.Handle(request), false, delimited});
     } else {
       client_replies_.push_back({identity, std::move(request), Json(), true, delimited});
@@ -273,18 +281,13 @@ void HeadServer::DrainClients() {
   }
 }
 
-void HeadServer::SendHeartbeats(bool store_busy) {
+void HeadServer::SendHeartbeats() {
   TimeMs now = clock_.NowMs();
   if (now - last_heartbeat_sent_ < options_.runner.heartbeat_ms) return;
   last_heartbeat_sent_ = now;
   auto frames = protocol::Encode(protocol::Message{protocol::Heartbeat{}, {}});
   for (const auto& [id, w] : runner_.registry().workers()) {
-    if (!w.alive) continue;
-    if (store_busy) {
-      zmqutil::SendFrames(workers_, frames, id).IgnoreError();
-    } else {
-      SendFramesToWorker(id, frames);
-    }
+    if (w.alive) SendFramesToWorker(id, frames);
   }
 }
 
@@ -303,7 +306,7 @@ Status HeadServer::RunOffLoop(const std::function<Status()>& job, const char* wh
       }
       return *std::move(s);
     }
-    SendHeartbeats(/*store_busy=*/true);
+    SendHeartbeats();
   }
 }
 
@@ -315,6 +318,46 @@ void HeadServer::RunLongStoreOperation(const std::function<void()>& op) {
       },
       "store read", /*bytes=*/0)
       .IgnoreError();
+}
+
+Status HeadServer::WaitForSpace(const storage::WriteBatch& batch, Status refused,
+                                const std::atomic<bool>& stop) {
+  out_of_space_ = refused.message();
+  spdlog::error("commit refused: {}. The head takes no new work (submit, add-trial, stop, "
+                "pause, resume are refused) and holds its workers until the commit succeeds; "
+                "reads are served. Free space on the data directory's disk.",
+                out_of_space_);
+  // Nothing of this turn may leave before its commit: workers wait (they keep
+  // their results) and hear heartbeats; clients get reads (of the state
+  // including this turn) and refusals. Worker messages stay queued.
+  // The turn's own replies (mutations it applied) wait for its commit.
+  std::vector<PendingClientReply> held;
+  held.swap(client_replies_);
+  zmq::pollitem_t item{client_socket_.handle(), 0, ZMQ_POLLIN, 0};
+  TimeMs last_try = clock_.NowMs();
+  while (!stop.load()) {
+    try {
+      zmq::poll(&item, 1, std::chrono::milliseconds(options_.runner.heartbeat_ms));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) return Status::IOError(std::string("poll: ") + e.what());
+    }
+    DrainClients();
+    for (auto& r : client_replies_) {
+      SendClientReply(r.identity, r.is_read ? clients_.Handle(r.request) : r.reply, r.delimited);
+    }
+    client_replies_.clear();
+    SendHeartbeats();
+    if (clock_.NowMs() - last_try < options_.runner.heartbeat_ms) continue;
+    last_try = clock_.NowMs();
+    Status s = RunOffLoop([&] { return store_.Commit(batch); }, "commit", batch.bytes());
+    if (s.code() == StatusCode::kResourceExhausted) continue;
+    out_of_space_.clear();
+    client_replies_.swap(held);
+    if (s.ok()) spdlog::info("commit succeeded: space is back; the head takes work again");
+    return s;
+  }
+  client_replies_.swap(held);
+  return refused;
 }
 
 Status HeadServer::Run(const std::atomic<bool>& stop) {
@@ -338,6 +381,7 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     runner_.FlushTo(batch);
     if (!batch.empty()) {
       Status s = RunOffLoop([&] { return store_.Commit(batch); }, "commit", batch.bytes());
+      if (s.code() == StatusCode::kResourceExhausted) s = WaitForSpace(batch, s, stop);
       if (!s.ok()) {
         spdlog::critical("commit failed: {}; the head stops (restart it on the same data dir)",
                          s.ToString());

@@ -17,6 +17,7 @@
 #include <zmq.hpp>
 
 #include "common/clock.h"
+#include "common/rate_limited_warning.h"
 #include "common/status.h"
 #include "head/client_service.h"
 #include "head/command_sink.h"
@@ -90,11 +91,16 @@ class HeadServer final : public CommandSink {
   // Runs `job` on the store thread, sending heartbeats while it runs; logs
   // it (as `what` of `bytes`) when it took longer than one heartbeat interval.
   Status RunOffLoop(const std::function<Status()>& job, const char* what, size_t bytes);
-  // Once per heartbeat interval. `store_busy` (a store operation runs off the
-  // loop): a failed send is not reported to the runner, which must not act
-  // until the operation is done.
-  void SendHeartbeats(bool store_busy = false);
+  // Once per heartbeat interval; also while a store operation runs off the
+  // loop (sending touches no runner state).
+  void SendHeartbeats();
   void SendClientReply(const std::string& identity, const Json& reply, bool delimited);
+  // The commit of `batch` was refused for lack of disk space (`refused`):
+  // retries it once per heartbeat interval until it succeeds, meanwhile
+  // heartbeating, answering reads and refusing mutations. Returns the
+  // commit's final status (`refused` if stopped first).
+  Status WaitForSpace(const storage::WriteBatch& batch, Status refused,
+                      const std::atomic<bool>& stop);
   void WarnRateLimited(const std::string& what);
 
   zmq::context_t& context_;
@@ -109,14 +115,15 @@ class HeadServer final : public CommandSink {
   std::string bound_client_endpoint_;
 
   std::vector<Outgoing> after_commit_;
+  // Non-empty while a commit waits for disk space (WaitForSpace): why.
+  std::string out_of_space_;
   std::vector<PendingClientReply> client_replies_;
   TimeMs last_heartbeat_sent_ = 0;
   // Unknown identity -> when it was last told to re-register: at most once
   // per heartbeat interval, so that a worker's queued messages after a head
   // restart do not each trigger a REGISTER of all its live actors.
   std::unordered_map<std::string, TimeMs> disconnect_sent_;
-  TimeMs last_warning_ = 0;
-  uint64_t suppressed_warnings_ = 0;
+  RateLimitedWarning peer_warnings_{clock_};
   HeadStats stats_;
   PayloadStreams payloads_;
   StoreThread store_thread_;

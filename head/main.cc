@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
                  "(0 = 2 x heartbeat-ms x liveness)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-trials-per-experiment", options.runner.max_trials_per_experiment,
+                 "most trials one experiment may have (grid x num_samples, plus added trials)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}));
   int64_t warn_s = 60;
   app.add_option("--insufficient-resources-warn-s", warn_s,
                  "warn when no trial has run for this long while trials wait")

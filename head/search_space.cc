@@ -35,10 +35,12 @@ Status ValidateSampler(const std::vector<std::string>& path, const std::string& 
   auto n = [&](size_t i) { return args[i].get<double>(); };
   if (kind == "uniform") {
     if (args.size() != 2 || !(n(0) < n(1))) return Bad(path, "uniform needs [low, high] with low < high");
+    if (!std::isfinite(n(1) - n(0))) return Bad(path, "uniform range high - low must be finite");
   } else if (kind == "quniform") {
     if (args.size() != 3 || !(n(0) < n(1)) || !(n(2) > 0)) {
       return Bad(path, "quniform needs [low, high, q] with low < high and q > 0");
     }
+    if (!std::isfinite(n(1) - n(0))) return Bad(path, "quniform range high - low must be finite");
   } else if (kind == "loguniform") {
     if (args.size() != 2 || !(n(0) > 0) || !(n(0) < n(1))) {
       return Bad(path, "loguniform needs [low, high] with 0 < low < high");

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,9 +26,15 @@ class SearchSpace {
 
   // Number of grid combinations (1 without grid_search).
   uint64_t GridSize() const { return grid_size_; }
-  // Total variants for `num_samples` (grid x num_samples, as Ray).
-  uint64_t NumVariants(int64_t num_samples) const {
-    return grid_size_ * static_cast<uint64_t>(num_samples);
+  // Total variants for `num_samples` (grid x num_samples, as Ray); nullopt
+  // when that does not fit in 64 bits.
+  std::optional<uint64_t> NumVariants(int64_t num_samples) const {
+    uint64_t total = 0;
+    if (num_samples < 0 ||
+        __builtin_mul_overflow(grid_size_, static_cast<uint64_t>(num_samples), &total)) {
+      return std::nullopt;
+    }
+    return total;
   }
   // The config of variant `index`: repeat index / GridSize() samples, grid
   // combination index % GridSize(). Deterministic in (seed, index).

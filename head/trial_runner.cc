@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/printable.h"
 #include "storage/keys.h"
 
 namespace ztune::head {
@@ -38,7 +39,8 @@ TrialRunner::TrialRunner(storage::Store& store, CommandSink& sink, const Clock& 
       options_(options),
       registry_(clock, options.heartbeat_ms * options.liveness),
       groups_(ledger_, clock, PlacementGroupOptions{16, options.pg_removal_delay_ms}),
-      executor_(sink, clock) {
+      executor_(sink, clock),
+      peer_warnings_(clock) {
   RecomputeMaxPending();
 }
 
@@ -66,12 +68,6 @@ void TrialRunner::HandleDisconnect(const std::string& worker_id, const std::stri
   OnWorkerDead(worker_id, "worker disconnected" + (reason.empty() ? "" : ": " + reason));
 }
 
-void TrialRunner::HandleUnreachable(const std::string& worker_id) {
-  if (registry_.FindAlive(worker_id) == nullptr) return;
-  registry_.MarkDead(worker_id);
-  OnWorkerDead(worker_id, "worker unreachable");
-}
-
 Trial* TrialRunner::MutableTrial(const std::string& trial_id) {
   auto it = trials_.find(trial_id);
   return it == trials_.end() ? nullptr : &it->second;
@@ -86,14 +82,15 @@ Trial* TrialRunner::CurrentTrial(const std::string& trial_id, uint64_t attempt) 
 void TrialRunner::HandleReply(const std::string& worker_id, const protocol::Reply& reply,
                               const std::string& payload) {
   registry_.Touch(worker_id);
-  auto f = executor_.Take(reply.rid);
+  std::string mismatch;
+  auto f = executor_.Take(reply.rid, Answer{false, reply.trial_id, reply.attempt, worker_id},
+                          &mismatch);
   if (!f) {
-    spdlog::debug("reply to unknown or dropped request {} from {}", reply.rid, worker_id);
-    return;
-  }
-  if (f->worker_id != worker_id) {
-    spdlog::warn("reply to request {} came from {} but was sent to {}; dropped", reply.rid,
-                 worker_id, f->worker_id);
+    if (!mismatch.empty()) {
+      peer_warnings_.Warn(mismatch + "; dropped");
+    } else {
+      spdlog::debug("reply to unknown or dropped request {} from {}", reply.rid, worker_id);
+    }
     return;
   }
   if (f->type == FutureType::kStop) {
@@ -132,11 +129,7 @@ void TrialRunner::HandleReply(const std::string& worker_id, const protocol::Repl
         OnSaveReply(*t, reply, payload);
       }
       break;
-    case FutureType::kTrain:
-      // TRAIN is answered by a RESULT batch; a REPLY means it was refused.
-      FailTrial(*t, reply.error.empty() ? "TRAIN refused by worker" : reply.error, true);
-      break;
-    default: break;
+    default: break;  // TRAIN is answered by a RESULT batch (Executor::Take checked)
   }
 }
 
@@ -184,7 +177,11 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
     }
     return;
   }
-  auto f = executor_.Take(batch.rid);  // replays after a reconnect have no future
+  // Replays after a reconnect or a restart have no future.
+  std::string mismatch;
+  auto f = executor_.Take(batch.rid, Answer{true, batch.trial_id, batch.attempt, worker_id},
+                          &mismatch);
+  if (!mismatch.empty()) peer_warnings_.Warn(mismatch + "; its results are kept as a replay");
   Experiment& e = experiments_.at(t->experiment_id);
   const ExperimentSpec& spec = e.spec;
   bool stop = false;
@@ -534,7 +531,7 @@ void TrialRunner::FailTrial(Trial& t, const std::string& error, bool retry) {
   t.error_log.push_back("Failure # " + std::to_string(t.num_failures) + " (occurred at " +
                         DateString() + ")\n" + error);
   spdlog::warn("trial {} attempt {} failed (failure #{}): {}", t.trial_id, t.attempt,
-               t.num_failures, error);
+               t.num_failures, EscapeControl(error));
   int64_t max_failures = e.spec.max_failures;
   bool recover = retry && (max_failures < 0 || t.num_failures <= max_failures);
   if (!recover) {
@@ -677,6 +674,15 @@ void TrialRunner::StartReadyTrials() {
 
 void TrialRunner::Tick() {
   TimeMs now = clock_.NowMs();
+  if (last_tick_ != 0 && now - last_tick_ > options_.heartbeat_ms) {
+    // The loop did not run (SIGSTOP, an overloaded machine, a long commit):
+    // what workers sent meanwhile may not be read yet, and their silence is
+    // the head's own. Liveness is judged from what arrives from now on.
+    spdlog::info("head loop did not run for {} ms; worker liveness restarts from now",
+                 now - last_tick_);
+    registry_.RestartSilenceClocks();
+  }
+  last_tick_ = now;
   if (now - last_expiry_check_ >= options_.heartbeat_ms) {
     last_expiry_check_ = now;
     for (const auto& id : registry_.ExpireSilent()) {

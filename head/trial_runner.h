@@ -23,6 +23,7 @@
 
 #include "common/clock.h"
 #include "common/json.h"
+#include "common/rate_limited_warning.h"
 #include "common/protocol/messages.h"
 #include "common/status.h"
 #include "head/command_sink.h"
@@ -46,6 +47,8 @@ struct RunnerOptions {
   TimeMs reattach_grace_ms = 0;
   int64_t liveness = 3;
   TimeMs insufficient_resources_warn_ms = 60'000;
+  // Trials one experiment may have (grid x num_samples, plus added ones).
+  uint64_t max_trials_per_experiment = 100'000;
 };
 
 class TrialRunner {
@@ -68,8 +71,6 @@ class TrialRunner {
   void HandleReply(const std::string& worker_id, const protocol::Reply& reply,
                    const std::string& payload);
   void HandleResultBatch(const std::string& worker_id, const protocol::ResultBatch& batch);
-  // The ROUTER could not reach the worker.
-  void HandleUnreachable(const std::string& worker_id);
 
   // ---- client requests ----
   Result<Json> Submit(const Json& spec);
@@ -118,6 +119,8 @@ class TrialRunner {
   std::string DebugString() const;
   // Time until Tick has timed work to do (heartbeats, removals), for poll.
   TimeMs NextTimerMs() const;
+  // This head's epoch (1 at the first start of a store; Load bumps it).
+  uint64_t epoch() const { return epoch_; }
 
  private:
   struct RequestQueue {
@@ -190,6 +193,14 @@ class TrialRunner {
   // Whether a persistent checkpoint is due after the trial's last result.
   bool CheckpointDue(const Trial& t) const;
   void ExpireReattachWaits();
+  // A live worker registered again with a new incarnation (it reconnected):
+  // what the head sent it meanwhile, or what it answered, may be lost. Each
+  // of its trials is checked against the actors and request ids it reports:
+  // requests are sent again (same rid), a lost start begins again.
+  void ReconcileAfterReconnect(const protocol::Register& reg);
+  // The start of the trial's attempt was lost in transit (not the trial's
+  // fault): it goes back to the queue without counting a failure.
+  void RequeueLostStart(Trial& t, const std::string& why);
   void ClearActor(Trial& t);
   void MaybeFinishExperiment(Experiment& e);
   void StopExperiment(Experiment& e, std::vector<std::string>* stopped);
@@ -230,7 +241,11 @@ class TrialRunner {
   // (worker, trial, attempt) -> highest result seq of the turn, ACKed after commit.
   std::map<std::tuple<std::string, std::string, uint64_t>, uint64_t> acks_;
 
+  // Persisted in meta, bumped at every Load: fences request ids across restarts.
+  uint64_t epoch_ = 0;
+  RateLimitedWarning peer_warnings_;
   TimeMs last_expiry_check_ = 0;
+  TimeMs last_tick_ = 0;  // a longer gap than a heartbeat interval: the head stalled
   TimeMs no_running_since_ = -1;
   TimeMs last_insufficient_warning_ = 0;
 };

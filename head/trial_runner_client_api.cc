@@ -29,11 +29,23 @@ Result<Json> TrialRunner::Submit(const Json& spec_json) {
     }
     RETURN_IF_ERROR(ledger_.CheckFeasible(spec->resources));
   }
+  // Trials are generated lazily (GenerateTrials), but each one ends as a
+  // record and head memory: an experiment's size is bounded up front.
+  const std::optional<uint64_t> total = space->NumVariants(spec->num_samples);
+  if (!total || *total > options_.max_trials_per_experiment) {
+    return Status::InvalidArgument(
+        "spec: " + std::to_string(space->GridSize()) + " grid combinations x num_samples " +
+        std::to_string(spec->num_samples) + " = " +
+        (total ? std::to_string(*total) : std::string("more than 2^64")) +
+        " trials, more than this head allows per experiment (" +
+        std::to_string(options_.max_trials_per_experiment) +
+        "; ztune-head --max-trials-per-experiment)");
+  }
   Experiment e;
   e.experiment_id = ExperimentIdFor(next_experiment_++);
   e.spec = std::move(spec).value();
   e.created_at = WallSeconds();
-  e.total_variants = space->NumVariants(e.spec.num_samples);
+  e.total_variants = *total;
   std::string id = e.experiment_id;
   request_key_of_experiment_[id] = e.spec.resources.Key();
   spaces_.emplace(id, std::move(space).value());
@@ -57,6 +69,12 @@ Result<std::string> TrialRunner::AddTrial(const std::string& experiment_id, cons
   if (e.finished || e.stopped) {
     return Status::FailedPrecondition("experiment " + experiment_id + " is " +
                                       (e.stopped ? "stopped" : "finished"));
+  }
+  if (e.total_variants >= options_.max_trials_per_experiment) {
+    return Status::FailedPrecondition(
+        "experiment " + experiment_id + " has " + std::to_string(e.total_variants) +
+        " trials, the most this head allows per experiment (ztune-head "
+        "--max-trials-per-experiment)");
   }
   if (!restore_from.empty()) {
     const Trial* source = FindTrial(restore_from);

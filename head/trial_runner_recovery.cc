@@ -5,15 +5,22 @@
 #include "head/trial_runner.h"
 
 #include <algorithm>
+#include <charconv>
+#include <map>
+#include <set>
 #include <string>
 
 #include <spdlog/spdlog.h>
 
+#include "common/printable.h"
 #include "storage/keys.h"
 
 namespace ztune::head {
 
 namespace {
+
+// Device ids one worker may report (more than any machine has).
+constexpr size_t kMaxGpuIds = 1024;
 
 // Reads every record of `family` as T::FromJson(JSON text), in key order.
 template <class T>
@@ -40,6 +47,20 @@ Result<std::vector<T>> LoadRecords(storage::Store& store, storage::Family family
 }  // namespace
 
 Status TrialRunner::Load() {
+  // A new epoch, committed (HeadServer::Start) before any request goes out.
+  ASSIGN_OR_RETURN(std::optional<std::string> stored_epoch,
+                   store_.Get(storage::Family::kMeta, storage::kMetaHeadEpoch));
+  uint64_t previous = 0;
+  if (stored_epoch.has_value()) {
+    const std::string& text = *stored_epoch;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), previous);
+    if (ec != std::errc() || end != text.data() + text.size()) {
+      return Status::Corruption("meta record head_epoch is not a number: '" + text + "'");
+    }
+  }
+  epoch_ = previous + 1;
+  executor_.SetEpoch(epoch_);
+  batch_.Put(storage::Family::kMeta, storage::kMetaHeadEpoch, std::to_string(epoch_));
   ASSIGN_OR_RETURN(std::vector<Experiment> experiments,
                    LoadRecords<Experiment>(store_, storage::Family::kExperiments));
   for (Experiment& e : experiments) {
@@ -99,28 +120,50 @@ Status TrialRunner::Load() {
     if (!e.finished && !e.SearchFinished()) searching_.insert(id);
     MaybeFinishExperiment(e);
   }
-  spdlog::info("loaded {} experiments and {} trials from the store", experiments_.size(),
-               trials_.size());
+  spdlog::info("head epoch {}: loaded {} experiments and {} trials from the store", epoch_,
+               experiments_.size(), trials_.size());
   return Status::Ok();
 }
 
 void TrialRunner::HandleRegister(const protocol::Register& reg) {
+  // Refused registrations change nothing; the worker keeps asking (every
+  // heartbeat interval) and the warning says why.
+  Result<ResourceSet> offered = ResourceSet::FromDoublesChecked(reg.resources);
+  if (!offered.ok()) {
+    peer_warnings_.Warn("REGISTER of worker '" + reg.worker_id + "' refused: " +
+                        offered.status().message());
+    return;
+  }
+  std::set<int64_t> gpu_ids(reg.gpu_ids.begin(), reg.gpu_ids.end());
+  if (gpu_ids.size() != reg.gpu_ids.size() || reg.gpu_ids.size() > kMaxGpuIds ||
+      (!gpu_ids.empty() && *gpu_ids.begin() < 0)) {
+    peer_warnings_.Warn("REGISTER of worker '" + reg.worker_id +
+                        "' refused: gpu_ids must be distinct, >= 0 and at most " +
+                        std::to_string(kMaxGpuIds));
+    return;
+  }
+  const WorkerInfo* before = registry_.Find(reg.worker_id);
+  const bool reconnected =
+      before != nullptr && before->alive && before->incarnation != reg.incarnation;
   bool fresh = registry_.Register(reg);
   protocol::Registered registered;
   registered.worker_id = reg.worker_id;
   registered.heartbeat_ms = options_.heartbeat_ms;
   registered.liveness = options_.liveness;
+  registered.head_epoch = epoch_;
   // Sent before anything below (re-attach TRAINs, STOPs): the worker holds
   // its replies and replays its outbox once it has this.
   sink_.SendToWorker(reg.worker_id, protocol::Message{registered, {}}, SendTiming::kAfterCommit);
   if (fresh) {
-    ledger_.AddWorker(reg.worker_id, ResourceSet::FromDoubles(reg.resources), reg.gpu_ids);
+    ledger_.AddWorker(reg.worker_id, *offered, reg.gpu_ids);
     groups_.NotifyCapacityChanged();
     RecomputeMaxPending();
-    spdlog::info("worker {} registered ({} on {}, pid {}): {}, {} live actors", reg.worker_id,
-                 reg.name, reg.host, reg.pid, ResourceSet::FromDoubles(reg.resources).ToString(),
+    spdlog::info("worker {} registered ({} on {}, pid {}): {}, {} live actors",
+                 EscapeControl(reg.worker_id), EscapeControl(reg.name), EscapeControl(reg.host),
+                 reg.pid, offered->ToString(),
                  reg.live_actors.size());
   }
+  if (reconnected) ReconcileAfterReconnect(reg);
   for (const auto& a : reg.live_actors) {
     auto it = trials_.find(a.trial_id);
     Trial* t = it == trials_.end() ? nullptr : &it->second;
@@ -150,6 +193,91 @@ void TrialRunner::HandleRegister(const protocol::Register& reg) {
       stop.kill_after_ms = options_.force_cleanup_ms;
       sink_.SendToWorker(reg.worker_id, protocol::Message{stop, {}}, SendTiming::kAfterCommit);
     }
+  }
+}
+
+void TrialRunner::ReconcileAfterReconnect(const protocol::Register& reg) {
+  const std::string& worker_id = reg.worker_id;
+  std::map<std::pair<std::string, uint64_t>, const protocol::LiveActor*> live;
+  for (const auto& a : reg.live_actors) live[{a.trial_id, a.attempt}] = &a;
+  size_t resent = 0;
+  std::vector<std::string> ids;
+  if (auto it = actors_by_worker_.find(worker_id); it != actors_by_worker_.end()) {
+    ids.assign(it->second.begin(), it->second.end());
+  }
+  for (const auto& id : ids) {
+    Trial* t = MutableTrial(id);
+    if (t == nullptr || !t->has_actor || t->worker_id != worker_id) continue;
+    auto l = live.find({id, t->attempt});
+    if (l == live.end()) {
+      // A RESET in flight: the actor may still have its old key.
+      if (auto r = resetting_.find(id); r != resetting_.end()) {
+        l = live.find({r->second.trial_id, r->second.attempt});
+      }
+    }
+    const std::vector<uint64_t> rids = executor_.DriverRidsOf(id);
+    bool create_unanswered = false;
+    for (uint64_t rid : rids) {
+      create_unanswered = create_unanswered || executor_.Find(rid)->type == FutureType::kCreate;
+    }
+    if (l == live.end()) {
+      if (create_unanswered) {
+        RequeueLostStart(*t, "its CREATE_ACTOR did not reach worker " + worker_id +
+                                 " while it reconnected");
+      } else {
+        FailTrial(*t, "actor of attempt " + std::to_string(t->attempt) + " is gone from worker " +
+                          worker_id + " after it reconnected", true);
+      }
+      continue;
+    }
+    const std::set<uint64_t> accepted(l->second->rids.begin(), l->second->rids.end());
+    bool lost_restore = false;
+    for (uint64_t rid : rids) {
+      lost_restore = lost_restore ||
+                     (executor_.Find(rid)->type == FutureType::kRestore && accepted.count(rid) == 0);
+    }
+    if (lost_restore) {
+      // Its checkpoint is not kept here (megabytes): the attempt starts again.
+      RequeueLostStart(*t, "its RESTORE did not reach worker " + worker_id +
+                               " while it reconnected");
+      continue;
+    }
+    for (uint64_t rid : rids) {
+      const Future* f = executor_.Find(rid);
+      if (f->type == FutureType::kCreate) {
+        // The actor exists: it was created (a failed setup leaves none).
+        executor_.Take(rid, Answer{false, f->trial_id, f->attempt, f->worker_id});
+      } else {
+        executor_.Resend(rid);  // a worker answers a rid it has seen from what it has
+        ++resent;
+      }
+    }
+  }
+  for (uint64_t rid : executor_.StopRidsOn(worker_id)) {
+    const Future* f = executor_.Find(rid);
+    if (live.count({f->trial_id, f->attempt}) > 0) {
+      executor_.Resend(rid);
+      ++resent;
+    } else if (auto done = executor_.Take(rid, Answer{false, f->trial_id, f->attempt, worker_id})) {
+      OnStopDone(*done);  // the actor is gone: stopped
+    }
+  }
+  spdlog::info("worker {} reconnected (incarnation {}): {} live actors, {} requests sent again",
+               worker_id, reg.incarnation, reg.live_actors.size(), resent);
+}
+
+void TrialRunner::RequeueLostStart(Trial& t, const std::string& why) {
+  spdlog::warn("trial {} attempt {}: {}; it starts again (not counted as a failure)", t.trial_id,
+               t.attempt, why);
+  ReleaseActor(t, false);
+  t.saving = false;
+  t.stop_after_save = false;
+  t.pausing = false;
+  if (t.held) {
+    SetStatus(t, TrialStatus::kPaused);  // an acknowledged pause outlives the lost start
+  } else {
+    SetStatus(t, TrialStatus::kPending);
+    Enqueue(t);
   }
 }
 

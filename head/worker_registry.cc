@@ -1,5 +1,7 @@
 #include "head/worker_registry.h"
 
+#include <algorithm>
+
 namespace ztune::head {
 
 bool WorkerRegistry::Register(const protocol::Register& r) {
@@ -43,6 +45,13 @@ std::vector<std::string> WorkerRegistry::ExpireSilent() {
     }
   }
   return dead;
+}
+
+void WorkerRegistry::RestartSilenceClocks() {
+  const TimeMs now = clock_.NowMs();
+  for (auto& [id, w] : workers_) {
+    if (w.alive) w.last_seen = std::max(w.last_seen, now);
+  }
 }
 
 void WorkerRegistry::MarkDead(const std::string& worker_id) {

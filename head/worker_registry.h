@@ -42,7 +42,10 @@ class WorkerRegistry {
   const WorkerInfo* Find(const std::string& worker_id) const;
   // Marks workers silent for longer than the expiry as dead and returns them.
   std::vector<std::string> ExpireSilent();
-  // Marks one worker dead (it said DISCONNECT, or became unreachable).
+  // The head itself was not reading for a while (a stall): silence is
+  // measured again from now for every live worker.
+  void RestartSilenceClocks();
+  // Marks one worker dead (it said DISCONNECT).
   void MarkDead(const std::string& worker_id);
 
   const std::map<std::string, WorkerInfo>& workers() const { return workers_; }

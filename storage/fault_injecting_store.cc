@@ -8,12 +8,17 @@ void FaultInjectingStore::FailNthCommit(uint64_t n) { fail_at_ = n == 0 ? 0 : at
 
 Status FaultInjectingStore::Commit(const WriteBatch& batch) {
   ++attempted_;
-  if (fail_all_ || attempted_ == fail_at_) {
+  const bool all = fail_all_.load();
+  if (all || attempted_ == fail_at_) {
     if (attempted_ == fail_at_) fail_at_ = 0;
     ++failed_;
-    return Status::IOError("injected commit failure #" + std::to_string(failed_) + " (commit " +
-                           std::to_string(attempted_) + ", " + std::to_string(batch.size()) +
-                           " ops not applied)");
+    std::string what = "injected commit failure #" + std::to_string(failed_) + " (commit " +
+                       std::to_string(attempted_) + ", " + std::to_string(batch.size()) +
+                       " ops not applied)";
+    if (all && fail_code_.load() == StatusCode::kResourceExhausted) {
+      return Status::ResourceExhausted(std::move(what));
+    }
+    return Status::IOError(std::move(what));
   }
   return base_.Commit(batch);
 }

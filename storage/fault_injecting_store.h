@@ -7,6 +7,7 @@
 // wrapped store must outlive this object.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "storage/store.h"
@@ -22,8 +23,13 @@ class FaultInjectingStore final : public Store {
   // Makes the n-th Commit from now fail (n = 1: the next one), once.
   // Replaces any earlier FailNthCommit request; n = 0 cancels it.
   void FailNthCommit(uint64_t n);
-  // While set, every Commit fails (a full or read-only disk).
-  void FailAllCommits(bool fail) { fail_all_ = fail; }
+  // While set, every Commit fails (a full or read-only disk) with `code`
+  // (IOError or ResourceExhausted). Any thread: a head commits on its store
+  // thread while a test flips this.
+  void FailAllCommits(bool fail, StatusCode code = StatusCode::kIOError) {
+    fail_code_.store(code);
+    fail_all_.store(fail);
+  }
 
   // Commit calls seen so far, and how many of them were failed on purpose.
   uint64_t commits_attempted() const { return attempted_; }
@@ -40,9 +46,10 @@ class FaultInjectingStore final : public Store {
   Store& base_;
   // Commit number (1-based, over attempted_) that fails; 0 = none pending.
   uint64_t fail_at_ = 0;
-  bool fail_all_ = false;
-  uint64_t attempted_ = 0;
-  uint64_t failed_ = 0;
+  std::atomic<bool> fail_all_{false};
+  std::atomic<StatusCode> fail_code_{StatusCode::kIOError};
+  std::atomic<uint64_t> attempted_{0};
+  std::atomic<uint64_t> failed_{0};
 };
 
 }  // namespace ztune::storage

@@ -192,12 +192,19 @@ class BlobTrainable : public Trainable {
       return Status::InvalidArgument("config key 'checkpoint_bytes' must be in [0, 2^30]");
     }
     size_ = static_cast<size_t>(n);
+    ASSIGN_OR_RETURN(int64_t r, ConfigInt(config, "result_bytes", 0));
+    if (r < 0 || r > (int64_t{1} << 30)) {
+      return Status::InvalidArgument("config key 'result_bytes' must be in [0, 2^30]");
+    }
+    result_bytes_ = static_cast<size_t>(r);
     config_ = config.is_null() ? Json::object() : config;
     return Status::Ok();
   }
 
   Result<Json> Step(const TrialContext& ctx) override {
-    return Json{{"loss", 1.0 / static_cast<double>(ctx.iteration + 1)}};
+    Json result{{"loss", 1.0 / static_cast<double>(ctx.iteration + 1)}};
+    if (result_bytes_ > 0) result["pad"] = std::string(result_bytes_, 'x');
+    return result;
   }
 
   // "BLB1" + iteration + size + content.
@@ -240,6 +247,7 @@ class BlobTrainable : public Trainable {
  private:
   static constexpr char kMagic[] = "BLB1";
   size_t size_ = 1 << 20;
+  size_t result_bytes_ = 0;
   Json config_;
 };
 

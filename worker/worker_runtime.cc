@@ -17,6 +17,26 @@
 namespace ztune::worker {
 namespace {
 
+// What goes to the head instead of a message too large for the link: the
+// same answer, failed with `error`, without results or data.
+protocol::Message OversizeReplacement(const protocol::Message& message, const std::string& error) {
+  if (const auto* batch = std::get_if<protocol::ResultBatch>(&message.body)) {
+    protocol::ResultBatch failed;
+    failed.rid = batch->rid;
+    failed.trial_id = batch->trial_id;
+    failed.attempt = batch->attempt;
+    failed.failed = true;
+    failed.error = error;
+    return protocol::Message{std::move(failed), {}};
+  }
+  if (const auto* reply = std::get_if<protocol::Reply>(&message.body)) {
+    protocol::Reply failed{reply->rid, reply->trial_id, reply->attempt, false, error,
+                           Json::object()};
+    return protocol::Message{std::move(failed), {}};
+  }
+  return protocol::Message{protocol::Heartbeat{}, {}};  // nothing else can carry user data
+}
+
 constexpr size_t kMaxHeld = 10'000;
 constexpr int kMaxMessagesPerTurn = 1'000;
 constexpr TimeMs kDropWarnIntervalMs = 10'000;
@@ -77,6 +97,9 @@ Status WorkerRuntime::Loop() {
     // and a STOP that finished just in time is not killed.
     ReadSocket();
     HandleRunnerEvents();
+    // Turning events into answers can take long (a large result is encoded
+    // here): what the head sent meanwhile counts before silence is judged.
+    ReadSocket();
     if (shutdown_.load()) break;
     RETURN_IF_ERROR(OnTimers(clock_.NowMs()));
   }
@@ -149,6 +172,7 @@ Status WorkerRuntime::OpenSocket(TimeMs now) {
   }
   RETURN_IF_ERROR(zmqutil::SetBytesOption(*dealer_, ZMQ_ROUTING_ID, options_.worker_id));
   RETURN_IF_ERROR(zmqutil::SetIntOption(*dealer_, ZMQ_LINGER, 0));
+  RETURN_IF_ERROR(zmqutil::SetInt64Option(*dealer_, ZMQ_MAXMSGSIZE, protocol::kMaxFrameBytes));
   RETURN_IF_ERROR(zmqutil::Connect(*dealer_, options_.head_endpoint));
   last_heard_ = now;
   last_sent_ = now;
@@ -178,6 +202,7 @@ void WorkerRuntime::SendRegister() {
   r.resources = options_.resources;
   r.gpu_ids = options_.gpu_ids;
   r.trainables = registry_.Names();
+  const auto rids = recent_.ByActor();
   for (const auto& [key, slot] : actors_) {
     protocol::LiveActor a;
     a.trial_id = key.trial_id;
@@ -186,6 +211,7 @@ void WorkerRuntime::SendRegister() {
     a.acked_seq = it == acked_seq_.end() ? 0 : it->second;
     a.iteration = slot.iteration;
     for (const auto& c : slot.pending) a.training = a.training || c.kind == CommandKind::kTrain;
+    if (auto rit = rids.find(key); rit != rids.end()) a.rids = rit->second;
     r.live_actors.push_back(std::move(a));
   }
   // The first REGISTER of an incarnation at info; the resends at debug.
@@ -199,7 +225,19 @@ void WorkerRuntime::SendRegister() {
 
 bool WorkerRuntime::Send(const protocol::Message& message) {
   if (dealer_ == nullptr || shutting_down_) return false;
-  Status s = zmqutil::SendFrames(*dealer_, protocol::Encode(message));
+  std::vector<std::string> frames = protocol::Encode(message);
+  for (const auto& frame : frames) {
+    if (static_cast<int64_t>(frame.size()) <= protocol::kMaxFrameBytes) continue;
+    // The head would drop the connection (and this worker would send it again
+    // after every reconnect): a failure goes in its place.
+    const std::string error = std::string(protocol::CommandName(message.body)) + " of " +
+                              std::to_string(frame.size()) + " bytes is larger than the " +
+                              std::to_string(protocol::kMaxFrameBytes) +
+                              " bytes a message may have (a result or metric too large?)";
+    spdlog::warn("{}", error);
+    return Send(OversizeReplacement(message, error));
+  }
+  Status s = zmqutil::SendFrames(*dealer_, frames);
   if (!s.ok()) {
     spdlog::warn("cannot send {} to the head: {}", protocol::CommandName(message.body),
                  s.ToString());

@@ -32,6 +32,7 @@
 #include "common/protocol/messages.h"
 #include "common/status.h"
 #include "worker/actor_runner.h"
+#include "worker/recent_requests.h"
 #include "worker/trainable_registry.h"
 #include "worker/worker_options.h"
 
@@ -123,6 +124,9 @@ class WorkerRuntime {
   void HandleMessage(protocol::Message message);
   void HandleRegistered(const protocol::Registered& m);
   void HandleDisconnect(const protocol::Disconnect& m);
+  // Whether a command with `rid` is to run: false for a resend of one this
+  // worker accepted before (its answer is sent again, or follows).
+  bool AcceptOnce(CommandKind kind, uint64_t rid, const ActorKey& key);
   void HandleCreateActor(const protocol::CreateActor& m);
   // Routes an actor command: a RESTORE with a chunked payload waits for it,
   // and later commands for that actor wait behind it (a STOP cancels it).
@@ -194,6 +198,8 @@ class WorkerRuntime {
     std::optional<protocol::Message> message;
   };
   std::map<ActorKey, std::deque<WaitingCommand>> payload_waits_;
+
+  RecentRequests recent_;  // rids accepted lately and their answers
 
   // ---- actors ----
   uint64_t next_serial_ = 0;

@@ -12,8 +12,32 @@
 
 namespace ztune::worker {
 
+bool WorkerRuntime::AcceptOnce(CommandKind kind, uint64_t rid, const ActorKey& key) {
+  if (rid == 0) return true;  // no answer wanted: nothing to deduplicate
+  switch (recent_.Accept(rid, key)) {
+    case RecentRequests::Seen::kNew:
+      return true;
+    case RecentRequests::Seen::kOwed:
+      spdlog::debug("request {} for {} again: still being worked on", rid, key.ToString());
+      return false;
+    case RecentRequests::Seen::kAnswered:
+      if (const protocol::Message* answer = recent_.AnswerOf(rid)) {
+        spdlog::debug("request {} for {} again: answering it again", rid, key.ToString());
+        SendOrHold(*answer);
+        return false;
+      }
+      // A TRAIN's results wait in the outbox until acknowledged.
+      if (kind == CommandKind::kTrain) return false;
+      // A SAVE (its checkpoint is not kept): save again.
+      recent_.Reopen(rid);
+      return true;
+  }
+  return true;
+}
+
 void WorkerRuntime::HandleCreateActor(const protocol::CreateActor& m) {
   ActorKey key{m.trial_id, m.attempt};
+  if (!AcceptOnce(CommandKind::kSetup, m.rid, key)) return;
   if (actors_.count(key) > 0) {
     SendReply(m.rid, key, false,
               "actor for " + key.ToString() + " already exists on worker " + options_.worker_id);
@@ -123,6 +147,10 @@ void WorkerRuntime::HandleRunnerEvent(RunnerEvent event) {
         for (auto& r : event.results) batch.results.push_back({slot.next_seq++, std::move(r)});
         OutboxEntry entry{batch, slot.next_seq - 1};
         outbox_[key].push_back(std::move(entry));
+        recent_.Answered(event.rid, nullptr);  // the outbox keeps it
+      } else {
+        protocol::Message message{batch, {}};
+        recent_.Answered(event.rid, &message);
       }
       SendBatch(batch);
       break;
@@ -244,7 +272,9 @@ void WorkerRuntime::SendReply(uint64_t rid, const ActorKey& key, bool ok, std::s
   r.ok = ok;
   r.error = std::move(error);
   r.data = data.is_null() ? Json::object() : std::move(data);
-  SendOrHold(protocol::Message{std::move(r), std::move(payload)});
+  protocol::Message message{std::move(r), std::move(payload)};
+  recent_.Answered(rid, message.payload.empty() ? &message : nullptr);
+  SendOrHold(std::move(message));
 }
 
 void WorkerRuntime::SendFailure(CommandKind kind, uint64_t rid, const ActorKey& key,
@@ -260,7 +290,9 @@ void WorkerRuntime::SendFailure(CommandKind kind, uint64_t rid, const ActorKey& 
   b.attempt = key.attempt;
   b.failed = true;
   b.error = std::move(error);
-  SendOrHold(protocol::Message{std::move(b), {}});
+  protocol::Message message{std::move(b), {}};
+  recent_.Answered(rid, &message);  // a refusal is not kept in the outbox
+  SendOrHold(std::move(message));
 }
 
 void WorkerRuntime::SendBatch(const protocol::ResultBatch& batch) {

@@ -61,6 +61,7 @@ void WorkerRuntime::ResetTransfers(const std::string& reason) {
 
 void WorkerRuntime::RouteActorCommand(protocol::Message message) {
   const auto [kind, rid, key] = DescribeActorCommand(message);
+  if (!AcceptOnce(kind, rid, key)) return;
   const auto* restore = std::get_if<protocol::Restore>(&message.body);
   const bool chunked = restore != nullptr && restore->payload_bytes > 0;
   auto wait = payload_waits_.find(key);

@@ -19,6 +19,11 @@
 namespace ztune::protocol {
 
 inline constexpr char kVersion[] = "ZTUNE1";
+// The largest frame either side of the worker link accepts (ZMQ_MAXMSGSIZE);
+// a bigger one closes the connection. Checkpoints travel in 1 MiB chunks, so
+// only a result batch or a reply with a huge `data` could exceed it: the
+// worker sends a failure in its place.
+inline constexpr int64_t kMaxFrameBytes = 64LL << 20;
 
 // Field presence for decoding.
 enum class Need { kRequired, kOptional };
@@ -32,6 +37,9 @@ struct LiveActor {
   uint64_t acked_seq = 0;
   int64_t iteration = 0;
   bool training = false;  // a TRAIN is queued or running: its batch will follow
+  // Request ids this worker has accepted for the actor lately (answered or
+  // not): a command sent again with one of them is answered, not re-run.
+  std::vector<uint64_t> rids;
   template <class V>
   void Visit(V& v) {
     v("trial_id", trial_id, Need::kRequired);
@@ -39,6 +47,7 @@ struct LiveActor {
     v("acked_seq", acked_seq, Need::kOptional);
     v("iteration", iteration, Need::kOptional);
     v("training", training, Need::kOptional);
+    v("rids", rids, Need::kOptional);
   }
 };
 

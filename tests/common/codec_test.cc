@@ -25,7 +25,7 @@ TEST(CodecTest, RoundTripsRegister) {
   r.resources = {{"CPU", 4}, {"GPU", 0.5}};
   r.gpu_ids = {0, 1};
   r.trainables = {"quadratic", "noop"};
-  r.live_actors = {{"t1", 2, 5, 9}};
+  r.live_actors = {{"t1", 2, 5, 9, true, {3, 4}}};
   auto d = RoundTrip(r);
   EXPECT_EQ(d.worker_id, "w-1");
   EXPECT_EQ(d.incarnation, 7u);
@@ -38,6 +38,8 @@ TEST(CodecTest, RoundTripsRegister) {
   EXPECT_EQ(d.live_actors[0].attempt, 2u);
   EXPECT_EQ(d.live_actors[0].acked_seq, 5u);
   EXPECT_EQ(d.live_actors[0].iteration, 9);
+  EXPECT_TRUE(d.live_actors[0].training);
+  EXPECT_EQ(d.live_actors[0].rids, (std::vector<uint64_t>{3, 4}));
 }
 
 TEST(CodecTest, RoundTripsReplyWithPayload) {

@@ -47,10 +47,6 @@ size_t Count(const std::string& text, const std::string& needle) {
   return n;
 }
 
-bool Contains(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
-
 std::string LastLine(const std::string& text) {
   std::string t = text;
   while (!t.empty() && t.back() == '\n') t.pop_back();

@@ -151,4 +151,8 @@ inline std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+inline bool Contains(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
 }  // namespace ztune::e2e

@@ -19,10 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
 TEST(StoreDamageE2ETest, HeadRefusesDamagedWalAndSalvageMakesItServeAgain) {
   LocalCluster cluster("store-damage");
   cluster.StartHead();

@@ -52,9 +52,10 @@ class FakeWorkerFleet {
 
   // Re-registers after a head restart, listing its live actors, then replays
   // every unacknowledged result batch (as a real worker's outbox does).
-  void Reregister(const std::string& worker_id, double cpus) {
+  void Reregister(const std::string& worker_id, double cpus, uint64_t incarnation = 0) {
     protocol::Register r;
     r.worker_id = worker_id;
+    r.incarnation = incarnation;
     r.name = worker_id;
     r.host = "localhost";
     r.resources = {{"CPU", cpus}};
@@ -62,8 +63,11 @@ class FakeWorkerFleet {
     for (const auto& [key, a] : actors) {
       if (a.worker_id != worker_id) continue;
       auto hash = key.rfind('#');
-      r.live_actors.push_back({key.substr(0, hash), std::stoull(key.substr(hash + 1)), 0,
-                               a.iteration});
+      protocol::LiveActor live;
+      live.trial_id = key.substr(0, hash);
+      live.attempt = std::stoull(key.substr(hash + 1));
+      live.iteration = a.iteration;
+      r.live_actors.push_back(std::move(live));
     }
     runner_.HandleRegister(r);
     alive_.insert(worker_id);

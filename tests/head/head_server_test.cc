@@ -6,12 +6,15 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <optional>
 #include <thread>
 
 #include <gtest/gtest.h>
 
 #include "common/protocol/codec.h"
 #include "common/zmq/socket_util.h"
+#include "storage/fault_injecting_store.h"
 #include "storage/in_memory_store.h"
 
 namespace ztune::head {
@@ -187,11 +190,100 @@ TEST(HeadServerTest, HostileClientRequestsGetErrorsAndTheHeadLivesOn) {
     const std::string code = reply["error"].value("code", "");
     EXPECT_TRUE(code == "InvalidArgument" || code == "NotFound") << request.substr(0, 80) << " -> " << code;
   }
+  // A request far above the limit (200 MiB) still gets an answer that says so.
+  Json huge = ask(R"({"op": "experiments", "pad": ")" + std::string(200u << 20, 'x') + "\"}");
+  ASSERT_TRUE(huge.is_object()) << "no reply to a 200 MiB request";
+  EXPECT_NE(huge["error"].value("message", "").find("exceeds the limit"), std::string::npos)
+      << huge.dump().substr(0, 200);
   Json fine = ask(R"({"op": "experiments", "rid": 2})");
   EXPECT_EQ(fine.value("ok", false), true) << fine.dump();
   EXPECT_EQ(fine["rid"], 2);
   stop = true;
   loop.join();
+}
+
+}  // namespace
+}  // namespace ztune::head
+
+namespace ztune::head {
+namespace {
+
+// A full disk (the store refuses commits with ResourceExhausted): the head
+// neither dies nor answers what it could not store. It refuses new work with a
+// clear error, answers reads, and goes on by itself once space is back: the
+// held submission is then committed and answered.
+TEST(HeadServerTest, AFullDiskRefusesNewWorkServesReadsAndResumesByItself) {
+  zmq::context_t context;
+  storage::InMemoryStore base;
+  storage::FaultInjectingStore store(base);
+  HeadServerOptions options;
+  options.worker_endpoint = "tcp://127.0.0.1:*";
+  options.client_endpoint = "tcp://127.0.0.1:*";
+  options.runner.heartbeat_ms = kHeartbeatMs;
+  HeadServer server(context, store, options);
+  ASSERT_TRUE(server.Start().ok());
+  std::atomic<bool> stop{false};
+  Status run_status;
+  std::thread loop([&] { run_status = server.Run(stop); });
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::thread& loop;
+    ~Joiner() {
+      stop = true;
+      if (loop.joinable()) loop.join();
+    }
+  } joiner{stop, loop};
+
+  zmq::socket_t client(context, zmq::socket_type::dealer);
+  ASSERT_TRUE(zmqutil::SetIntOption(client, ZMQ_LINGER, 0).ok());
+  ASSERT_TRUE(zmqutil::Connect(client, server.client_endpoint()).ok());
+  auto send = [&](const Json& request) {
+    ASSERT_TRUE(zmqutil::SendFrames(client, {protocol::kVersion, request.dump()}).ok());
+  };
+  // The reply with `rid` (others are kept in `early`); null after 10 s.
+  std::map<int, Json> early;
+  auto reply_to = [&](int rid) -> Json {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!early.count(rid) && std::chrono::steady_clock::now() < deadline) {
+      zmq::pollitem_t item{client.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(50));
+      auto reply = zmqutil::RecvMultipart(client);
+      if (!reply.ok() || reply->empty()) continue;
+      Json j = Json::parse(reply->back().to_string_view(), nullptr, false);
+      if (j.is_object() && j["rid"].is_number_integer()) early[j["rid"].get<int>()] = j;
+    }
+    return early.count(rid) ? early[rid] : Json();
+  };
+  const Json spec{{"trainable", "noop"}};
+
+  store.FailAllCommits(true, StatusCode::kResourceExhausted);
+  send(Json{{"op", "submit"}, {"rid", 1}, {"spec", spec}});  // applied, commit refused
+  for (int i = 0; i < 1000 && store.commits_failed() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(store.commits_failed(), 1u);
+  send(Json{{"op", "submit"}, {"rid", 2}, {"spec", spec}});
+  Json refused = reply_to(2);
+  ASSERT_TRUE(refused.is_object()) << "no answer while the disk is full";
+  EXPECT_EQ(refused["error"].value("code", ""), "ResourceExhausted") << refused.dump();
+  EXPECT_NE(refused["error"].value("message", "").find("disk is full"), std::string::npos);
+  send(Json{{"op", "experiments"}, {"rid", 3}});
+  Json read = reply_to(3);
+  EXPECT_EQ(read.value("ok", false), true) << read.dump();
+  EXPECT_EQ(early.count(1), 0u) << "a submission was answered before it was durable";
+
+  store.FailAllCommits(false);
+  Json accepted = reply_to(1);
+  ASSERT_TRUE(accepted.is_object()) << "the held submission was never answered";
+  EXPECT_EQ(accepted.value("ok", false), true) << accepted.dump();
+  auto got = base.Get(storage::Family::kExperiments, accepted["experiment_id"].get<std::string>());
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->has_value()) << "answered but not stored";
+  send(Json{{"op", "submit"}, {"rid", 4}, {"spec", spec}});
+  EXPECT_EQ(reply_to(4).value("ok", false), true) << "work is taken again";
+  stop = true;
+  loop.join();
+  EXPECT_TRUE(run_status.ok()) << run_status.ToString();
 }
 
 }  // namespace

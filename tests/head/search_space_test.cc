@@ -17,6 +17,7 @@ TEST(SearchSpaceTest, GridCrossesAllGridKeys) {
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->GridSize(), 6u);
   EXPECT_EQ(s->NumVariants(4), 24u);
+  EXPECT_EQ(s->NumVariants(int64_t{1} << 62), std::nullopt) << "24 x 2^62 overflows";
   std::set<std::string> seen;
   for (uint64_t i = 0; i < 6; ++i) {
     Json v = s->Variant(1, i);

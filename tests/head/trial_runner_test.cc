@@ -1,7 +1,11 @@
 #include "head/trial_runner.h"
 
+#include <cmath>
+#include <limits>
+
 #include <gtest/gtest.h>
 
+#include "head/client_service.h"
 #include "storage/in_memory_store.h"
 #include "storage/keys.h"
 #include "tests/fakes/fake_worker_fleet.h"
@@ -21,6 +25,10 @@ class TrialRunnerTest : public ::testing::Test {
     fleet_.reset();
     runner_ = std::make_unique<TrialRunner>(store_, sink_, clock_, options);
     ASSERT_TRUE(runner_->Load().ok());
+    // As HeadServer::Start: what Load changed (the new epoch) is committed first.
+    storage::WriteBatch loaded;
+    runner_->FlushTo(loaded);
+    ASSERT_TRUE(store_.Commit(loaded).ok());
     fleet_ = std::make_unique<FakeWorkerFleet>(*runner_, sink_, store_);
   }
 
@@ -67,6 +75,16 @@ class TrialRunnerTest : public ::testing::Test {
     ASSERT_TRUE(runner_->FindExperiment(exp)->finished);
     // Commit the last turn and let the workers answer the final STOPs.
     for (int i = 0; i < 3; ++i) fleet_->Turn();
+  }
+
+  // Runs turns (with heartbeats) until trial `id` has stored `n` results.
+  void RunUntilIteration(const std::string& id, int64_t n) {
+    for (int i = 0; i < 10 * n + 1000 && runner_->FindTrial(id)->iteration < n; ++i) {
+      fleet_->Turn();
+      fleet_->Heartbeat();
+      clock_.AdvanceMs(10);
+    }
+    ASSERT_GE(runner_->FindTrial(id)->iteration, n);
   }
 
   std::vector<Json> StoredResults(const std::string& trial_id) {
@@ -485,7 +503,7 @@ TEST_F(TrialRunnerTest, FencesAWorkerThatWakesUpAfterBeingDeclaredDead) {
   r.worker_id = frozen;
   r.resources = {{"CPU", 1}};
   r.trainables = {"quadratic"};
-  r.live_actors = {{id, 1, 0, 1}};
+  r.live_actors = {{id, 1, 0, 1, false, {}}};
   runner_->HandleRegister(r);
   int restops = 0;
   for (size_t i = mark; i < sink_.sent.size(); ++i) {
@@ -686,31 +704,225 @@ TEST_F(TrialRunnerTest, RestartWithPendingTrialsAndStagedGroupsEndsConsistent) {
   EXPECT_EQ(runner_->groups().NumStagingTotal(), 0);
 }
 
-// Found by scripts/flake-hunt.sh (ChaosE2ETest.HeadAndWorkerKillsLoseNothing:
-// "failed to start: actor ... already exists"): CREATE_ACTOR goes out before
-// the commit that stores its attempt; a head killed in between came back with
-// the old attempt and named the same one for a new actor while the worker
-// still held (or was stopping) the first: the worker refused it. Now the
-// worker's REGISTER tells the restarted head about that attempt, and the next
-// start uses a later one.
-TEST_F(TrialRunnerTest, AnAttemptAWorkerReportsIsNeverNamedAgain) {
+// A TRAIN sent while its worker was reconnecting never arrived. When the
+// worker registers again (a new incarnation) with the actor idle, the head
+// sends the TRAIN again with the same rid, and the trial goes on: no failure,
+// every iteration once.
+TEST_F(TrialRunnerTest, ATrainLostInAReconnectIsSentAgainWithTheSameRid) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 6}})");
+  runner_->Tick();
+  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  RunUntilIteration(id, 2);
+  fleet_->Turn();
+  uint64_t lost_rid = 0;
+  for (const auto& sent : sink_.TakeAll()) {  // lost on the wire
+    if (const auto* train = std::get_if<protocol::Train>(&sent.message.body)) lost_rid = train->rid;
+  }
+  ASSERT_NE(lost_rid, 0u);
+  fleet_->Reregister("w1", 1, /*incarnation=*/2);
+  uint64_t resent_rid = 0;
+  for (const auto& sent : sink_.sent) {
+    if (const auto* train = std::get_if<protocol::Train>(&sent.message.body)) resent_rid = train->rid;
+  }
+  EXPECT_EQ(resent_rid, lost_rid);
+  RunToEnd(exp);
+  const Trial* t = runner_->FindTrial(id);
+  EXPECT_EQ(t->status, TrialStatus::kTerminated);
+  EXPECT_EQ(t->num_failures, 0) << t->error;
+  EXPECT_EQ(t->attempt, 1u);
+  EXPECT_EQ(StoredResults(id).size(), 6u);
+}
+
+// A CREATE_ACTOR lost the same way: the worker reports no such actor; the
+// trial starts again under a new attempt, and that is not a failure.
+TEST_F(TrialRunnerTest, AStartLostInAReconnectStartsAgainWithoutAFailure) {
   fleet_->Register("w1", 1);
   std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 3}})");
-  // The submission is durable before the client hears of it.
+  for (int i = 0; i < 50 && sink_.Count<protocol::CreateActor>() == 0; ++i) runner_->Tick();
+  storage::WriteBatch b;
+  runner_->FlushTo(b);
+  ASSERT_TRUE(store_.Commit(b).ok());
+  ASSERT_EQ(sink_.Count<protocol::CreateActor>(), 1u);
+  sink_.TakeAll();  // lost on the wire
+  fleet_->Reregister("w1", 1, /*incarnation=*/2);
+  RunToEnd(exp);
+  const Trial* t = runner_->FindTrial(runner_->FindExperiment(exp)->trial_ids[0]);
+  EXPECT_EQ(t->status, TrialStatus::kTerminated);
+  EXPECT_EQ(t->num_failures, 0) << t->error;
+  EXPECT_EQ(t->attempt, 2u);
+  EXPECT_EQ(StoredResults(t->trial_id).size(), 3u);
+}
+
+// The head itself did not run for longer than the liveness window (SIGSTOP,
+// an overloaded machine): its workers are judged by what arrives afterwards,
+// not declared dead for the head's own silence.
+TEST_F(TrialRunnerTest, AHeadStallDoesNotKillItsWorkers) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 5}})");
+  runner_->Tick();
+  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  RunUntilIteration(id, 2);
+  clock_.AdvanceMs(5000);  // stalled: no Tick, nothing read
+  runner_->Tick();
+  EXPECT_NE(runner_->registry().FindAlive("w1"), nullptr);
+  EXPECT_EQ(runner_->FindTrial(id)->status, TrialStatus::kRunning);
+  RunToEnd(exp);
+  EXPECT_EQ(runner_->FindTrial(id)->num_failures, 0);
+  // Liveness still works after a stall: a worker that stays silent dies.
+  for (int i = 0; i < 10; ++i) {
+    clock_.AdvanceMs(DefaultOptions().heartbeat_ms);
+    runner_->Tick();
+  }
+  EXPECT_EQ(runner_->registry().FindAlive("w1"), nullptr);
+}
+
+// A REGISTER with amounts no machine has (CPU 1e12 took every trial; two of
+// 9e14 overflowed the cluster total; NaN, Inf and negatives became 0) is
+// refused and changes nothing; absurd but valid totals add up without overflow.
+TEST_F(TrialRunnerTest, ARegisterWithImpossibleResourcesIsRefusedAndChangesNothing) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double cpus : {std::nan(""), inf, -inf, -1.0, 1e15, 9e14}) {
+    protocol::Register r;
+    r.worker_id = "bad";
+    r.resources = {{"CPU", cpus}};
+    runner_->HandleRegister(r);
+    EXPECT_EQ(runner_->registry().Find("bad"), nullptr) << cpus;
+    EXPECT_TRUE(sink_.sent.empty()) << "no REGISTERED for CPU " << cpus;
+  }
+  protocol::Register dup_gpus;
+  dup_gpus.worker_id = "bad";
+  dup_gpus.resources = {{"CPU", 1}, {"GPU", 2}};
+  dup_gpus.gpu_ids = {0, 0};
+  runner_->HandleRegister(dup_gpus);
+  EXPECT_EQ(runner_->registry().Find("bad"), nullptr);
+  for (int i = 0; i < 200; ++i) fleet_->Register("big" + std::to_string(i), 1e14);
+  EXPECT_GT(runner_->ledger().Total().Get("CPU"), 1e14) << "saturates, never negative";
+}
+
+TEST_F(TrialRunnerTest, SpecSizesAreCheckedForOverflowAndCapped) {
+  fleet_->Register("w1", 1);
+  struct Case {
+    std::string spec;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {R"({"trainable": "quadratic", "num_samples": 4611686018427387904,
+           "param_space": {"a": {"grid_search": [1, 2, 3, 4]}}})", "more than 2^64"},
+      {R"({"trainable": "quadratic", "num_samples": 18446744073709551615})",
+       "must be at most 9223372036854775807, got 18446744073709551615"},
+      {R"({"trainable": "quadratic", "num_samples": 100001})", "--max-trials-per-experiment"},
+      {R"({"trainable": "quadratic", "resources": {"bundles": [{"CPU": 1e15}]}})",
+       "is infeasible"},
+      {R"({"trainable": "quadratic", "param_space": {"x": {"uniform": [-1e308, 1e308]}}})",
+       "must be finite"},
+      {R"({"trainable": "quadratic", "name": "evil\n[info] forged log line"})",
+       "control characters"},
+      {R"({"trainable": "quadratic", "name": "\u001b[2Jcleared"})", "control characters"},
+  };
+  for (const auto& c : cases) {
+    auto r = runner_->Submit(Json::parse(c.spec));
+    ASSERT_FALSE(r.ok()) << c.spec;
+    EXPECT_NE(r.status().message().find(c.message), std::string::npos)
+        << c.spec << " -> " << r.status().message();
+  }
+  EXPECT_TRUE(runner_->experiments().empty());
+  RunnerOptions small = DefaultOptions();
+  small.max_trials_per_experiment = 3;
+  Reset(small);
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 3})");
+  auto added = runner_->AddTrial(exp, Json::object());
+  ASSERT_FALSE(added.ok());
+  EXPECT_NE(added.status().message().find("--max-trials-per-experiment"), std::string::npos);
+}
+
+// Reads are answered on the head's loop: a reply walks at most one page
+// (500 trials, 1,000 results) and says where the next one starts.
+TEST_F(TrialRunnerTest, ClientReadsArePaged) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 2500}})");
+  for (int i = 0; i < 1199; ++i) ASSERT_TRUE(runner_->AddTrial(exp, Json{{"lr", 0.1}}).ok());
+  runner_->Tick();
+  const size_t total = runner_->FindExperiment(exp)->trial_ids.size();
+  ASSERT_EQ(total, 1200u);
+  ClientService clients(*runner_);
+  std::vector<std::string> seen;
+  for (const char* op : {"trials", "status"}) {
+    seen.clear();
+    Json offset = 0;
+    int pages = 0;
+    while (!offset.is_null()) {
+      Json reply = clients.Handle(Json{{"op", op}, {"experiment_id", exp}, {"offset", offset}});
+      ASSERT_TRUE(reply.value("ok", false)) << reply.dump().substr(0, 300);
+      EXPECT_LE(reply["trials"].size(), 500u);
+      EXPECT_EQ(reply["total"], total);
+      for (const auto& t : reply["trials"]) seen.push_back(t["trial_id"]);
+      offset = reply["next_offset"];
+      ++pages;
+    }
+    EXPECT_EQ(pages, 3) << op;
+    EXPECT_EQ(seen, runner_->FindExperiment(exp)->trial_ids) << op;
+  }
+  Json bad = clients.Handle(Json{{"op", "trials"}, {"experiment_id", exp}, {"offset", -1}});
+  EXPECT_FALSE(bad.value("ok", true));
+
+  const std::string first = runner_->FindExperiment(exp)->trial_ids[0];
+  RunUntilIteration(first, 2500);
+  fleet_->Turn();
+  Json page1 = clients.Handle(Json{{"op", "results"}, {"trial_id", first}});
+  ASSERT_EQ(page1["results"].size(), 1000u) << page1.dump().substr(0, 300);
+  EXPECT_EQ(page1["next_offset"], 1000);
+  Json page3 = clients.Handle(Json{{"op", "results"}, {"trial_id", first}, {"offset", 2000}});
+  ASSERT_EQ(page3["results"].size(), 500u);
+  EXPECT_EQ(page3["results"][0]["training_iteration"], 2001);
+  EXPECT_TRUE(page3["next_offset"].is_null());
+}
+
+// A start is sent only after the commit that stores its attempt: a head
+// killed between its Tick and its commit sent nothing of it, so no worker
+// ever hosts an attempt the store does not know.
+TEST_F(TrialRunnerTest, CreateActorLeavesOnlyAfterTheCommitThatStoresItsAttempt) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 3}})");
   storage::WriteBatch submitted;
   runner_->FlushTo(submitted);
   ASSERT_TRUE(store_.Commit(submitted).ok());
-  for (int i = 0; i < 50; ++i) {
-    runner_->Tick();
-    if (sink_.Count<protocol::CreateActor>() > 0) break;
-    fleet_->Turn();
-  }
+  for (int i = 0; i < 50 && sink_.Count<protocol::CreateActor>() == 0; ++i) runner_->Tick();
   ASSERT_EQ(sink_.Count<protocol::CreateActor>(), 1u);
-  fleet_->DeliverOnlyWhatWasSentNow();  // the worker has attempt 1; the store does not
-  ASSERT_EQ(fleet_->creates, 1);
+  for (const auto& sent : sink_.sent) {
+    EXPECT_EQ(sent.timing, SendTiming::kAfterCommit) << protocol::CommandName(sent.message.body);
+  }
+  fleet_->DeliverOnlyWhatWasSentNow();
+  EXPECT_EQ(fleet_->creates, 0);
   CrashHead();
+  fleet_->Reregister("w1", 1);
+  RunToEnd(exp, 5000);
+  const Trial* t = runner_->FindTrial(runner_->FindExperiment(exp)->trial_ids[0]);
+  EXPECT_EQ(t->status, TrialStatus::kTerminated);
+  EXPECT_EQ(t->attempt, 1u);
+  EXPECT_EQ(t->num_failures, 0) << t->error;
+}
+
+// A worker that reports an attempt the store never saw (a store written by a
+// head that sent CREATE_ACTOR before its commit, or restored from an older
+// copy): the next start uses a later attempt, or the worker, still holding
+// that actor, refuses the new one ("already exists") and a healthy trial fails.
+TEST_F(TrialRunnerTest, AnAttemptAWorkerReportsIsNeverNamedAgain) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 3}})");
+  storage::WriteBatch submitted;
+  runner_->FlushTo(submitted);
+  ASSERT_TRUE(store_.Commit(submitted).ok());
+  CrashHead();
+  runner_->Tick();
   const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
   ASSERT_EQ(runner_->FindTrial(id)->attempt, 0u);
+  FakeWorkerFleet::Actor stray;
+  stray.worker_id = "w1";
+  stray.trainable = "quadratic";
+  fleet_->actors[id + "#1"] = stray;
+  sink_.TakeAll();
   fleet_->Reregister("w1", 1);
   RunToEnd(exp, 5000);
   const Trial* t = runner_->FindTrial(id);

@@ -522,6 +522,70 @@ TEST_F(WorkerRuntimeTest, ReRegistersAndResendsUnackedResultsAfterHeadSilence) {
   }
 }
 
+// The head sends a request again, same rid, when the worker reconnected and
+// the request or its answer may be lost: a request being worked on does not
+// run twice, an answered one is answered again (a SAVE saves again), and the
+// REGISTER lists the rids each actor has accepted.
+TEST_F(WorkerRuntimeTest, ARequestSentAgainWithItsRidRunsAtMostOnce) {
+  Start();
+  Create(1, "d", 1, "quadratic");
+  head_->Send(Train{2, "d", 1, 1, 60});
+  head_->Send(Train{2, "d", 1, 1, 60});  // a resend while the first may still run
+  auto b = TakeBatch(2);
+  ASSERT_TRUE(b.has_value());
+  ASSERT_EQ(b->results.size(), 1u);
+  head_->Send(Train{2, "d", 1, 1, 60});  // and after it was answered
+  ASSERT_TRUE(AwaitHeartbeats(2));
+  EXPECT_EQ(CountOthers<ResultBatch>([](const ResultBatch& r) { return r.rid == 2; }), 0u)
+      << "a TRAIN ran twice (its results wait in the outbox instead)";
+
+  head_->Send(Save{3, "d", 1, "memory"});
+  auto saved = TakeReply(3);
+  ASSERT_TRUE(saved.has_value());
+  ASSERT_TRUE(saved->ok);
+  head_->Send(Save{3, "d", 1, "memory"});
+  auto saved_again = TakeReply(3);
+  ASSERT_TRUE(saved_again.has_value()) << "an answered SAVE is answered again";
+  EXPECT_TRUE(saved_again->ok);
+  EXPECT_EQ(saved_again->data["iteration"], 1);
+
+  head_->Send(Stop{4, "d", 1, 1000});
+  auto stopped = TakeReply(4);
+  ASSERT_TRUE(stopped.has_value());
+  EXPECT_TRUE(stopped->ok);
+  head_->Send(Stop{4, "d", 1, 1000});
+  auto stopped_again = TakeReply(4);
+  ASSERT_TRUE(stopped_again.has_value());
+  EXPECT_TRUE(stopped_again->ok) << stopped_again->error << " (not 'no actor': the same answer)";
+
+  Create(5, "d", 2, "quadratic");
+  head_->Send(Train{6, "d", 2, 1, 60});
+  ASSERT_TRUE(TakeBatch(6).has_value());
+  head_->Send(Disconnect{"register again"});
+  auto reg = head_->WaitFor<Register>([](const Register& r) { return r.incarnation == 2; });
+  ASSERT_TRUE(reg.has_value());
+  ASSERT_EQ(reg->live_actors.size(), 1u);
+  EXPECT_EQ(reg->live_actors[0].rids, (std::vector<uint64_t>{5, 6}));
+}
+
+// A result larger than any frame the head accepts would close the link (and
+// be sent again after every reconnect): the TRAIN fails instead, saying why.
+TEST_F(WorkerRuntimeTest, AResultTooLargeForTheLinkFailsItsTrain) {
+  Start();
+  Create(1, "big", 1, "blob",
+         Json{{"checkpoint_bytes", 0}, {"result_bytes", protocol::kMaxFrameBytes + 1}});
+  head_->Send(Train{2, "big", 1, 1, 60});
+  auto b = TakeBatch(2);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_TRUE(b->failed);
+  EXPECT_TRUE(b->results.empty());
+  EXPECT_NE(b->error.find("is larger than the"), std::string::npos) << b->error;
+  head_->Send(Save{3, "big", 1, "memory"});  // the link is still up
+  auto saved = TakeReply(3);
+  ASSERT_TRUE(saved.has_value());
+  EXPECT_TRUE(saved->ok) << saved->error;
+}
+
 TEST_F(WorkerRuntimeTest, ReRegistersWhenTheHeadSaysDisconnect) {
   Start();
   head_->Send(Disconnect{"who are you"});

@@ -1,0 +1,136 @@
+// Stalls with real binaries: a head stopped for 5 s (SIGSTOP) while trials run
+// on two workers, and a head answering 50 clients that poll it without pause.
+// The workers reconnect meanwhile; no trial may fail, and every trial must end
+// with each iteration stored exactly once (issue 8: "worker unreachable").
+#include <csignal>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <zmq.hpp>
+
+#include "common/zmq/socket_util.h"
+#include "tests/e2e/cluster.h"
+#include "tests/e2e/trial_queries.h"
+
+namespace ztune::e2e {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+std::string SubmitSpec(LocalCluster& cluster, const std::string& spec, const std::string& name) {
+  std::string path = cluster.dir() + "/" + name + ".json";
+  std::ofstream(path) << spec;
+  auto r = cluster.Cli("submit " + path, /*stdout_only=*/true);
+  EXPECT_EQ(r.exit_code, 0) << r.out << cluster.Logs();
+  if (r.exit_code != 0) return "";
+  return r.out.substr(0, r.out.find_first_of(" \n"));
+}
+
+// Every trial TERMINATED without a failure, results 1..n each exactly once.
+void ExpectAllTerminatedOnce(LocalCluster& cluster, const std::string& exp, size_t trials,
+                             int64_t n) {
+  Json all = TrialsOf(cluster, exp);
+  ASSERT_EQ(all.size(), trials) << all.dump();
+  for (const auto& t : all) {
+    const std::string id = t["trial_id"];
+    EXPECT_EQ(StatusOf(t), "TERMINATED") << t.dump();
+    EXPECT_EQ(t["num_failures"], 0) << t.dump() << "\n" << cluster.Logs();
+    ExpectResultsOneToN(cluster, id, n);
+  }
+}
+
+TEST(StallE2ETest, AHeadStoppedForFiveSecondsFailsNoTrial) {
+  LocalCluster cluster("stall-sigstop");
+  cluster.StartHead();
+  cluster.StartWorker("w0", 2);
+  cluster.StartWorker("w1", 2);
+  ASSERT_TRUE(cluster.WaitForWorkers(2)) << cluster.Logs();
+  const int64_t kIterations = 150;
+  std::string exp = SubmitSpec(cluster, R"({"trainable": "sleep", "num_samples": 6,
+      "param_space": {"sleep_s": 0.02}, "stop": {"training_iteration": 150},
+      "checkpoint": {"frequency": 10}})", "stall");
+  ASSERT_FALSE(exp.empty());
+  ASSERT_TRUE(WaitFor([&] {
+    size_t running = 0;
+    for (const auto& t : TrialsOf(cluster, exp)) {
+      running += StatusOf(t) == "RUNNING" && IterationOf(t) >= 5 ? 1 : 0;
+    }
+    return running == 4;
+  }, seconds(20))) << cluster.Logs();
+
+  cluster.head().Signal(SIGSTOP);
+  std::this_thread::sleep_for(seconds(5));  // 16 x the workers' liveness window
+  cluster.head().Signal(SIGCONT);
+
+  ASSERT_TRUE(WaitFinished(cluster, exp, 60)) << cluster.Logs();
+  ExpectAllTerminatedOnce(cluster, exp, 6, kIterations);
+  const std::string head_log = ReadFile(cluster.head_log());
+  EXPECT_TRUE(Contains(head_log, "head loop did not run for")) << "the stall was not seen";
+  EXPECT_TRUE(Contains(head_log, "reconnected (incarnation")) << "no worker reconnected";
+  EXPECT_FALSE(Contains(head_log, "died:")) << cluster.Logs();
+}
+
+// Raw client-protocol pollers (docs/client-protocol.md), one DEALER each.
+class Pollers {
+ public:
+  Pollers(const std::string& endpoint, const std::string& exp, int n) {
+    for (int i = 0; i < n; ++i) {
+      threads_.emplace_back([this, endpoint, exp, i] { Poll(endpoint, exp, i); });
+    }
+  }
+  ~Pollers() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+  int64_t answered() const { return answered_.load(); }
+
+ private:
+  void Poll(const std::string& endpoint, const std::string& exp, int i) {
+    zmq::socket_t s(context_, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.connect(endpoint);
+    for (uint64_t rid = 1; !stop_; ++rid) {
+      Json request{{"op", rid % 2 == 0 ? "status" : "trials"}, {"rid", rid}, {"id", exp}};
+      if (i % 10 == 0) request = Json{{"op", "status"}, {"rid", rid}};  // every experiment
+      if (!zmqutil::SendFrames(s, {"ZTUNE1", request.dump()}).ok()) return;
+      zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+      // A reply can take long while the head is busy: keep waiting unless told to stop.
+      while (!stop_ && zmq::poll(&item, 1, milliseconds(100)) == 0) {
+      }
+      if (stop_) return;
+      auto reply = zmqutil::RecvMultipart(s);
+      if (!reply.ok()) return;
+      answered_ += reply->empty() ? 0 : 1;
+    }
+  }
+
+  zmq::context_t context_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> answered_{0};
+  std::vector<std::thread> threads_;
+};
+
+TEST(StallE2ETest, FiftyPollingClientsFailNoTrial) {
+  LocalCluster cluster("stall-pollers");
+  cluster.StartHead();
+  cluster.StartWorker("w0", 2);
+  cluster.StartWorker("w1", 2);
+  ASSERT_TRUE(cluster.WaitForWorkers(2)) << cluster.Logs();
+  std::string exp = SubmitSpec(cluster, R"({"trainable": "sleep", "num_samples": 100,
+      "param_space": {"sleep_s": 0.01}, "stop": {"training_iteration": 10}})", "pollers");
+  ASSERT_FALSE(exp.empty());
+  Pollers pollers(cluster.client_endpoint(), exp, 50);
+  ASSERT_TRUE(WaitFinished(cluster, exp, 120)) << cluster.Logs();
+  pollers.Stop();
+  EXPECT_GT(pollers.answered(), 50) << "the pollers were not answered";
+  ExpectAllTerminatedOnce(cluster, exp, 100, 10);
+  EXPECT_FALSE(Contains(ReadFile(cluster.head_log()), "died:")) << cluster.Logs();
+}
+
+}  // namespace
+}  // namespace ztune::e2e
