@@ -3,6 +3,8 @@
 #include <map>
 #include <set>
 
+#include "common/printable.h"
+#include "common/utf8.h"
 #include "head/trial.h"
 #include "storage/keys.h"
 
@@ -40,8 +42,10 @@ std::string StoreCheckReport::ToText() const {
 
 Result<StoreCheckReport> CheckStore(storage::Store& store) {
   StoreCheckReport report;
+  // Problem texts quote keys and values of a possibly corrupt store: they are
+  // made valid UTF-8 (the JSON report) and printable (the terminal).
   auto problem = [&](std::string p) {
-    if (report.problems.size() < 1000) report.problems.push_back(std::move(p));
+    if (report.problems.size() < 1000) report.problems.push_back(EscapeControl(Utf8OrReplaced(p)));
   };
   std::set<std::string> experiments;
   RETURN_IF_ERROR(store.Scan(storage::Family::kExperiments, "",

@@ -84,3 +84,24 @@ TEST_F(StoreCheckTest, ReportsUnreadableRecordsAndResultMismatch) {
 
 }  // namespace
 }  // namespace ztune::head
+
+namespace ztune::head {
+namespace {
+
+// Found by tests/fuzz/fuzz_store_records: a key that is not UTF-8 (or holds
+// an escape sequence) in a corrupt store made `--check --json` abort.
+TEST_F(StoreCheckTest, ReportsKeysThatAreNotUtf8OrPrintable) {
+  storage::WriteBatch batch;
+  batch.Put(storage::Family::kTrials, std::string("bad\xff\x1b[2J", 8), "not json");
+  Apply(std::move(batch));
+  auto report = CheckStore(store_);
+  ASSERT_TRUE(report.ok());
+  EXPECT_FALSE(report->ok());
+  std::string json;
+  EXPECT_NO_THROW(json = report->ToJson().dump(2));
+  EXPECT_EQ(report->ToText().find('\x1b'), std::string::npos) << report->ToText();
+  EXPECT_NE(json.find("\\\\x1b"), std::string::npos) << json;
+}
+
+}  // namespace
+}  // namespace ztune::head

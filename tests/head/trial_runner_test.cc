@@ -814,6 +814,9 @@ TEST_F(TrialRunnerTest, SpecSizesAreCheckedForOverflowAndCapped) {
       {R"({"trainable": "quadratic", "num_samples": 100001})", "--max-trials-per-experiment"},
       {R"({"trainable": "quadratic", "resources": {"bundles": [{"CPU": 1e15}]}})",
        "is infeasible"},
+      // tests/fuzz finding resource-sum-overflow: two bundles whose sum overflowed.
+      {R"({"trainable": "quadratic", "resources": {"bundles": [{"CPU": 9e14}, {"CPU": 9e14}]}})",
+       "is infeasible"},
       {R"({"trainable": "quadratic", "param_space": {"x": {"uniform": [-1e308, 1e308]}}})",
        "must be finite"},
       {R"({"trainable": "quadratic", "name": "evil\n[info] forged log line"})",
