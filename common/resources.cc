@@ -44,6 +44,12 @@ Result<ResourceSet> ResourceSet::FromJson(const Json& j) {
   return rs;
 }
 
+double ResourceSet::MaxOffered(const std::string& name) {
+  if (name == "CPU") return kMaxCpus;
+  if (name == "GPU") return kMaxGpus;
+  return kMaxAmount;
+}
+
 Result<ResourceSet> ResourceSet::FromDoublesChecked(const std::map<std::string, double>& m) {
   ResourceSet rs;
   for (const auto& [name, v] : m) {
@@ -55,10 +61,11 @@ Result<ResourceSet> ResourceSet::FromDoublesChecked(const std::map<std::string, 
         return Status::InvalidArgument("resource names must be printable ASCII");
       }
     }
-    if (!std::isfinite(v) || v < 0 || v > kMaxAmount) {
+    const double max = MaxOffered(name);
+    if (!std::isfinite(v) || v < 0 || v > max) {
       return Status::InvalidArgument("resource '" + name + "' = " + FormatDouble(v) +
                                      ": amounts must be finite, >= 0 and at most " +
-                                     FormatDouble(kMaxAmount));
+                                     FormatDouble(max));
     }
     rs.SetFixed(name, static_cast<int64_t>(std::llround(v * kUnit)));
   }

@@ -23,13 +23,18 @@ class ResourceSet {
   // (memory is in bytes: 100 TB). Its fixed-point value fits int64 with room;
   // sums over many workers saturate instead of overflowing (Add).
   static constexpr double kMaxAmount = 1e14;
+  // What one worker may offer: no machine has more (a worker claiming 1e12
+  // CPUs would take every trial).
+  static constexpr double kMaxCpus = 100'000;
+  static constexpr double kMaxGpus = 10'000;
+  static double MaxOffered(const std::string& name);
 
   ResourceSet() = default;
   // Rejects negative or non-finite amounts, amounts above kMaxAmount (as
   // infeasible) and empty names.
   static Result<ResourceSet> FromJson(const Json& j);
-  // For amounts from a peer (a worker's REGISTER): the same checks as
-  // FromJson, and names must be printable ASCII of at most 128 bytes.
+  // For amounts from a peer (a worker's REGISTER): finite, >= 0, at most
+  // MaxOffered(name); names printable ASCII of at most 128 bytes.
   static Result<ResourceSet> FromDoublesChecked(const std::map<std::string, double>& m);
   // For amounts the code itself chose (trusted, within kMaxAmount).
   static ResourceSet FromDoubles(const std::map<std::string, double>& m);

@@ -782,7 +782,7 @@ TEST_F(TrialRunnerTest, AHeadStallDoesNotKillItsWorkers) {
 // refused and changes nothing; absurd but valid totals add up without overflow.
 TEST_F(TrialRunnerTest, ARegisterWithImpossibleResourcesIsRefusedAndChangesNothing) {
   const double inf = std::numeric_limits<double>::infinity();
-  for (double cpus : {std::nan(""), inf, -inf, -1.0, 1e15, 9e14}) {
+  for (double cpus : {std::nan(""), inf, -inf, -1.0, 1e15, 9e14, 1e12, 100'001.0}) {
     protocol::Register r;
     r.worker_id = "bad";
     r.resources = {{"CPU", cpus}};
@@ -796,8 +796,14 @@ TEST_F(TrialRunnerTest, ARegisterWithImpossibleResourcesIsRefusedAndChangesNothi
   dup_gpus.gpu_ids = {0, 0};
   runner_->HandleRegister(dup_gpus);
   EXPECT_EQ(runner_->registry().Find("bad"), nullptr);
-  for (int i = 0; i < 200; ++i) fleet_->Register("big" + std::to_string(i), 1e14);
-  EXPECT_GT(runner_->ledger().Total().Get("CPU"), 1e14) << "saturates, never negative";
+  for (int i = 0; i < 200; ++i) {
+    protocol::Register big;
+    big.worker_id = "big" + std::to_string(i);
+    big.resources = {{"CPU", 100'000}, {"memory", 1e14}};
+    runner_->HandleRegister(big);
+  }
+  EXPECT_EQ(runner_->registry().NumAlive(), 200u);
+  EXPECT_GT(runner_->ledger().Total().Get("memory"), 1e14) << "saturates, never negative";
 }
 
 TEST_F(TrialRunnerTest, SpecSizesAreCheckedForOverflowAndCapped) {
