@@ -130,7 +130,7 @@ void StoreImage(std::string_view in) {
       const head::Trial* t = runner.FindTrial(tid);
       if (t == nullptr) Fail("an experiment lists an unknown trial", tid);
       if (t->status != head::TrialStatus::kRunning || t->actor_worker != "w1") continue;
-      live.push_back({protocol::LiveActor{t->trial_id, t->attempt, 0, t->iteration, false},
+      live.push_back({protocol::LiveActor{t->trial_id, t->attempt, 0, t->iteration, false, {}},
                       e.spec.trainable});
     }
   }

@@ -64,7 +64,7 @@ void Codec() {
   reg.gpu_ids = {0, 1};
   reg.trainables = {"blob", "fail", "noop", "quadratic", "sleep"};
   put("register_fresh", reg);
-  reg.live_actors = {{"e0001_00003", 1, 7, 9, true}, {"e0002_00000", 3, 0, 0, false}};
+  reg.live_actors = {{"e0001_00003", 1, 7, 9, true, {4, 5}}, {"e0002_00000", 3, 0, 0, false, {}}};
   put("register_live_actors", reg);
 
   put("reply_create_ok", p::Reply{11, "e0001_00000", 1, true, "", Json::object(), 0});
