@@ -17,6 +17,22 @@ std::string TrialOfKey(std::string_view key) {
   return std::string(key.substr(0, zero));
 }
 
+// A stored result names its own iteration and trial. Types are checked
+// before reading: value<int64_t>() casts a float (UB when out of range) and
+// value<std::string>() throws on a number, and --check must report a damaged
+// record, not abort on it (both found by tests/fuzz/fuzz_store_records).
+bool StoredIterationIs(const Json& r, uint64_t iteration) {
+  auto it = r.find("training_iteration");
+  return it != r.end() && it->is_number_integer() &&
+         (it->is_number_unsigned() || it->get<int64_t>() >= 0) &&
+         it->get<uint64_t>() == iteration;
+}
+
+bool StoredTrialIs(const Json& r, const std::string& trial) {
+  auto it = r.find("trial_id");
+  return it != r.end() && it->is_string() && it->get_ref<const std::string&>() == trial;
+}
+
 }  // namespace
 
 Json StoreCheckReport::ToJson() const {
@@ -100,8 +116,7 @@ Result<StoreCheckReport> CheckStore(storage::Store& store) {
     Json r = Json::parse(v, nullptr, false);
     if (r.is_discarded() || !r.is_object()) {
       problem("result " + std::to_string(*iteration) + " of " + trial + " is not a JSON object");
-    } else if (r.value("training_iteration", int64_t{-1}) != static_cast<int64_t>(*iteration) ||
-               r.value("trial_id", std::string()) != trial) {
+    } else if (!StoredIterationIs(r, *iteration) || !StoredTrialIs(r, trial)) {
       problem("result " + std::to_string(*iteration) + " of " + trial +
               " does not match its key (training_iteration / trial_id)");
     }

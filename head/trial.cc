@@ -1,8 +1,36 @@
 #include "head/trial.h"
 
 #include <cstdio>
+#include <string>
+#include <vector>
 
 namespace ztune::head {
+namespace {
+
+// A stored integer. nlohmann converts a float to an integer type with a plain
+// cast, undefined when it is out of range, so a corrupt record holding 1e30
+// where an integer belongs was UB instead of Corruption (found by
+// tests/fuzz/fuzz_store_records). Throws as at() does, for the same catch.
+template <class T>
+T StoredInt(const Json& j) {
+  if (!j.is_number_integer()) {
+    throw Json::type_error::create(
+        302, std::string("type must be an integer, but is ") + j.type_name(), &j);
+  }
+  return j.get<T>();
+}
+
+std::vector<int64_t> StoredInts(const Json& j) {
+  if (!j.is_array()) {
+    throw Json::type_error::create(
+        302, std::string("type must be an array, but is ") + j.type_name(), &j);
+  }
+  std::vector<int64_t> out;
+  for (const auto& e : j) out.push_back(StoredInt<int64_t>(e));
+  return out;
+}
+
+}  // namespace
 
 std::string ExperimentIdFor(uint64_t n) {
   char buf[24];
@@ -32,7 +60,7 @@ Result<Placement> PlacementFromJson(const Json& j) {
   for (const auto& b : j) {
     ASSIGN_OR_RETURN(ResourceSet rs, ResourceSet::FromJson(b.at("resources")));
     p.bundles.push_back(BundlePlacement{b.at("worker_id").get<std::string>(), std::move(rs),
-                                        b.at("gpu_ids").get<std::vector<int64_t>>()});
+                                        StoredInts(b.at("gpu_ids"))});
   }
   return p;
 }
@@ -93,25 +121,25 @@ Result<Trial> Trial::FromJson(const Json& j) {
     Trial t;
     t.trial_id = j.at("trial_id").get<std::string>();
     t.experiment_id = j.at("experiment_id").get<std::string>();
-    t.seq = j.at("seq").get<uint64_t>();
+    t.seq = StoredInt<uint64_t>(j.at("seq"));
     t.config = j.at("config");
     ASSIGN_OR_RETURN(t.status, ParseTrialStatus(j.at("status").get<std::string>()));
-    t.attempt = j.at("attempt").get<uint64_t>();
-    t.num_failures = j.at("num_failures").get<int64_t>();
-    t.iteration = j.at("iteration").get<int64_t>();
+    t.attempt = StoredInt<uint64_t>(j.at("attempt"));
+    t.num_failures = StoredInt<int64_t>(j.at("num_failures"));
+    t.iteration = StoredInt<int64_t>(j.at("iteration"));
     t.last_result = j.at("last_result");
     for (const auto& c : j.at("checkpoints")) {
-      t.checkpoints.push_back(CheckpointRecord{c.at("id").get<uint64_t>(),
-                                               c.at("iteration").get<int64_t>(),
+      t.checkpoints.push_back(CheckpointRecord{StoredInt<uint64_t>(c.at("id")),
+                                               StoredInt<int64_t>(c.at("iteration")),
                                                c.at("score_valid").get<bool>(),
                                                c.at("score").get<double>()});
     }
-    t.next_checkpoint_id = j.at("next_checkpoint_id").get<uint64_t>();
+    t.next_checkpoint_id = StoredInt<uint64_t>(j.at("next_checkpoint_id"));
     t.error = j.at("error").get<std::string>();
     t.error_log = j.at("error_log").get<std::vector<std::string>>();
     t.start_time = j.at("start_time").get<double>();
     t.end_time = j.at("end_time").get<double>();
-    t.num_restores = j.value("num_restores", int64_t{0});
+    t.num_restores = j.contains("num_restores") ? StoredInt<int64_t>(j["num_restores"]) : 0;
     t.held = j.value("held", false);
     t.restore_from = j.value("restore_from", std::string());
     t.actor_worker = j.value("actor_worker", std::string());
@@ -154,9 +182,9 @@ Result<Experiment> Experiment::FromJson(const Json& j) {
     e.finished = j.at("finished").get<bool>();
     e.stopped = j.at("stopped").get<bool>();
     e.created_at = j.at("created_at").get<double>();
-    e.next_variant = j.at("next_variant").get<uint64_t>();
-    e.total_variants = j.at("total_variants").get<uint64_t>();
-    e.next_trial_index = j.at("next_trial_index").get<uint64_t>();
+    e.next_variant = StoredInt<uint64_t>(j.at("next_variant"));
+    e.total_variants = StoredInt<uint64_t>(j.at("total_variants"));
+    e.next_trial_index = StoredInt<uint64_t>(j.at("next_trial_index"));
     return e;
   } catch (const Json::exception& ex) {
     return Status::Corruption(std::string("experiment record: ") + ex.what());

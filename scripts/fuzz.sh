@@ -16,7 +16,8 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="$ROOT/build/fuzz"
 MODE="${1:-ctest}"
 # Slowest last: a long run reports the quick targets early.
-TARGETS=(fuzz_codec fuzz_spec fuzz_store_records fuzz_client_request)
+# ZTUNE_FUZZ_TARGETS="fuzz_codec fuzz_spec" limits a long run to those.
+read -r -a TARGETS <<<"${ZTUNE_FUZZ_TARGETS:-fuzz_codec fuzz_spec fuzz_store_records fuzz_client_request}"
 
 echo "== build (fuzz: clang, libFuzzer + ASan + UBSan) =="
 GEN=()
@@ -44,6 +45,7 @@ case "$MODE" in
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
     summary=()
     found=0
+    incomplete=0
     for t in "${TARGETS[@]}"; do
       dir="$BUILD/long/$t"
       mkdir -p "$dir/corpus"
@@ -62,7 +64,11 @@ case "$MODE" in
       cov=$(grep -Eo 'cov: [0-9]+' "$dir/fuzz.log" | tail -1 || true)
       artifacts=$(find "$dir" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' \
         -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
-      if [ "$rc" -ne 0 ] || [ "$artifacts" -ne 0 ]; then
+      if [ "$artifacts" -eq 0 ] && [ "$rc" -eq 72 ]; then
+        # libFuzzer's exit code after SIGINT/SIGTERM: stopped, not a finding.
+        result="INTERRUPTED by a signal (rerun: ZTUNE_FUZZ_TARGETS=$t $0 long $RUNS)"
+        incomplete=1
+      elif [ "$rc" -ne 0 ] || [ "$artifacts" -ne 0 ]; then
         result="FOUND (exit $rc, $artifacts artifacts in $dir)"
         found=1
       else
@@ -74,7 +80,8 @@ case "$MODE" in
     done
     echo "== summary =="
     printf '%s\n' "${summary[@]}"
-    exit "$found"
+    [ "$found" -eq 0 ] || exit 1
+    [ "$incomplete" -eq 0 ] || exit 2
     ;;
   *)
     echo "usage: $0 [ctest | long [N] | build]" >&2

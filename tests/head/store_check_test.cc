@@ -82,11 +82,69 @@ TEST_F(StoreCheckTest, ReportsUnreadableRecordsAndResultMismatch) {
   EXPECT_NE(text.find("does not match its key"), std::string::npos) << text;
 }
 
-}  // namespace
-}  // namespace ztune::head
+// Found by tests/fuzz/fuzz_store_records: a stored integer field holding a
+// float out of the integer's range (1e30) was converted with a plain cast,
+// undefined behaviour, instead of making the record unreadable.
+TEST(StoredRecordTest, FloatWhereAnIntegerIsStoredIsCorruption) {
+  Trial t;
+  t.trial_id = "e0001_00000";
+  t.experiment_id = "e0001";
+  t.placement.bundles.push_back({"w", ResourceSet::FromDoubles({{"CPU", 1}}), {0}});
+  t.checkpoints.push_back({1, 4, true, 4.0});
+  const Json good = t.ToJson();
+  ASSERT_TRUE(Trial::FromJson(good).ok());
+  for (const char* key :
+       {"seq", "attempt", "num_failures", "iteration", "next_checkpoint_id", "num_restores"}) {
+    Json bad = good;
+    bad[key] = 1e30;
+    auto r = Trial::FromJson(bad);
+    ASSERT_FALSE(r.ok()) << key;
+    EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << key;
+  }
+  Json bad = good;
+  bad["placement"][0]["gpu_ids"] = Json::array({1e30});
+  EXPECT_EQ(Trial::FromJson(bad).status().code(), StatusCode::kCorruption);
+  bad = good;
+  bad["checkpoints"][0]["id"] = -1e30;
+  EXPECT_EQ(Trial::FromJson(bad).status().code(), StatusCode::kCorruption);
 
-namespace ztune::head {
-namespace {
+  Experiment e;
+  e.experiment_id = "e0001";
+  e.spec = ExperimentSpec::Parse(Json{{"trainable", "noop"}}, 1).value();
+  const Json stored = e.ToJson();
+  ASSERT_TRUE(Experiment::FromJson(stored).ok());
+  for (const char* key : {"next_variant", "total_variants", "next_trial_index"}) {
+    Json b = stored;
+    b[key] = 1e30;
+    EXPECT_EQ(Experiment::FromJson(b).status().code(), StatusCode::kCorruption) << key;
+  }
+}
+
+// Found by tests/fuzz/fuzz_store_records: a result whose training_iteration
+// is a float out of int64's range was read with a plain cast (undefined
+// behaviour); a trial_id that is not a string threw out of --check.
+TEST_F(StoreCheckTest, ReportsResultFieldsOfTheWrongType) {
+  for (const char* body : {R"({"training_iteration": 1e30, "trial_id": "T"})",
+                           R"({"training_iteration": -1e30, "trial_id": "T"})",
+                           R"({"training_iteration": 3.0, "trial_id": "T"})",
+                           R"({"training_iteration": -3, "trial_id": "T"})",
+                           R"({"training_iteration": 3, "trial_id": 5})",
+                           R"({"training_iteration": "3", "trial_id": null})"}) {
+    std::string stored = body;
+    if (auto at = stored.find("\"T\""); at != std::string::npos) {
+      stored.replace(at, 3, "\"" + trial_ + "\"");
+    }
+    storage::WriteBatch b;
+    b.Put(storage::Family::kResults, storage::ResultKey(trial_, 3), stored);
+    Apply(std::move(b));
+    auto report = CheckStore(store_);
+    ASSERT_TRUE(report.ok()) << body;
+    EXPECT_NE(report->ToText().find("result 3 of " + trial_ + " does not match its key"),
+              std::string::npos)
+        << body << "\n"
+        << report->ToText();
+  }
+}
 
 // Found by tests/fuzz/fuzz_store_records: a key that is not UTF-8 (or holds
 // an escape sequence) in a corrupt store made `--check --json` abort.
