@@ -674,7 +674,12 @@ void TrialRunner::StartReadyTrials() {
 
 void TrialRunner::Tick() {
   TimeMs now = clock_.NowMs();
-  if (last_tick_ != 0 && now - last_tick_ > options_.heartbeat_ms) {
+  // The loop turns at least once per heartbeat (NextTimerMs), so an idle
+  // turn comes a heartbeat and a little after the last; a stall is a turn
+  // missed entirely. (At `> heartbeat_ms` every idle turn of a head with a
+  // heartbeat up to its 100 ms poll cap counted as a stall, restarted the
+  // silence clocks, and a dead worker was never declared dead.)
+  if (last_tick_ != 0 && now - last_tick_ > 2 * options_.heartbeat_ms) {
     // The loop did not run (SIGSTOP, an overloaded machine, a long commit):
     // what workers sent meanwhile may not be read yet, and their silence is
     // the head's own. Liveness is judged from what arrives from now on.

@@ -777,6 +777,22 @@ TEST_F(TrialRunnerTest, AHeadStallDoesNotKillItsWorkers) {
   EXPECT_EQ(runner_->registry().FindAlive("w1"), nullptr);
 }
 
+// Idle head loop turns come a heartbeat and a little apart; they are not
+// stalls, and a silent worker dies within its window. (When every such turn
+// counted as a stall, the silence clocks restarted at each one and a dead
+// worker was never declared dead.)
+TEST_F(TrialRunnerTest, IdleLoopTurnsAreNotStallsAndASilentWorkerDies) {
+  fleet_->Register("w1", 1);
+  runner_->Tick();
+  const int64_t hb = DefaultOptions().heartbeat_ms;
+  const int64_t window = hb * DefaultOptions().liveness;
+  for (int64_t waited = 0; waited <= window + 2 * hb; waited += hb + 1) {
+    clock_.AdvanceMs(hb + 1);
+    runner_->Tick();
+  }
+  EXPECT_EQ(runner_->registry().FindAlive("w1"), nullptr);
+}
+
 // A REGISTER with amounts no machine has (CPU 1e12 took every trial; two of
 // 9e14 overflowed the cluster total; NaN, Inf and negatives became 0) is
 // refused and changes nothing; absurd but valid totals add up without overflow.
