@@ -66,6 +66,9 @@ std::optional<Json> CallAllPages(const CommandContext& ctx, const std::string& o
     std::optional<Json> reply = CallOrReport(ctx, op, std::move(page_args), exit_code);
     if (!reply) return std::nullopt;
     Json items = (*reply)[list_key].is_array() ? (*reply)[list_key] : Json::array();
+    // Read before the reply is moved from (a moved-from reply has no
+    // next_offset, and every read stopped after its first page).
+    const Json next = (*reply)["next_offset"];
     if (!merged) {
       merged = std::move(*reply);
     } else {
@@ -74,7 +77,6 @@ std::optional<Json> CallAllPages(const CommandContext& ctx, const std::string& o
         if (reply->contains(key)) (*merged)[key] = std::move((*reply)[key]);
       }
     }
-    const Json& next = (*reply)["next_offset"];
     if (!next.is_number_unsigned() || next.get<uint64_t>() <= offset) break;
     offset = next.get<uint64_t>();
   }

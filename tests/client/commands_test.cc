@@ -393,6 +393,51 @@ TEST_F(ErroredTrialTest, TrialShowsErrorText) {
   EXPECT_NE(text.find("last_result:\n  (none)"), std::string::npos) << text;
 }
 
+// A head that pages: `trials` and `results` answer at most 2 items per call,
+// as the real head answers 500 trials or 1,000 results, with next_offset.
+class PagingHeadTest : public CommandsTest {
+ protected:
+  static constexpr uint64_t kItems = 5;
+  PagingHeadTest()
+      : CommandsTest([](const Json& req) -> std::vector<Frames> {
+          const std::string op = req.value("op", "");
+          const uint64_t offset = req.value("offset", uint64_t{0});
+          Json items = Json::array();
+          for (uint64_t i = offset; i < std::min(offset + 2, kItems); ++i) {
+            if (op == "results") {
+              items.push_back(Json{{"training_iteration", i + 1}, {"trial_id", "e0001_00000"}});
+            } else {
+              char id[16];
+              std::snprintf(id, sizeof(id), "e0001_%05llu", static_cast<unsigned long long>(i));
+              items.push_back(Trial(id, "RUNNING", {{"lr", 0.1}}, 1, nullptr, "w"));
+            }
+          }
+          Json reply{{op == "results" ? "results" : "trials", items},
+                     {"offset", offset},
+                     {"next_offset", offset + 2 < kItems ? Json(offset + 2) : Json()},
+                     {"total", kItems}};
+          if (op == "results") reply["trial_id"] = "e0001_00000";
+          return {ReplyFrames(OkReply(req, reply))};
+        }) {}
+};
+
+// Every page is read, in order (a reply moved from before its next_offset
+// was read made every paged read stop after its first page).
+TEST_F(PagingHeadTest, ReadsEveryPage) {
+  ASSERT_EQ(RunResults(Ctx(), "e0001_00000", ResultsFormat::kJson), kExitOk) << err_.str();
+  Json results = OutJson()["results"];
+  ASSERT_EQ(results.size(), kItems) << results.dump();
+  for (uint64_t i = 0; i < kItems; ++i) EXPECT_EQ(results[i]["training_iteration"], i + 1);
+  EXPECT_EQ(head_.requests().size(), 3u);
+
+  out_.str("");
+  ASSERT_EQ(RunTrials(Ctx(), "e0001", /*json=*/true), kExitOk) << err_.str();
+  Json trials = OutJson()["trials"];
+  ASSERT_EQ(trials.size(), kItems) << trials.dump();
+  EXPECT_EQ(trials[4]["trial_id"], "e0001_00004");
+  EXPECT_FALSE(OutJson().contains("next_offset"));
+}
+
 class ErrorHeadTest : public CommandsTest {
  protected:
   ErrorHeadTest()
