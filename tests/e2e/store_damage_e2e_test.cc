@@ -43,7 +43,10 @@ TEST(StoreDamageE2ETest, HeadRefusesDamagedWalAndSalvageMakesItServeAgain) {
   ASSERT_FALSE(wal.empty());
   std::string bytes = storage::testutil::ReadAll(wal);
   const auto records = storage::testutil::LogRecords(bytes);
-  ASSERT_GT(records.size(), 20u) << "the run's commits are not in the WAL";
+  // Commits group whatever arrived in one loop turn, so how many records the
+  // run makes depends on the machine's load (13 seen under load, 40 idle);
+  // the flipped one needs records after it to be mid-log, not a torn tail.
+  ASSERT_GE(records.size(), 5u) << "the run's commits are not in the WAL";
   const auto& middle = records[records.size() / 2];
   bytes[middle.payload + (middle.end - middle.payload) / 2] ^= 0x10;
   storage::testutil::WriteAll(wal, bytes);
