@@ -112,15 +112,22 @@ Status WorkerRuntime::OnTimers(TimeMs now) {
       RETURN_IF_ERROR(OpenSocket(now));
       BeginRegistration(now);
     }
+  } else if (ConnectionWasCut()) {
+    // A link that worked comes back at once (the head's liveness window runs
+    // meanwhile); one cut before it was registered backs off, so that a head
+    // that accepts connections and drops them is not hammered.
+    const bool was_registered = link_ == Link::kRegistered;
+    const TimeMs at = was_registered ? now : now + backoff_ms_;
+    spdlog::warn("connection to the head was cut; registering again{}",
+                 was_registered ? "" : " in " + std::to_string(backoff_ms_) + " ms");
+    if (!was_registered) backoff_ms_ = std::min(backoff_ms_ * 2, options_.max_backoff_ms);
+    DropLink(at);
   } else if (now - last_heard_ > heartbeat_ms_ * liveness_) {
     // Paranoid Pirate: the head is presumed gone. Recreate the socket after a
     // backoff; actors keep running and keep their outbox.
     spdlog::warn("head silent for {} ms (heartbeat {} ms x liveness {}); reconnecting in {} ms",
                  now - last_heard_, heartbeat_ms_, liveness_, backoff_ms_);
-    CloseSocket(0);
-    link_ = Link::kDisconnected;
-    ResetTransfers("the connection to the head was reset");
-    reconnect_at_ = now + backoff_ms_;
+    DropLink(now + backoff_ms_);
     backoff_ms_ = std::min(backoff_ms_ * 2, options_.max_backoff_ms);
   } else if (link_ == Link::kRegistering && now >= next_register_at_) {
     SendRegister();
@@ -150,9 +157,10 @@ int64_t WorkerRuntime::PollTimeoutMs(TimeMs now) const {
 }
 
 void WorkerRuntime::Poll(int64_t timeout_ms) {
-  zmq_pollitem_t items[2];
+  zmq_pollitem_t items[3];
   int n = 0;
   if (dealer_ != nullptr) items[n++] = {dealer_->handle(), 0, ZMQ_POLLIN, 0};
+  if (monitor_ != nullptr) items[n++] = {monitor_->handle(), 0, ZMQ_POLLIN, 0};
   items[n++] = {nullptr, events_->fd(), ZMQ_POLLIN, 0};
   if (zmq_poll(items, n, static_cast<long>(timeout_ms)) < 0 && errno != EINTR) {
     // ETERM cannot happen while we own the context's socket; anything else is
@@ -173,6 +181,22 @@ Status WorkerRuntime::OpenSocket(TimeMs now) {
   RETURN_IF_ERROR(zmqutil::SetBytesOption(*dealer_, ZMQ_ROUTING_ID, options_.worker_id));
   RETURN_IF_ERROR(zmqutil::SetIntOption(*dealer_, ZMQ_LINGER, 0));
   RETURN_IF_ERROR(zmqutil::SetInt64Option(*dealer_, ZMQ_MAXMSGSIZE, protocol::kMaxFrameBytes));
+  // Before connecting, so that no disconnection goes unseen.
+  const std::string monitor_endpoint = "inproc://ztune-worker-monitor-" +
+                                       std::to_string(reinterpret_cast<uintptr_t>(this)) + "-" +
+                                       std::to_string(++monitor_serial_);
+  if (zmq_socket_monitor(dealer_->handle(), monitor_endpoint.c_str(), ZMQ_EVENT_DISCONNECTED) !=
+      0) {
+    return Status::IOError(std::string("cannot monitor the DEALER socket: ") +
+                           zmq_strerror(zmq_errno()));
+  }
+  try {
+    monitor_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pair);
+    monitor_->set(zmq::sockopt::linger, 0);
+    monitor_->connect(monitor_endpoint);
+  } catch (const zmq::error_t& e) {
+    return Status::IOError(std::string("cannot connect the DEALER's monitor: ") + e.what());
+  }
   RETURN_IF_ERROR(zmqutil::Connect(*dealer_, options_.head_endpoint));
   last_heard_ = now;
   last_sent_ = now;
@@ -181,8 +205,42 @@ Status WorkerRuntime::OpenSocket(TimeMs now) {
 
 void WorkerRuntime::CloseSocket(int linger_ms) {
   if (dealer_ == nullptr) return;
+  zmq_socket_monitor(dealer_->handle(), nullptr, 0);  // stops the monitor
+  monitor_.reset();
   zmqutil::SetIntOption(*dealer_, ZMQ_LINGER, linger_ms).IgnoreError();
   dealer_.reset();  // closes; unsent messages are dropped after `linger_ms`
+}
+
+void WorkerRuntime::DropLink(TimeMs reconnect_at) {
+  CloseSocket(0);
+  link_ = Link::kDisconnected;
+  ResetTransfers("the connection to the head was reset");
+  reconnect_at_ = reconnect_at;
+}
+
+bool WorkerRuntime::ConnectionWasCut() {
+  if (monitor_ == nullptr) return false;
+  bool cut = false;
+  // Each event is two frames: 2 bytes of event, 4 of value; the endpoint.
+  while (true) {
+    zmq::message_t event;
+    zmq::recv_result_t got;
+    try {
+      got = monitor_->recv(event, zmq::recv_flags::dontwait);
+      if (!got) break;
+      while (event.more()) {
+        zmq::message_t rest;
+        if (!monitor_->recv(rest, zmq::recv_flags::dontwait)) break;
+        if (!rest.more()) break;
+      }
+    } catch (const zmq::error_t&) {
+      break;
+    }
+    uint16_t id = 0;
+    if (event.size() >= sizeof(id)) std::memcpy(&id, event.data(), sizeof(id));
+    cut = cut || id == ZMQ_EVENT_DISCONNECTED;
+  }
+  return cut;
 }
 
 void WorkerRuntime::BeginRegistration(TimeMs now) {

@@ -99,6 +99,14 @@ class WorkerRuntime {
   // ---- link ----
   Status OpenSocket(TimeMs now);
   void CloseSocket(int linger_ms);
+  // Drops the link: the socket is closed (whatever it holds is gone), chunked
+  // transfers restart, and a new incarnation registers at `reconnect_at`.
+  void DropLink(TimeMs reconnect_at);
+  // True when the monitor saw the DEALER's connection end. ZeroMQ would
+  // reconnect by itself, but what was in flight in the old connection (a
+  // TRAIN, a result batch, a REPLY) is lost without a trace; only a new
+  // registration makes the head reconcile it (docs/protocol.md §3).
+  bool ConnectionWasCut();
   void BeginRegistration(TimeMs now);
   void SendRegister();
   Status OnTimers(TimeMs now);
@@ -172,6 +180,9 @@ class WorkerRuntime {
 
   // ---- link state ----
   std::unique_ptr<zmq::socket_t> dealer_;  // null while disconnected
+  // PAIR end of the DEALER's monitor (ZMQ_EVENT_DISCONNECTED); with dealer_.
+  std::unique_ptr<zmq::socket_t> monitor_;
+  uint64_t monitor_serial_ = 0;  // inproc monitor endpoints are unique per socket
   Link link_ = Link::kDisconnected;
   uint64_t incarnation_ = 0;  // bumped at each (re)registration
   uint64_t last_logged_incarnation_ = 0;

@@ -13,7 +13,15 @@ namespace ztune::e2e {
 
 class LocalCluster {
  public:
-  explicit LocalCluster(const std::string& tag) : dir_(TempDir(tag)) {
+  // Liveness settings of the head and the workers (a worker is presumed dead
+  // after heartbeat_ms x liveness of silence, and so is the head).
+  struct Timing {
+    int heartbeat_ms = 50;
+    int liveness = 6;
+  };
+
+  explicit LocalCluster(const std::string& tag) : LocalCluster(tag, Timing{}) {}
+  LocalCluster(const std::string& tag, Timing timing) : dir_(TempDir(tag)), timing_(timing) {
     std::filesystem::create_directories(dir_ + "/logs");
   }
   ~LocalCluster() {
@@ -35,7 +43,8 @@ class LocalCluster {
                                      "--worker-endpoint", worker_endpoint_.empty() ? "tcp://127.0.0.1:*" : worker_endpoint_,
                                      "--client-endpoint", client_endpoint_.empty() ? "tcp://127.0.0.1:*" : client_endpoint_,
                                      "--endpoints-file", endpoints,
-                                     "--heartbeat-ms", "50", "--liveness", "6",
+                                     "--heartbeat-ms", std::to_string(timing_.heartbeat_ms),
+                                     "--liveness", std::to_string(timing_.liveness),
                                      "--log-level", "debug"};
     args.insert(args.end(), extra.begin(), extra.end());
     head_ = std::make_unique<Process>(ZTUNE_HEAD_BIN, args, dir_ + "/logs/head.log");
@@ -47,9 +56,15 @@ class LocalCluster {
   }
 
   void StartWorker(const std::string& name, int cpus, const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {"--head", worker_endpoint_, "--cpus", std::to_string(cpus),
+    StartWorkerAt(worker_endpoint_, name, cpus, extra);
+  }
+  // A worker that reaches the head through `head_endpoint` (a proxy).
+  void StartWorkerAt(const std::string& head_endpoint, const std::string& name, int cpus,
+                     const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"--head", head_endpoint, "--cpus", std::to_string(cpus),
                                      "--name", name, "--work-dir", dir_ + "/work-" + name,
-                                     "--heartbeat-ms", "50", "--liveness", "6",
+                                     "--heartbeat-ms", std::to_string(timing_.heartbeat_ms),
+                                     "--liveness", std::to_string(timing_.liveness),
                                      "--max-backoff-ms", "500", "--log-level", "debug"};
     args.insert(args.end(), extra.begin(), extra.end());
     workers_.push_back(std::make_unique<Process>(ZTUNE_WORKER_BIN, args,
@@ -96,6 +111,7 @@ class LocalCluster {
 
  private:
   std::string dir_;
+  Timing timing_;
   std::string worker_endpoint_;
   std::string client_endpoint_;
   std::unique_ptr<Process> head_;

@@ -19,28 +19,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-std::string SubmitSpec(LocalCluster& cluster, const std::string& spec, const std::string& name) {
-  std::string path = cluster.dir() + "/" + name + ".json";
-  std::ofstream(path) << spec;
-  auto r = cluster.Cli("submit " + path, /*stdout_only=*/true);
-  EXPECT_EQ(r.exit_code, 0) << r.out << cluster.Logs();
-  if (r.exit_code != 0) return "";
-  return r.out.substr(0, r.out.find_first_of(" \n"));
-}
-
-// Every trial TERMINATED without a failure, results 1..n each exactly once.
-void ExpectAllTerminatedOnce(LocalCluster& cluster, const std::string& exp, size_t trials,
-                             int64_t n) {
-  Json all = TrialsOf(cluster, exp);
-  ASSERT_EQ(all.size(), trials) << all.dump();
-  for (const auto& t : all) {
-    const std::string id = t["trial_id"];
-    EXPECT_EQ(StatusOf(t), "TERMINATED") << t.dump();
-    EXPECT_EQ(t["num_failures"], 0) << t.dump() << "\n" << cluster.Logs();
-    ExpectResultsOneToN(cluster, id, n);
-  }
-}
-
 TEST(StallE2ETest, AHeadStoppedForFiveSecondsFailsNoTrial) {
   LocalCluster cluster("stall-sigstop");
   cluster.StartHead();
