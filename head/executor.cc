@@ -8,11 +8,22 @@ namespace ztune::head {
 namespace {
 // Time a worker gets beyond the kill deadline to report that it killed the actor.
 constexpr TimeMs kStopReplyGraceMs = 1000;
+// A TRAIN's time: a step's budget for each result it asks for, plus the
+// buffer's time; saturates (a buffer length is any int64).
+TimeMs TrainBudgetMs(const RequestTimeouts& t, const TrainBuffer& buffer) {
+  if (t.step_ms <= 0) return 0;
+  const double ms = static_cast<double>(t.step_ms) * static_cast<double>(buffer.length) +
+                    buffer.time_s * 1000.0;
+  return ms >= 1e15 ? TimeMs{1'000'000'000'000'000} : static_cast<TimeMs>(ms);
+}
+
 // A future about `trial`'s current attempt.
-Future FutureFor(FutureType type, const Trial& trial, std::string storage = {},
-                 std::string old_trial_id = {}, uint64_t old_attempt = 0) {
+Future FutureFor(FutureType type, const Trial& trial, TimeMs budget_ms,
+                 std::string storage = {}, std::string old_trial_id = {},
+                 uint64_t old_attempt = 0) {
   Future f;
   f.type = type;
+  f.budget_ms = budget_ms;
   f.trial_id = trial.trial_id;
   f.attempt = trial.attempt;
   f.storage = std::move(storage);
@@ -45,12 +56,15 @@ uint64_t Executor::Send(const std::string& worker_id, Future f, protocol::Body b
       body);
   f.worker_id = worker_id;
   f.request = body;
-  if (f.type == FutureType::kStop) {
-    stop_deadlines_.emplace(f.deadline, rid);
-  } else if (f.type != FutureType::kExport) {
-    by_trial_[f.trial_id].insert(rid);
-  }
+  const std::string trial_id = f.trial_id;
+  const bool driver = f.type != FutureType::kStop && f.type != FutureType::kExport;
+  if (f.type == FutureType::kStop) stop_deadlines_.emplace(f.deadline, rid);
+  if (driver) f.deadline = 0;  // armed when it is the oldest
   futures_.emplace(rid, std::move(f));
+  if (driver) {
+    by_trial_[trial_id].insert(rid);
+    ArmOldest(trial_id);
+  }
   sink_.SendToWorker(worker_id, protocol::Message{std::move(body), std::move(payload)}, timing);
   return rid;
 }
@@ -59,7 +73,7 @@ void Executor::StartTrial(const Trial& trial, const std::string& trainable,
                           const std::string& worker_id,
                           const std::map<std::string, double>& bundle0,
                           const std::vector<int64_t>& gpu_ids, std::string* checkpoint,
-                          const TrainBuffer& buffer) {
+                          const TrainBuffer& buffer, const RequestTimeouts& timeouts) {
   protocol::CreateActor create;
   create.trial_id = trial.trial_id;
   create.attempt = trial.attempt;
@@ -69,36 +83,37 @@ void Executor::StartTrial(const Trial& trial, const std::string& trainable,
   create.gpu_ids = gpu_ids;
   // After the commit that stores the attempt: no worker ever hosts an
   // attempt the store does not know, so a restarted head never names one twice.
-  Future f = FutureFor(FutureType::kCreate, trial);
-  Send(worker_id, f, create, {}, SendTiming::kAfterCommit);
+  Send(worker_id, FutureFor(FutureType::kCreate, trial, timeouts.setup_ms), create, {},
+       SendTiming::kAfterCommit);
   if (checkpoint != nullptr) {
     protocol::Restore restore;
     restore.trial_id = trial.trial_id;
     restore.attempt = trial.attempt;
-    f.type = FutureType::kRestore;
-    Send(worker_id, f, restore, std::move(*checkpoint), SendTiming::kAfterCommit);
+    Send(worker_id, FutureFor(FutureType::kRestore, trial, timeouts.setup_ms), restore,
+         std::move(*checkpoint), SendTiming::kAfterCommit);
   }
   protocol::Train train;
   train.trial_id = trial.trial_id;
   train.attempt = trial.attempt;
   train.buffer_length = buffer.length;
   train.buffer_time_s = buffer.time_s;
-  f.type = FutureType::kTrain;
-  Send(worker_id, f, train, {}, SendTiming::kAfterCommit);
+  Send(worker_id, FutureFor(FutureType::kTrain, trial, TrainBudgetMs(timeouts, buffer)), train,
+       {}, SendTiming::kAfterCommit);
 }
 
 void Executor::ContinueTraining(const Trial& trial, const TrainBuffer& buffer,
-                                SendTiming timing) {
+                                const RequestTimeouts& timeouts, SendTiming timing) {
   protocol::Train train;
   train.trial_id = trial.trial_id;
   train.attempt = trial.attempt;
   train.buffer_length = buffer.length;
   train.buffer_time_s = buffer.time_s;
-  Send(trial.worker_id, FutureFor(FutureType::kTrain, trial),
+  Send(trial.worker_id, FutureFor(FutureType::kTrain, trial, TrainBudgetMs(timeouts, buffer)),
        train, {}, timing);
 }
 
-void Executor::Reset(const Trial& trial, const std::string& old_trial_id, uint64_t old_attempt) {
+void Executor::Reset(const Trial& trial, const std::string& old_trial_id, uint64_t old_attempt,
+                     const RequestTimeouts& timeouts) {
   protocol::Reset reset;
   reset.trial_id = old_trial_id;
   reset.attempt = old_attempt;
@@ -107,21 +122,21 @@ void Executor::Reset(const Trial& trial, const std::string& old_trial_id, uint64
   reset.config = trial.config;
   // After the commit, as CREATE_ACTOR (see there).
   Send(trial.worker_id,
-       FutureFor(FutureType::kReset, trial, {}, old_trial_id, old_attempt),
+       FutureFor(FutureType::kReset, trial, timeouts.setup_ms, {}, old_trial_id, old_attempt),
        reset, {}, SendTiming::kAfterCommit);
 }
 
 void Executor::ResumeOnActor(const Trial& trial, std::string* checkpoint,
-                             const TrainBuffer& buffer) {
+                             const TrainBuffer& buffer, const RequestTimeouts& timeouts) {
   if (checkpoint != nullptr) {
     protocol::Restore restore;
     restore.trial_id = trial.trial_id;
     restore.attempt = trial.attempt;
     Send(trial.worker_id,
-         FutureFor(FutureType::kRestore, trial), restore,
+         FutureFor(FutureType::kRestore, trial, timeouts.setup_ms), restore,
          std::move(*checkpoint), SendTiming::kNow);
   }
-  ContinueTraining(trial, buffer);
+  ContinueTraining(trial, buffer, timeouts);
 }
 
 void Executor::Export(const Trial& trial, const std::vector<std::string>& formats) {
@@ -130,17 +145,18 @@ void Executor::Export(const Trial& trial, const std::vector<std::string>& format
   e.attempt = trial.attempt;
   e.formats = formats;
   Send(trial.worker_id,
-       FutureFor(FutureType::kExport, trial), e, {},
+       FutureFor(FutureType::kExport, trial, 0), e, {},
        SendTiming::kNow);
 }
 
-void Executor::Save(const Trial& trial, const std::string& storage, SendTiming timing) {
+void Executor::Save(const Trial& trial, const std::string& storage,
+                    const RequestTimeouts& timeouts, SendTiming timing) {
   protocol::Save save;
   save.trial_id = trial.trial_id;
   save.attempt = trial.attempt;
   save.storage = storage;
   Send(trial.worker_id,
-       FutureFor(FutureType::kSave, trial, storage), save, {},
+       FutureFor(FutureType::kSave, trial, timeouts.checkpoint_ms, storage), save, {},
        timing);
 }
 
@@ -198,11 +214,47 @@ std::optional<Future> Executor::Take(uint64_t rid, const Answer& answer, std::st
     auto bt = by_trial_.find(f.trial_id);
     if (bt != by_trial_.end()) {
       bt->second.erase(rid);
-      if (bt->second.empty()) by_trial_.erase(bt);
+      if (bt->second.empty()) {
+        by_trial_.erase(bt);
+      } else {
+        ArmOldest(f.trial_id);  // the worker starts on the next one now
+      }
     }
   }
-  // Stop deadlines are dropped lazily in TakeExpiredStops.
+  // Stop and request deadlines are dropped lazily when they expire.
   return f;
+}
+
+void Executor::ArmOldest(const std::string& trial_id) {
+  auto bt = by_trial_.find(trial_id);
+  if (bt == by_trial_.end() || bt->second.empty()) return;
+  const uint64_t rid = *bt->second.begin();
+  auto it = futures_.find(rid);
+  CHECK(it != futures_.end());  // by_trial_ indexes futures_
+  Future& f = it->second;
+  if (f.deadline != 0 || f.budget_ms <= 0) return;
+  f.deadline = clock_.NowMs() + f.budget_ms;
+  request_deadlines_.emplace(f.deadline, rid);
+}
+
+std::vector<Future> Executor::TakeExpiredRequests() {
+  std::vector<Future> out;
+  const TimeMs now = clock_.NowMs();
+  while (!request_deadlines_.empty() && request_deadlines_.begin()->first <= now) {
+    const auto [deadline, rid] = *request_deadlines_.begin();
+    request_deadlines_.erase(request_deadlines_.begin());
+    auto it = futures_.find(rid);
+    if (it == futures_.end() || it->second.deadline != deadline) continue;  // stale
+    Future f = std::move(it->second);
+    futures_.erase(it);
+    auto bt = by_trial_.find(f.trial_id);
+    if (bt != by_trial_.end()) {
+      bt->second.erase(rid);
+      if (bt->second.empty()) by_trial_.erase(bt);
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
 }
 
 const Future* Executor::Find(uint64_t rid) const {
@@ -228,6 +280,10 @@ std::vector<uint64_t> Executor::StopRidsOn(const std::string& worker_id) const {
 void Executor::Resend(uint64_t rid) {
   auto it = futures_.find(rid);
   CHECK(it != futures_.end());
+  if (Future& f = it->second; f.type != FutureType::kStop && f.deadline != 0) {
+    f.deadline = clock_.NowMs() + f.budget_ms;
+    request_deadlines_.emplace(f.deadline, rid);
+  }
   sink_.SendToWorker(it->second.worker_id, protocol::Message{it->second.request, {}},
                      SendTiming::kAfterCommit);
 }

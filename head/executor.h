@@ -29,7 +29,12 @@ struct Future {
   std::string worker_id;
   uint64_t group_id = 0;    // kStop: the group released when the stop completes
   std::string storage;      // kSave: "memory" | "persistent"
-  TimeMs deadline = 0;      // kStop: release the group by then regardless
+  // kStop: release the group by then regardless. A driver request: answer by
+  // then or the attempt fails; set when the request becomes the oldest of its
+  // trial (the worker runs a trial's commands in order, so a pipelined TRAIN's
+  // clock starts when the CREATE before it is answered); 0 while not armed.
+  TimeMs deadline = 0;
+  TimeMs budget_ms = 0;     // a driver request's time to answer once armed; 0 = none
   // kReset: the actor's key before the reset; a refusal answers under it.
   std::string old_trial_id;
   uint64_t old_attempt = 0;
@@ -53,6 +58,14 @@ struct TrainBuffer {
   double time_s = 0;
 };
 
+// How long a worker may take to answer a driver request (docs/spec.md,
+// "timeouts"); 0 = no limit.
+struct RequestTimeouts {
+  TimeMs setup_ms = 0;       // CREATE_ACTOR, RESTORE, RESET
+  TimeMs step_ms = 0;        // one training step; a TRAIN gets this x its buffer length
+  TimeMs checkpoint_ms = 0;  // SAVE
+};
+
 class Executor {
  public:
   Executor(CommandSink& sink, const Clock& clock) : sink_(sink), clock_(clock) {}
@@ -64,19 +77,22 @@ class Executor {
   // order, so no round trip is waited for.
   void StartTrial(const Trial& trial, const std::string& trainable, const std::string& worker_id,
                   const std::map<std::string, double>& bundle0, const std::vector<int64_t>& gpu_ids,
-                  std::string* checkpoint, const TrainBuffer& buffer);
+                  std::string* checkpoint, const TrainBuffer& buffer,
+                  const RequestTimeouts& timeouts);
   void ContinueTraining(const Trial& trial, const TrainBuffer& buffer,
-                        SendTiming timing = SendTiming::kNow);
+                        const RequestTimeouts& timeouts, SendTiming timing = SendTiming::kNow);
   // Actor reuse: the actor of (old_trial_id, old_attempt) on the trial's worker
   // becomes the actor of `trial`'s current attempt. The reply says whether the
   // trainable accepted the new config; nothing else is sent until it comes.
-  void Reset(const Trial& trial, const std::string& old_trial_id, uint64_t old_attempt);
+  void Reset(const Trial& trial, const std::string& old_trial_id, uint64_t old_attempt,
+             const RequestTimeouts& timeouts);
   // After a successful RESET: restore (when `checkpoint` is set; moved from)
   // and train.
-  void ResumeOnActor(const Trial& trial, std::string* checkpoint, const TrainBuffer& buffer);
+  void ResumeOnActor(const Trial& trial, std::string* checkpoint, const TrainBuffer& buffer,
+                     const RequestTimeouts& timeouts);
   // Asks the actor to export its model; survives the STOP that follows.
   void Export(const Trial& trial, const std::vector<std::string>& formats);
-  void Save(const Trial& trial, const std::string& storage,
+  void Save(const Trial& trial, const std::string& storage, const RequestTimeouts& timeouts,
             SendTiming timing = SendTiming::kNow);
   // Forgets the trial's outstanding futures (their replies are dropped) and
   // stops its actor; the group is released when the stop completes or at
@@ -105,8 +121,13 @@ class Executor {
   std::vector<uint64_t> StopRidsOn(const std::string& worker_id) const;
   // Sends the request of `rid` again, same rid, after the commit (so that it
   // follows REGISTERED). A RESTORE goes without its checkpoint: only resend
-  // one the worker has accepted (it answers from what it has).
+  // one the worker has accepted (it answers from what it has). An armed
+  // deadline starts again: the request may only now reach the worker.
   void Resend(uint64_t rid);
+
+  // Driver requests past their deadline (removed, with the trial's later
+  // requests left in place): their attempts must fail.
+  std::vector<Future> TakeExpiredRequests();
 
   // Stop futures past their deadline (removed); their groups must be released.
   std::vector<Future> TakeExpiredStops();
@@ -121,6 +142,8 @@ class Executor {
   uint64_t Send(const std::string& worker_id, Future f, protocol::Body body, std::string payload,
                 SendTiming timing);
   void DropTrialFutures(const std::string& trial_id);
+  // Starts the deadline of the oldest request of `trial_id` if it has one.
+  void ArmOldest(const std::string& trial_id);
 
   CommandSink& sink_;
   const Clock& clock_;
@@ -131,6 +154,9 @@ class Executor {
   // EXPORT outlive the trial's actor and are not indexed here.
   std::unordered_map<std::string, std::set<uint64_t>> by_trial_;
   std::multimap<TimeMs, uint64_t> stop_deadlines_;
+  // Armed driver deadlines; an entry whose future is gone or re-armed is
+  // stale and skipped.
+  std::multimap<TimeMs, uint64_t> request_deadlines_;
 };
 
 }  // namespace ztune::head

@@ -87,7 +87,7 @@ Result<ExperimentSpec> ExperimentSpec::Parse(const Json& j, uint64_t default_see
       j, "",
       {"name", "trainable", "param_space", "num_samples", "metric", "mode", "stop", "resources",
        "checkpoint", "max_failures", "max_concurrent_trials", "seed", "fail_fast",
-       "reuse_actors", "export_formats", "force_cleanup_s",
+       "reuse_actors", "export_formats", "force_cleanup_s", "timeouts",
        "result_buffer_length", "result_buffer_min_time_s", "result_buffer_max_time_s"}));
   ExperimentSpec s;
   if (!j.contains("trainable") || !j["trainable"].is_string() ||
@@ -216,6 +216,28 @@ Result<ExperimentSpec> ExperimentSpec::Parse(const Json& j, uint64_t default_see
   if (j.contains("force_cleanup_s")) {
     ASSIGN_OR_RETURN(s.force_cleanup_s, ReadNonNegative(j["force_cleanup_s"], "force_cleanup_s"));
   }
+  if (j.contains("timeouts") && !j["timeouts"].is_null()) {
+    const Json& t = j["timeouts"];
+    if (!t.is_object()) return Bad("timeouts", "must be an object");
+    RETURN_IF_ERROR(CheckKeys(t, "timeouts", {"setup_s", "step_s", "checkpoint_s"}));
+    for (auto [key, slot] : {std::pair{"setup_s", &s.timeouts.setup_s},
+                             std::pair{"step_s", &s.timeouts.step_s},
+                             std::pair{"checkpoint_s", &s.timeouts.checkpoint_s}}) {
+      if (!t.contains(key)) continue;
+      const std::string name = std::string("timeouts.") + key;
+      if (t[key].is_null()) {
+        *slot = 0;
+        continue;
+      }
+      ASSIGN_OR_RETURN(double v, ReadNonNegative(t[key], name));
+      if (v <= 0 || v > RequestTimeoutsSpec::kMaxSeconds) {
+        return Bad(name, "must be a number of seconds in (0, " +
+                             std::to_string(static_cast<int64_t>(RequestTimeoutsSpec::kMaxSeconds)) +
+                             "], or null for no limit");
+      }
+      *slot = v;
+    }
+  }
   if (j.contains("result_buffer_length")) {
     ASSIGN_OR_RETURN(s.result_buffer_length,
                      ReadInt(j["result_buffer_length"], "result_buffer_length", 1));
@@ -258,6 +280,10 @@ Json ExperimentSpec::ToJson() const {
               {"reuse_actors", reuse_actors},
               {"export_formats", export_formats},
               {"force_cleanup_s", force_cleanup_s},
+              {"timeouts",
+               {{"setup_s", timeouts.setup_s > 0 ? Json(timeouts.setup_s) : Json()},
+                {"step_s", timeouts.step_s > 0 ? Json(timeouts.step_s) : Json()},
+                {"checkpoint_s", timeouts.checkpoint_s > 0 ? Json(timeouts.checkpoint_s) : Json()}}},
               {"result_buffer_length", result_buffer_length},
               {"result_buffer_min_time_s", result_buffer_min_time_s},
               {"result_buffer_max_time_s", result_buffer_max_time_s}};

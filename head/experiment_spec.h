@@ -23,6 +23,16 @@ struct CheckpointPolicy {
   bool score_max = true;  // score_order "max"
 };
 
+// How long a worker may take to answer the head's requests for a trial; 0 =
+// no limit. An attempt whose request goes unanswered that long fails (and is
+// retried within max_failures): a hung setup, step or save frees its slot.
+struct RequestTimeoutsSpec {
+  static constexpr double kMaxSeconds = 1e7;  // 115 days; keeps ms arithmetic exact
+  double setup_s = 3600;       // CREATE_ACTOR (the trainable's setup), RESTORE, RESET
+  double step_s = 0;           // one training step; none by default (steps may take hours)
+  double checkpoint_s = 3600;  // SAVE
+};
+
 struct ExperimentSpec {
   std::string name;
   std::string trainable;
@@ -41,6 +51,7 @@ struct ExperimentSpec {
   bool reuse_actors = false;  // hand a finished trial's actor to the next equal request
   std::vector<std::string> export_formats;  // exported when a trial terminates
   double force_cleanup_s = 0;  // kill deadline of STOP; 0 = the head's --force-cleanup-s
+  RequestTimeoutsSpec timeouts;
   int64_t result_buffer_length = 1;
   double result_buffer_min_time_s = 0;
   double result_buffer_max_time_s = 100;

@@ -279,7 +279,7 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
   if (checkpoint) {
     t->saving = true;
     t->stop_after_save = stop;
-    executor_.Save(*t, "persistent");
+    executor_.Save(*t, "persistent", TimeoutsFor(*t));
     return;
   }
   if (stop) {
@@ -423,7 +423,32 @@ TrainBuffer TrialRunner::BufferFor(const Trial& t) const {
   return b;
 }
 
-void TrialRunner::ContinueTraining(Trial& t) { executor_.ContinueTraining(t, BufferFor(t)); }
+RequestTimeouts TrialRunner::TimeoutsFor(const Trial& t) const {
+  const RequestTimeoutsSpec& spec = experiments_.at(t.experiment_id).spec.timeouts;
+  auto ms = [](double s) { return static_cast<TimeMs>(s * 1000.0); };  // s <= 1e7: exact
+  return RequestTimeouts{ms(spec.setup_s), ms(spec.step_s), ms(spec.checkpoint_s)};
+}
+
+void TrialRunner::FailExpiredRequests() {
+  for (const Future& f : executor_.TakeExpiredRequests()) {
+    Trial* t = MutableTrial(f.trial_id);
+    if (t == nullptr || !t->has_actor || t->attempt != f.attempt) continue;
+    const char* key = f.type == FutureType::kTrain  ? "step_s"
+                      : f.type == FutureType::kSave ? "checkpoint_s"
+                                                    : "setup_s";
+    char budget[32];
+    std::snprintf(budget, sizeof(budget), "%g", static_cast<double>(f.budget_ms) / 1000.0);
+    FailTrial(*t,
+              std::string(FutureTypeName(f.type)) + " of attempt " + std::to_string(f.attempt) +
+                  " got no answer from worker " + f.worker_id + " within " + budget +
+                  " s (spec timeouts." + key + "); its actor is stopped",
+              true);
+  }
+}
+
+void TrialRunner::ContinueTraining(Trial& t) {
+  executor_.ContinueTraining(t, BufferFor(t), TimeoutsFor(t));
+}
 
 void TrialRunner::StartTrial(Trial& t, uint64_t group_id) {
   const auto* g = groups_.Find(group_id);
@@ -449,7 +474,8 @@ void TrialRunner::StartTrial(Trial& t, uint64_t group_id) {
   std::string* checkpoint = CheckpointFor(t, checkpoint_bytes);
   if (t.start_time == 0) t.start_time = WallSeconds();
   SetStatus(t, TrialStatus::kRunning);
-  executor_.StartTrial(t, e.spec.trainable, t.worker_id, bundle0, gpu_ids, checkpoint, BufferFor(t));
+  executor_.StartTrial(t, e.spec.trainable, t.worker_id, bundle0, gpu_ids, checkpoint, BufferFor(t),
+                       TimeoutsFor(t));
 }
 
 std::string* TrialRunner::CheckpointFor(Trial& t, std::string& storage) {
@@ -699,6 +725,7 @@ void TrialRunner::Tick() {
                  "resources", f.trial_id, f.worker_id);
     OnStopDone(f);
   }
+  FailExpiredRequests();
   ExpireReattachWaits();
   GenerateTrials();
   StageAndReconcile();

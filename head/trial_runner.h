@@ -170,6 +170,9 @@ class TrialRunner {
   // What a trial does when its TRAIN or SAVE completes without stopping.
   void ContinueOrPause(Trial& t);
   TrainBuffer BufferFor(const Trial& t) const;
+  RequestTimeouts TimeoutsFor(const Trial& t) const;
+  // Fails the attempts whose requests went unanswered past their deadline.
+  void FailExpiredRequests();
   void ContinueTraining(Trial& t);
 
   void OnCreateReply(Trial& t, const protocol::Reply& reply);

@@ -25,7 +25,7 @@ void TrialRunner::StartTrialOnCachedActor(Trial& t, const CachedActor& actor) {
   resetting_[t.trial_id] = actor;
   if (t.start_time == 0) t.start_time = WallSeconds();
   SetStatus(t, TrialStatus::kRunning);
-  executor_.Reset(t, actor.trial_id, actor.attempt);
+  executor_.Reset(t, actor.trial_id, actor.attempt, TimeoutsFor(t));
 }
 
 void TrialRunner::OnResetReply(Trial& t, const protocol::Reply& reply) {
@@ -37,7 +37,7 @@ void TrialRunner::OnResetReply(Trial& t, const protocol::Reply& reply) {
   if (accepted) {
     std::string bytes;
     std::string* checkpoint = CheckpointFor(t, bytes);
-    executor_.ResumeOnActor(t, checkpoint, BufferFor(t));
+    executor_.ResumeOnActor(t, checkpoint, BufferFor(t), TimeoutsFor(t));
     return;
   }
   // The actor kept its old key (or is gone): stop it under that key.
@@ -152,7 +152,7 @@ Status TrialRunner::Resume(const std::string& trial_id) {
 void TrialRunner::StartPause(Trial& t) {
   t.pause_requested = false;
   t.pausing = true;
-  executor_.Save(t, "memory");
+  executor_.Save(t, "memory", TimeoutsFor(t));
 }
 
 void TrialRunner::OnPauseSaved(Trial& t, const std::string& payload) {

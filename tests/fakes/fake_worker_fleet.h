@@ -125,6 +125,9 @@ class FakeWorkerFleet {
   std::map<std::string, std::vector<protocol::ResultBatch>> outbox;
   int64_t exports = 0;
   bool hang_stops = false;
+  // A command for which this returns true is never answered: a hung setup,
+  // step or save (the actor's later commands are still answered).
+  std::function<bool(const protocol::Body&)> hang;
   std::map<std::string, int64_t> created_on;  // actors created per worker
   std::map<std::string, Actor> actors;  // key trial_id + "#" + attempt
 
@@ -149,6 +152,7 @@ class FakeWorkerFleet {
     const std::string& w = sent.worker_id;
     if (!alive_.count(w)) return;
     const auto& body = sent.message.body;
+    if (hang && hang(body)) return;
     if (auto* c = std::get_if<protocol::CreateActor>(&body)) {
       ++creates;
       if (c->trainable == "missing") {

@@ -399,6 +399,57 @@ TEST_F(ExecutorScenarioTest, PausedTrialsResumeAfterPendingOnes) {
   ExpectClean();
 }
 
+// timeouts.step_s: a step that never returns fails its attempt (naming the
+// request, the worker and the setting) and frees the slot; the retry runs
+// to the end. Healthy steps, answered within a turn, never time out.
+TEST_F(ExecutorScenarioTest, AHungStepFailsItsAttemptAndTheRetryFinishes) {
+  fleet_->Register("w", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "max_failures": 1,
+      "stop": {"training_iteration": 20}, "timeouts": {"step_s": 0.5}})");
+  Turn();
+  const std::string id = Trials(exp)[0];
+  ASSERT_TRUE(RunUntil([&] { return T(id).iteration >= 5; }));
+  fleet_->hang = [&](const protocol::Body& b) {
+    auto* train = std::get_if<protocol::Train>(&b);
+    return train != nullptr && train->attempt == 1;
+  };
+  const uint64_t attempt = T(id).attempt;
+  Turn(49);  // 490 ms: within the step's 500 ms
+  EXPECT_EQ(T(id).num_failures, 0);
+  ASSERT_TRUE(RunUntil([&] { return T(id).attempt > attempt; }, 10));
+  EXPECT_EQ(T(id).num_failures, 1);
+  EXPECT_NE(T(id).error.find("TRAIN of attempt 1 got no answer from worker w"), std::string::npos)
+      << T(id).error;
+  EXPECT_NE(T(id).error.find("within 0.5 s (spec timeouts.step_s)"), std::string::npos)
+      << T(id).error;
+  ASSERT_TRUE(RunUntil([&] { return Finished(exp); }));
+  EXPECT_EQ(T(id).status, TrialStatus::kTerminated);
+  ExpectIterationsOnce(id, 20);
+  ExpectClean();
+}
+
+// timeouts.setup_s: a setup that never returns fails its attempt; without
+// max_failures the trial ends in ERROR and the experiment finishes.
+TEST_F(ExecutorScenarioTest, AHungSetupFailsTheTrial) {
+  fleet_->Register("w", 1);
+  fleet_->hang = [](const protocol::Body& b) {
+    return std::holds_alternative<protocol::CreateActor>(b);
+  };
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 5},
+      "timeouts": {"setup_s": 2}})");
+  Turn();
+  const std::string id = Trials(exp)[0];
+  Turn(195);
+  EXPECT_EQ(T(id).status, TrialStatus::kRunning);
+  ASSERT_TRUE(RunUntil([&] { return Finished(exp); }, 20));
+  EXPECT_EQ(T(id).status, TrialStatus::kError);
+  EXPECT_NE(T(id).error.find("CREATE_ACTOR of attempt 1 got no answer from worker w within 2 s "
+                             "(spec timeouts.setup_s)"),
+            std::string::npos)
+      << T(id).error;
+  ExpectClean();
+}
+
 }  // namespace
 }  // namespace ztune::head
 

@@ -177,6 +177,13 @@ TEST_F(TrialRunnerTest, RejectsInvalidSpecsWithTheKeyName) {
       {R"({"trainable": "quadratic", "stop": {"loss": "low"}})", "stop.loss"},
       {R"({"trainable": "quadratic", "checkpoint": {"frequency": -1}})", "checkpoint.frequency"},
       {R"({"trainable": "quadratic", "resources": {"strategy": "SIDEWAYS"}})", "strategy"},
+      {R"({"trainable": "quadratic", "timeouts": 5})", "timeouts"},
+      {R"({"trainable": "quadratic", "timeouts": {"stpe_s": 5}})", "stpe_s"},
+      {R"({"trainable": "quadratic", "timeouts": {"step_s": 0}})", "timeouts.step_s"},
+      {R"({"trainable": "quadratic", "timeouts": {"setup_s": -1}})", "timeouts.setup_s"},
+      {R"({"trainable": "quadratic", "timeouts": {"checkpoint_s": 1e8}})",
+       "timeouts.checkpoint_s"},
+      {R"({"trainable": "quadratic", "timeouts": {"step_s": "1h"}})", "timeouts.step_s"},
   };
   for (const auto& c : cases) {
     auto r = runner_->Submit(Json::parse(c.spec));
