@@ -224,7 +224,10 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
     Json result = in;
     result["trial_id"] = t->trial_id;
     bool done = result.value("done", false);
+    // Ray's _should_stop: a result that says it is done is done; the stopping
+    // criteria (and their keys) only matter for the others.
     for (const auto& [key, threshold] : spec.stop) {
+      if (done) break;
       const Json* v = FindFlatKey(result, key);
       if (v == nullptr || !(v->is_number() || v->is_boolean())) {
         error = "stopping criterion '" + key + "' not found (or not a number) in the result of "
@@ -539,6 +542,7 @@ void TrialRunner::FinishTrial(Trial& t, TrialStatus final_status) {
   } else if (t.status == TrialStatus::kPending || t.status == TrialStatus::kPaused) {
     Dequeue(t);
   }
+  LeaveRecoveryWaits(t);
   t.saving = false;
   t.pausing = false;
   t.pause_requested = false;
@@ -566,6 +570,7 @@ void TrialRunner::FailTrial(Trial& t, const std::string& error, bool retry) {
     return;
   }
   ReleaseActor(t, false);  // an actor is never reused after an error
+  LeaveRecoveryWaits(t);
   t.saving = false;
   t.pausing = false;
   t.pause_requested = false;

@@ -170,6 +170,9 @@ class TrialRunner {
   // What a trial does when its TRAIN or SAVE completes without stopping.
   void ContinueOrPause(Trial& t);
   TrainBuffer BufferFor(const Trial& t) const;
+  // A trial that ends or restarts waits for no re-attach or replay any more
+  // (a stopped trial came back when its grace ran out or its worker returned).
+  void LeaveRecoveryWaits(Trial& t);
   RequestTimeouts TimeoutsFor(const Trial& t) const;
   // Fails the attempts whose requests went unanswered past their deadline.
   void FailExpiredRequests();

@@ -316,6 +316,14 @@ bool TrialRunner::Reattach(Trial& t, const std::string& worker_id,
   return true;
 }
 
+void TrialRunner::LeaveRecoveryWaits(Trial& t) {
+  awaiting_reattach_.erase(t.trial_id);
+  t.reattach_deadline = 0;
+  awaiting_replay_.erase(t.trial_id);
+  t.replay_until = 0;
+  t.replay_deadline = 0;
+}
+
 void TrialRunner::DriveAfterReattach(Trial& t, SendTiming timing) {
   awaiting_replay_.erase(t.trial_id);
   t.replay_until = 0;

@@ -239,8 +239,10 @@ class FakeWorkerFleet {
         }
         a.iteration = i;
         double x = Quadratic(trial->config, i);
+        // config.done_at: the trainable reports done itself at that iteration.
+        const bool done = trial->config.value("done_at", int64_t{0}) == i;
         Json result{{"training_iteration", i}, {"x", x},         {"loss", x * x},
-                    {"done", false},           {"num_resets", a.num_resets}, {"actor", a.id}};
+                    {"done", done},            {"num_resets", a.num_resets}, {"actor", a.id}};
         int64_t user_freq = trial->config.value("user_checkpoint_freq", int64_t{0});
         bool user_ckpt = user_freq > 0 && i % user_freq == 0;
         if (user_ckpt) result["should_checkpoint"] = true;

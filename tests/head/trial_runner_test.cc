@@ -313,6 +313,24 @@ TEST_F(TrialRunnerTest, MissingStoppingCriterionIsATrialError) {
   EXPECT_NE(t->error.find("stopping criterion 'accuracy'"), std::string::npos);
 }
 
+// Ray's _should_stop: `done: true` ends the trial before any stopping
+// criterion is looked up, so a done result need not carry the criterion's key.
+TEST_F(TrialRunnerTest, ADoneResultWithoutTheStoppingCriterionsKeyTerminates) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "param_space": {"done_at": 3},
+      "stop": {"accuracy": 0.9}})");
+  RunToEnd(exp);
+  const Trial* t = runner_->FindTrial(runner_->FindExperiment(exp)->trial_ids[0]);
+  EXPECT_EQ(t->status, TrialStatus::kError) << "iterations 1-2 lack the key: " << t->error;
+
+  std::string exp2 = Submit(R"({"trainable": "quadratic", "param_space": {"done_at": 1},
+      "stop": {"accuracy": 0.9}})");
+  RunToEnd(exp2);
+  const Trial* t2 = runner_->FindTrial(runner_->FindExperiment(exp2)->trial_ids[0]);
+  EXPECT_EQ(t2->status, TrialStatus::kTerminated) << t2->error;
+  EXPECT_EQ(t2->iteration, 1);
+}
+
 TEST_F(TrialRunnerTest, NestedStoppingCriterion) {
   fleet_->Register("w1", 1);
   std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 3}})");
@@ -560,6 +578,39 @@ TEST_F(TrialRunnerTest, ReattachesLiveActorsAfterAHeadRestart) {
   }
   EXPECT_EQ(fleet_->restores, 0);
   EXPECT_DOUBLE_EQ(runner_->ledger().Available().Get("CPU"), 4);
+}
+
+// A trial stopped while it waits for its actor to re-attach stays stopped:
+// neither its worker coming back (its actor gets a STOP) nor the grace
+// running out brings it back (it was queued again, or given the actor and
+// trained on).
+TEST_F(TrialRunnerTest, ATrialStoppedDuringTheReattachGraceStaysStopped) {
+  fleet_->Register("w1", 2);
+  std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 2,
+      "stop": {"training_iteration": 1000}})");
+  for (int i = 0; i < 5; ++i) fleet_->Turn();
+  CrashHead();
+  const auto ids = runner_->FindExperiment(exp)->trial_ids;
+  ASSERT_EQ(runner_->FindTrial(ids[0])->status, TrialStatus::kRunning);
+  ASSERT_TRUE(runner_->Stop(ids[0]).ok());
+  ASSERT_TRUE(runner_->Stop(ids[1]).ok());
+  EXPECT_EQ(runner_->FindTrial(ids[0])->status, TrialStatus::kTerminated);
+  const int64_t stops_before = fleet_->stops;
+  fleet_->Reregister("w1", 2);  // trial 0's worker comes back with both actors
+  for (int i = 0; i < 3; ++i) fleet_->Turn();
+  EXPECT_EQ(fleet_->stops, stops_before + 2) << "the stopped trials' actors must be stopped";
+  clock_.AdvanceMs(10'000);  // far past the grace
+  for (int i = 0; i < 5; ++i) {
+    fleet_->Turn();
+    fleet_->Heartbeat();
+  }
+  for (const auto& id : ids) {
+    const Trial* t = runner_->FindTrial(id);
+    EXPECT_EQ(t->status, TrialStatus::kTerminated) << id;
+    EXPECT_FALSE(t->has_actor) << id;
+  }
+  EXPECT_TRUE(runner_->FindExperiment(exp)->finished);
+  EXPECT_DOUBLE_EQ(runner_->ledger().Available().Get("CPU"), 2);
 }
 
 // a worker that does not come back within the grace period: its trials
