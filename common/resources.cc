@@ -224,9 +224,13 @@ ResourceSet PlacementRequest::Total() const {
 std::string PlacementRequest::Key() const {
   std::string k = PlacementStrategyName(strategy);
   k += head_bundle_empty ? "|empty-head" : "|";
+  // Names are length-prefixed: a resource name may hold any of the
+  // separators ({"a=10000;b": 1} and {"a": 1, "b": 1} shared a pool).
   for (const auto& rs : bundles) {
     k += "[";
-    for (const auto& [name, v] : rs.amounts()) k += name + "=" + std::to_string(v) + ";";
+    for (const auto& [name, v] : rs.amounts()) {
+      k += std::to_string(name.size()) + ":" + name + "=" + std::to_string(v) + ";";
+    }
     k += "]";
   }
   return k;

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
 namespace ztune {
 namespace {
 
@@ -41,6 +44,25 @@ TEST(ResourcesTest, RequestEqualityIgnoresKeyOrderZerosAndIntFloat) {
       Json::parse(R"({"bundles":[{"CPU":1,"custom":2}],"strategy":"SPREAD"})"));
   ASSERT_TRUE(c.ok());
   EXPECT_FALSE(*a == *c);
+}
+
+// Pool keys are unambiguous whatever the names hold (keys were built by
+// concatenation, and these two requests shared a pool).
+TEST(ResourcesTest, RequestKeysOfDifferentRequestsDiffer) {
+  const char* specs[] = {
+      R"({"bundles":[{"a=10000;b":1}]})",
+      R"({"bundles":[{"a":1,"b":1}]})",
+      R"({"bundles":[{"a":1},{"b":1}]})",
+      R"({"bundles":[{"a];[b":1}]})",
+      R"({"bundles":[{"a":1}]})",
+      R"({"bundles":[{"a":1}],"strategy":"SPREAD"})",
+  };
+  std::set<std::string> keys;
+  for (const char* spec : specs) {
+    auto r = PlacementRequest::FromJson(Json::parse(spec));
+    ASSERT_TRUE(r.ok()) << spec << ": " << r.status().ToString();
+    EXPECT_TRUE(keys.insert(r->Key()).second) << spec << " shares the key " << r->Key();
+  }
 }
 
 TEST(ResourcesTest, EmptyHeadBundleIsRemoved) {
