@@ -109,6 +109,7 @@ Json Trial::ToJson() const {
               {"start_time", start_time},
               {"end_time", end_time},
               {"num_restores", num_restores},
+              {"checkpoints_given_up_through", checkpoints_given_up_through},
               {"held", held},
               {"restore_from", restore_from},
               {"actor_worker", actor_worker},
@@ -140,6 +141,10 @@ Result<Trial> Trial::FromJson(const Json& j) {
     t.start_time = j.at("start_time").get<double>();
     t.end_time = j.at("end_time").get<double>();
     t.num_restores = j.contains("num_restores") ? StoredInt<int64_t>(j["num_restores"]) : 0;
+    t.checkpoints_given_up_through =
+        j.contains("checkpoints_given_up_through")
+            ? StoredInt<uint64_t>(j["checkpoints_given_up_through"])
+            : 0;
     t.held = j.value("held", false);
     t.restore_from = j.value("restore_from", std::string());
     t.actor_worker = j.value("actor_worker", std::string());

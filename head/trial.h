@@ -56,6 +56,10 @@ struct Trial {
   double start_time = 0;  // unix s of the first start; 0 = never
   double end_time = 0;
   int64_t num_restores = 0;
+  // Checkpoints with an id up to this one are never restored again: a
+  // restore from one failed (Ray, TUNE_RESTORE_RETRY_NUM = 0: the checkpoint
+  // is given up and the retry starts from scratch). 0 = all usable.
+  uint64_t checkpoints_given_up_through = 0;
   // Start from this trial's newest persistent checkpoint while this trial has
   // none of its own (Ray's restore_path).
   std::string restore_from;

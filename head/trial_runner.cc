@@ -141,7 +141,15 @@ void TrialRunner::OnCreateReply(Trial& t, const protocol::Reply& reply) {
 
 void TrialRunner::OnRestoreReply(Trial& t, const protocol::Reply& reply) {
   if (reply.ok) return;
-  FailTrial(t, "failed to restore from checkpoint: " + reply.error, true);
+  // Ray (TUNE_RESTORE_RETRY_NUM = 0): the checkpoint is given up and the
+  // retry starts from scratch; retrying from it again spent max_failures on
+  // a damaged checkpoint (or looped forever at -1).
+  t.checkpoints_given_up_through = t.next_checkpoint_id - 1;
+  t.restore_from.clear();
+  t.memory_checkpoint.clear();
+  FailTrial(t, "failed to restore from checkpoint: " + reply.error +
+                   " (the retry starts from scratch)",
+            true);
 }
 
 void TrialRunner::OnStopDone(const Future& f) {
@@ -505,10 +513,12 @@ std::string* TrialRunner::CheckpointFor(Trial& t, std::string& storage) {
     t.memory_checkpoint.clear();
     checkpoint = &storage;
     resume_iteration = t.iteration;  // a pause saves right after the last stored result
-  } else if (const CheckpointRecord* c = t.NewestCheckpoint()) {
+  } else if (const CheckpointRecord* c = t.NewestCheckpoint();
+             c != nullptr && c->id > t.checkpoints_given_up_through) {
     read(t.trial_id, *c);
     resume_iteration = c->iteration;
-  } else if (source != nullptr && source->NewestCheckpoint() != nullptr) {
+  } else if (source != nullptr && source->NewestCheckpoint() != nullptr &&
+             t.NewestCheckpoint() == nullptr) {
     read(source->trial_id, *source->NewestCheckpoint());
     resume_iteration = source->NewestCheckpoint()->iteration;
   }

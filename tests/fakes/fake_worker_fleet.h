@@ -125,6 +125,7 @@ class FakeWorkerFleet {
   std::map<std::string, std::vector<protocol::ResultBatch>> outbox;
   int64_t exports = 0;
   bool hang_stops = false;
+  int64_t fail_restores = 0;  // the next this many RESTOREs fail
   // A command for which this returns true is never answered: a hung setup,
   // step or save (the actor's later commands are still answered).
   std::function<bool(const protocol::Body&)> hang;
@@ -171,6 +172,11 @@ class FakeWorkerFleet {
       Reply(w, c->rid, c->trial_id, c->attempt, true);
     } else if (auto* r = std::get_if<protocol::Restore>(&body)) {
       ++restores;
+      if (fail_restores > 0) {
+        --fail_restores;
+        Reply(w, r->rid, r->trial_id, r->attempt, false, "checkpoint is damaged: injected");
+        return;
+      }
       Actor& a = actors[Key(r->trial_id, r->attempt)];
       a.iteration = std::stoll(sent.message.payload.substr(5));
       a.restored = true;

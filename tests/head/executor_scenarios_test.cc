@@ -399,6 +399,33 @@ TEST_F(ExecutorScenarioTest, PausedTrialsResumeAfterPendingOnes) {
   ExpectClean();
 }
 
+// A checkpoint that fails to restore is given up (Ray, TUNE_RESTORE_RETRY_NUM
+// = 0): the retry starts from scratch instead of failing on it again, which
+// spent max_failures (or looped forever at -1) on a damaged checkpoint. A
+// checkpoint saved after that is used again.
+TEST_F(ExecutorScenarioTest, AFailedRestoreGivesTheCheckpointUpAndRestartsFromScratch) {
+  fleet_->Register("w", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "max_failures": -1,
+      "stop": {"training_iteration": 12}, "checkpoint": {"frequency": 3}})");
+  Turn();
+  const std::string id = Trials(exp)[0];
+  fleet_->FailAt(id, 5);             // fails after the checkpoint at 3 ...
+  fleet_->fail_restores = 1;         // ... whose restore fails
+  ASSERT_TRUE(RunUntil([&] { return T(id).attempt == 3; }));
+  EXPECT_EQ(T(id).num_failures, 2);
+  EXPECT_NE(T(id).error_log[1].find("failed to restore from checkpoint: checkpoint is damaged"),
+            std::string::npos)
+      << T(id).error_log[1];
+  EXPECT_EQ(fleet_->restores, 1);  // attempt 3 starts from scratch: no RESTORE
+  fleet_->FailAt(id, 8);           // a new checkpoint (6) exists by then: restored
+  ASSERT_TRUE(RunUntil([&] { return Finished(exp); }));
+  EXPECT_EQ(T(id).status, TrialStatus::kTerminated);
+  EXPECT_EQ(T(id).num_failures, 3);
+  EXPECT_EQ(fleet_->restores, 2);
+  ExpectIterationsOnce(id, 12);
+  ExpectClean();
+}
+
 // timeouts.step_s: a step that never returns fails its attempt (naming the
 // request, the worker and the setting) and frees the slot; the retry runs
 // to the end. Healthy steps, answered within a turn, never time out.
