@@ -494,10 +494,16 @@ std::string* TrialRunner::CheckpointFor(Trial& t, std::string& storage) {
   // Reads checkpoint `c` of trial `owner` into `storage`.
   auto read = [&](const std::string& owner, const CheckpointRecord& c) {
     Result<std::optional<std::string>> bytes = Status::Internal("not read");
-    // Megabytes from disk: off the loop thread, heartbeats keep going.
-    sink_.RunLongStoreOperation([&] {
-      bytes = store_.Get(storage::Family::kCheckpoints, storage::CheckpointKey(owner, c.id));
-    });
+    const std::string key = storage::CheckpointKey(owner, c.id);
+    if (const auto* pending = batch_.NewestWrite(storage::Family::kCheckpoints, key)) {
+      // Saved in this turn, not committed yet (a failure right after its
+      // SAVE, retried at once): the store does not have it yet.
+      bytes = pending->is_delete ? std::optional<std::string>() : pending->value;
+    } else {
+      // Megabytes from disk: off the loop thread, heartbeats keep going.
+      sink_.RunLongStoreOperation(
+          [&] { bytes = store_.Get(storage::Family::kCheckpoints, key); });
+    }
     if (bytes.ok() && bytes->has_value()) {
       storage = std::move(**bytes);
       checkpoint = &storage;

@@ -38,6 +38,16 @@ class WriteBatch {
     bytes_ += key.size();
     ops_.push_back({f, true, std::move(key), {}});
   }
+  // The batch's newest write of `key`, as a read after its commit would see
+  // it: nullptr when the batch does not touch the key; else the op (a Put or
+  // a Delete), valid while the batch is unchanged. Scans the batch: for rare
+  // reads of what was written in the same turn (read-your-writes).
+  const Op* NewestWrite(Family f, std::string_view key) const {
+    for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) {
+      if (it->family == f && it->key == key) return &*it;
+    }
+    return nullptr;
+  }
   bool empty() const { return ops_.empty(); }
   size_t size() const { return ops_.size(); }
   size_t bytes() const { return bytes_; }

@@ -97,7 +97,14 @@ class FakeWorkerFleet {
       (void)s;
     }
     for (auto& sent : sink_.TakeAll()) Answer(sent);
+    // A fast worker: what the head sent while handling the answers (a SAVE
+    // after a result, the TRAIN after a SAVE) is answered within the same
+    // head turn, before its commit.
+    for (int round = 1; round < answer_rounds && !sink_.sent.empty(); ++round) {
+      for (auto& sent : sink_.TakeAll()) Answer(sent);
+    }
   }
+  int answer_rounds = 1;
 
   // kill -9 of the head between its Tick and its commit: what it sent at once
   // (SendTiming::kNow) reached the workers; what waited for the commit is lost.

@@ -426,6 +426,29 @@ TEST_F(ExecutorScenarioTest, AFailedRestoreGivesTheCheckpointUpAndRestartsFromSc
   ExpectClean();
 }
 
+// A failure that arrives in the same head turn as the checkpoint saved just
+// before it: the retry restores that checkpoint, not nothing ("checkpoint N
+// of TRIAL unreadable (missing); starting from scratch", 1 run in 4, when the
+// retry read the store before the turn's commit), and counts one failure.
+TEST_F(ExecutorScenarioTest, ARetryRestoresTheCheckpointSavedInTheSameTurnAsTheFailure) {
+  fleet_->Register("w", 2);     // a free slot: the retry starts in the next Tick
+  // Two steps per turn (result, SAVE, result, SAVE): the SAVE after result 3
+  // and the failing step 4 are answered in the same turn.
+  fleet_->answer_rounds = 4;
+  std::string exp = Submit(R"({"trainable": "quadratic", "max_failures": 1,
+      "stop": {"training_iteration": 8}, "checkpoint": {"frequency": 1}})");
+  Turn();
+  const std::string id = Trials(exp)[0];
+  fleet_->FailAt(id, 4);
+  ASSERT_TRUE(RunUntil([&] { return Finished(exp); }));
+  EXPECT_EQ(T(id).status, TrialStatus::kTerminated) << T(id).error;
+  EXPECT_EQ(T(id).num_failures, 1);
+  EXPECT_EQ(T(id).num_restores, 1);
+  EXPECT_EQ(fleet_->restores, 1);
+  ExpectIterationsOnce(id, 8);
+  ExpectClean();
+}
+
 // timeouts.step_s: a step that never returns fails its attempt (naming the
 // request, the worker and the setting) and frees the slot; the retry runs
 // to the end. Healthy steps, answered within a turn, never time out.
