@@ -129,6 +129,20 @@ Result<Trial> Trial::FromJson(const Json& j) {
     t.num_failures = StoredInt<int64_t>(j.at("num_failures"));
     t.iteration = StoredInt<int64_t>(j.at("iteration"));
     t.last_result = j.at("last_result");
+    // The runner reads these flags of the last result with value<bool>(): a
+    // damaged record holding anything else threw out of a head restart
+    // (found by tests/fuzz/fuzz_store_records). Results are checked on the
+    // way in, so only damage gets here.
+    if (!t.last_result.is_null() && !t.last_result.is_object()) {
+      return Status::Corruption("trial record: last_result is not an object");
+    }
+    for (const char* flag : {"done", "should_checkpoint"}) {
+      if (t.last_result.is_object() && t.last_result.contains(flag) &&
+          !t.last_result[flag].is_boolean()) {
+        return Status::Corruption(std::string("trial record: last_result.") + flag +
+                                  " is not a boolean");
+      }
+    }
     for (const auto& c : j.at("checkpoints")) {
       t.checkpoints.push_back(CheckpointRecord{StoredInt<uint64_t>(c.at("id")),
                                                StoredInt<int64_t>(c.at("iteration")),

@@ -101,6 +101,14 @@ TEST(StoredRecordTest, FloatWhereAnIntegerIsStoredIsCorruption) {
     ASSERT_FALSE(r.ok()) << key;
     EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << key;
   }
+  // Found by the long run of fuzz_store_records: a last result whose `done`
+  // is not a boolean threw out of the runner at the head's restart.
+  for (Json last : {Json{{"done", Json::object()}}, Json{{"should_checkpoint", 1}},
+                    Json::array(), Json("x")}) {
+    Json bad = good;
+    bad["last_result"] = last;
+    EXPECT_EQ(Trial::FromJson(bad).status().code(), StatusCode::kCorruption) << last.dump();
+  }
   Json bad = good;
   bad["placement"][0]["gpu_ids"] = Json::array({1e30});
   EXPECT_EQ(Trial::FromJson(bad).status().code(), StatusCode::kCorruption);
