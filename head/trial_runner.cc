@@ -591,8 +591,15 @@ void TrialRunner::FailTrial(Trial& t, const std::string& error, bool retry) {
   t.pausing = false;
   t.pause_requested = false;
   t.memory_checkpoint.clear();  // retry from the newest persistent checkpoint
-  // Ray requeues a retried trial at the end of the queue.
-  t.seq = next_seq_++;
+  // Ray's _try_recover: restart at once when resources for it are there now
+  // (a ready group or a cached actor of its request: it keeps its place, so
+  // the next start takes them), else requeue at the end of the queue. Its own
+  // group is freed only once its STOP completes, so the end is the usual case.
+  const std::string& key = RequestKeyOf(t);
+  auto cached = cached_.find(key);
+  const bool resources_now =
+      groups_.HasReady(key) || (cached != cached_.end() && !cached->second.empty());
+  if (!resources_now) t.seq = next_seq_++;
   SetStatus(t, TrialStatus::kPending);
   Enqueue(t);
 }

@@ -449,6 +449,37 @@ TEST_F(ExecutorScenarioTest, ARetryRestoresTheCheckpointSavedInTheSameTurnAsTheF
   ExpectClean();
 }
 
+// Ray's _try_recover: a failed trial restarts at once when resources for it
+// are there (here the actor its sibling just left to the cache), ahead of
+// the trials waiting; without them it goes to the end of the queue.
+TEST_F(ExecutorScenarioTest, ARetryTakesResourcesThatAreThereAtOnceElseGoesToTheBack) {
+  fleet_->Register("w", 2);
+  std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 4, "max_failures": 2,
+      "reuse_actors": true, "stop": {"training_iteration": 4}})");
+  Turn();
+  const auto ids = Trials(exp);
+  ASSERT_EQ(T(ids[0]).status, TrialStatus::kRunning);
+  ASSERT_EQ(T(ids[1]).status, TrialStatus::kRunning);
+  // Trial 0 ends at 4 and leaves its actor to the cache in the same turn
+  // in which trial 1 fails at 4: the cached actor goes to trial 1's retry,
+  // not to trial 2, which was waiting.
+  fleet_->FailAt(ids[1], 4);
+  ASSERT_TRUE(RunUntil([&] { return T(ids[1]).num_failures == 1; }));
+  ASSERT_TRUE(RunUntil([&] { return T(ids[1]).status == TrialStatus::kRunning; }));
+  EXPECT_EQ(T(ids[2]).status, TrialStatus::kPending);
+  EXPECT_EQ(fleet_->resets, 1);
+  // No resources at the failure (nothing cached, nothing ready): the end of
+  // the queue, behind trial 3 which waits already.
+  fleet_->FailAt(ids[2], 2);
+  ASSERT_TRUE(RunUntil([&] { return T(ids[2]).num_failures == 1; }));
+  EXPECT_EQ(T(ids[3]).status, TrialStatus::kPending);
+  ASSERT_TRUE(RunUntil([&] { return T(ids[3]).status == TrialStatus::kRunning; }));
+  EXPECT_EQ(T(ids[2]).status, TrialStatus::kPending) << "the retry went ahead of trial 3";
+  ASSERT_TRUE(RunUntil([&] { return Finished(exp); }));
+  for (const auto& id : ids) EXPECT_EQ(T(id).status, TrialStatus::kTerminated) << id;
+  ExpectClean();
+}
+
 // timeouts.step_s: a step that never returns fails its attempt (naming the
 // request, the worker and the setting) and frees the slot; the retry runs
 // to the end. Healthy steps, answered within a turn, never time out.
