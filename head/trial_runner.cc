@@ -135,8 +135,17 @@ void TrialRunner::HandleReply(const std::string& worker_id, const protocol::Repl
 
 void TrialRunner::OnCreateReply(Trial& t, const protocol::Reply& reply) {
   if (reply.ok) return;
-  // A start that fails (unknown trainable, setup raising) is an ERROR, as Ray.
-  FailTrial(t, "failed to start: " + reply.error, false);
+  // A setup that raised is a failure like any other, retried within
+  // max_failures (Ray: it surfaces through the trial's first future and goes
+  // through _process_trial_failure). A worker that does not host the
+  // trainable is a configuration error no retry mends: ERROR at once.
+  const WorkerInfo* w = registry_.Find(t.worker_id);
+  const std::string& trainable = experiments_.at(t.experiment_id).spec.trainable;
+  const bool hosted = w != nullptr && w->trainables.count(trainable) > 0;
+  FailTrial(t, "failed to start: " + reply.error +
+                   (hosted ? "" : " (worker " + t.worker_id + " does not host '" + trainable +
+                                      "'; not retried)"),
+            hosted);
 }
 
 void TrialRunner::OnRestoreReply(Trial& t, const protocol::Reply& reply) {

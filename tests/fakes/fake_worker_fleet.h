@@ -45,6 +45,7 @@ class FakeWorkerFleet {
       r.resources["GPU"] = gpus;
       for (int i = 0; i < static_cast<int>(gpus); ++i) r.gpu_ids.push_back(i);
     }
+    hosted_[worker_id] = std::set<std::string>(trainables.begin(), trainables.end());
     r.trainables = std::move(trainables);
     runner_.HandleRegister(r);
     alive_.insert(worker_id);
@@ -163,8 +164,15 @@ class FakeWorkerFleet {
     if (hang && hang(body)) return;
     if (auto* c = std::get_if<protocol::CreateActor>(&body)) {
       ++creates;
-      if (c->trainable == "missing") {
-        Reply(w, c->rid, c->trial_id, c->attempt, false, "unknown trainable 'missing'");
+      if (c->trainable == "missing" || (hosted_.count(w) && !hosted_[w].count(c->trainable))) {
+        Reply(w, c->rid, c->trial_id, c->attempt, false,
+              "unknown trainable '" + c->trainable + "'");
+        return;
+      }
+      // config.setup_fail_attempts: the trainable's setup raises in attempts
+      // up to this one.
+      if (static_cast<int64_t>(c->attempt) <= c->config.value("setup_fail_attempts", int64_t{0})) {
+        Reply(w, c->rid, c->trial_id, c->attempt, false, "setup raised: injected");
         return;
       }
       // As the real worker: one actor per (trial, attempt).
@@ -271,6 +279,7 @@ class FakeWorkerFleet {
   RecordingCommandSink& sink_;
   storage::Store& store_;
   std::set<std::string> alive_;
+  std::map<std::string, std::set<std::string>> hosted_;  // trainables per worker
   std::map<std::string, std::pair<int64_t, bool>> fail_at_;
   int64_t next_actor_id = 0;
 };

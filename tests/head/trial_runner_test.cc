@@ -304,6 +304,47 @@ TEST_F(TrialRunnerTest, StartFailureIsAnErrorWithTheWorkersMessage) {
   EXPECT_EQ(runner_->groups().NumInUse(), 0);
 }
 
+// The rule for starts that fail (docs/spec.md, max_failures): a setup that
+// raised is retried within max_failures like any failure (Ray); a worker that
+// does not host the trainable ends the trial in ERROR at once.
+TEST_F(TrialRunnerTest, AFailedSetupIsRetriedWithinMaxFailures) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "max_failures": 1,
+      "param_space": {"setup_fail_attempts": 1}, "stop": {"training_iteration": 3}})");
+  RunToEnd(exp);
+  const Trial* t = runner_->FindTrial(runner_->FindExperiment(exp)->trial_ids[0]);
+  EXPECT_EQ(t->status, TrialStatus::kTerminated) << t->error;
+  EXPECT_EQ(t->num_failures, 1);
+  EXPECT_NE(t->error_log[0].find("failed to start: setup raised: injected"), std::string::npos)
+      << t->error_log[0];
+
+  std::string exp2 = Submit(R"({"trainable": "quadratic", "max_failures": 1,
+      "param_space": {"setup_fail_attempts": 5}, "stop": {"training_iteration": 3}})");
+  RunToEnd(exp2);
+  const Trial* t2 = runner_->FindTrial(runner_->FindExperiment(exp2)->trial_ids[0]);
+  EXPECT_EQ(t2->status, TrialStatus::kError);
+  EXPECT_EQ(t2->num_failures, 2);
+}
+
+TEST_F(TrialRunnerTest, AWorkerThatDoesNotHostTheTrainableEndsTheTrialAtOnce) {
+  fleet_->Register("w1", 1, 0, {"quadratic"});
+  fleet_->Register("w2", 1, 0, {"quadratic", "noop"});
+  // Placement does not look at trainables: the first trial lands on w1.
+  std::string exp = Submit(R"({"trainable": "noop", "max_failures": -1, "num_samples": 2,
+      "stop": {"training_iteration": 3}})");
+  RunToEnd(exp);
+  int errors = 0;
+  for (const auto& id : runner_->FindExperiment(exp)->trial_ids) {
+    const Trial* t = runner_->FindTrial(id);
+    if (t->status != TrialStatus::kError) continue;
+    ++errors;
+    EXPECT_EQ(t->num_failures, 1) << "not retried";
+    EXPECT_NE(t->error.find("worker w1 does not host 'noop'; not retried"), std::string::npos)
+        << t->error;
+  }
+  EXPECT_EQ(errors, 1);
+}
+
 TEST_F(TrialRunnerTest, MissingStoppingCriterionIsATrialError) {
   fleet_->Register("w1", 1);
   std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"accuracy": 0.9}})");
