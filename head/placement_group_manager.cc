@@ -99,9 +99,10 @@ void PlacementGroupManager::ReturnInUse(uint64_t group_id) {
   groups_.erase(it);
 }
 
-uint64_t PlacementGroupManager::AdoptInUse(const PlacementRequest& request,
-                                           const Placement& placement,
-                                           const std::string& trial_id) {
+std::optional<uint64_t> PlacementGroupManager::AdoptInUse(const PlacementRequest& request,
+                                                          const Placement& placement,
+                                                          const std::string& trial_id) {
+  if (!ledger_.ReserveExact(placement)) return std::nullopt;
   Group g;
   g.id = next_id_++;
   g.key = request.Key();
@@ -109,7 +110,6 @@ uint64_t PlacementGroupManager::AdoptInUse(const PlacementRequest& request,
   g.state = State::kInUse;
   g.placement = placement;
   g.trial_id = trial_id;
-  ledger_.ReserveExact(placement);
   ++in_use_count_;
   uint64_t id = g.id;
   groups_.emplace(id, std::move(g));
@@ -163,20 +163,21 @@ bool PlacementGroupManager::UnstageOne(const std::string& key) {
   return false;
 }
 
-void PlacementGroupManager::OnWorkerRemoved(const std::string& worker_id) {
+std::vector<uint64_t> PlacementGroupManager::OnWorkerRemoved(const std::string& worker_id) {
   auto on_worker = [&](const Group& g) {
     return std::any_of(g.placement.bundles.begin(), g.placement.bundles.end(),
                        [&](const BundlePlacement& b) { return b.worker_id == worker_id; });
   };
   std::vector<uint64_t> to_restage;
   std::vector<uint64_t> to_drop;
+  std::vector<uint64_t> with_actors;
   for (auto& [id, g] : groups_) {
     if (g.state == State::kStaging || !on_worker(g)) continue;
     if (g.state == State::kReady) to_restage.push_back(id);
-    if (g.state == State::kInUse || g.state == State::kCached || g.state == State::kRemoving) {
-      to_drop.push_back(id);
-    }
+    if (g.state == State::kRemoving) to_drop.push_back(id);
+    if (g.state == State::kInUse || g.state == State::kCached) with_actors.push_back(id);
   }
+  std::sort(with_actors.begin(), with_actors.end());  // deterministic order for the caller
   for (uint64_t id : to_restage) {
     Group& g = groups_.at(id);
     ledger_.Release(g.placement);  // releases the bundles on live workers
@@ -188,12 +189,11 @@ void PlacementGroupManager::OnWorkerRemoved(const std::string& worker_id) {
     staging_order_.push_front(id);
   }
   for (uint64_t id : to_drop) {
-    Group& g = groups_.at(id);
-    if (g.state == State::kInUse) --in_use_count_;
-    ledger_.Release(g.placement);
+    RemoveNow(groups_.at(id));
     groups_.erase(id);
   }
   dirty_ = true;
+  return with_actors;
 }
 
 const PlacementGroupManager::Group* PlacementGroupManager::Find(uint64_t group_id) const {

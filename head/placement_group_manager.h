@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/resources.h"
@@ -67,9 +68,10 @@ class PlacementGroupManager {
   // The actor of an in-use (or cached) group is gone: its resources return now.
   void ReturnInUse(uint64_t group_id);
   // A re-attached actor after a head restart: an in-use group with the
-  // recorded placement (reserved again in the ledger).
-  uint64_t AdoptInUse(const PlacementRequest& request, const Placement& placement,
-                      const std::string& trial_id);
+  // recorded placement (reserved again in the ledger). nullopt, and nothing
+  // reserved, when the placement does not fit what the ledger has now.
+  std::optional<uint64_t> AdoptInUse(const PlacementRequest& request, const Placement& placement,
+                                     const std::string& trial_id);
   // Actor reuse: the in-use group's actor is kept, owned by no trial.
   void MarkCached(uint64_t group_id);
   // A cached group's actor serves `trial_id` now.
@@ -77,9 +79,12 @@ class PlacementGroupManager {
   // Drops one unused group of `key`: a staging one if any (no resources held),
   // else a ready one (released after the removal delay). False if none.
   bool UnstageOne(const std::string& key);
-  // A worker died: ready groups with a bundle there go back to staging;
-  // in-use groups there are released (their trials are failed by the caller).
-  void OnWorkerRemoved(const std::string& worker_id);
+  // A worker died: ready groups with a bundle there go back to staging and
+  // removing ones are released. Returns the in-use and cached groups with a
+  // bundle there, left as they are: their actors (wherever they run) must
+  // end, and each group is returned (ReturnInUse) once its actor is gone, so
+  // that an actor still running on a live worker keeps its resources booked.
+  std::vector<uint64_t> OnWorkerRemoved(const std::string& worker_id);
 
   const Group* Find(uint64_t group_id) const;
   // Resources held by in-use groups (Ray's occupied_resources()).

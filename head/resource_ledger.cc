@@ -137,12 +137,26 @@ std::optional<Placement> ResourceLedger::TryReserve(const PlacementRequest& requ
   return p;
 }
 
-void ResourceLedger::ReserveExact(const Placement& placement) {
+bool ResourceLedger::ReserveExact(const Placement& placement) {
+  // On copies of the touched workers first: all or nothing.
+  std::map<std::string, WorkerResources> touched;
   for (const auto& b : placement.bundles) {
     auto it = workers_.find(b.worker_id);
     if (it == workers_.end()) continue;
-    TakeGpus(it->second, b.resources, b.gpu_ids);
+    WorkerResources& w = touched.try_emplace(b.worker_id, it->second).first->second;
+    if (!w.available.Contains(b.resources)) return false;
+    int64_t gpu = b.resources.GetFixed("GPU");
+    for (int64_t id : b.gpu_ids) {
+      int64_t take = std::min<int64_t>(gpu, ResourceSet::kUnit);
+      if (gpu % ResourceSet::kUnit != 0 && id == b.gpu_ids.back()) take = gpu % ResourceSet::kUnit;
+      auto g = w.gpu_free.find(id);
+      if (g == w.gpu_free.end() || g->second < take) return false;
+      gpu -= take;
+    }
+    TakeGpus(w, b.resources, b.gpu_ids);
   }
+  for (auto& [id, w] : touched) workers_[id] = std::move(w);
+  return true;
 }
 
 void ResourceLedger::Release(const Placement& placement) {

@@ -39,8 +39,11 @@ class ResourceLedger {
   std::optional<Placement> TryReserve(const PlacementRequest& request);
   void Release(const Placement& placement);
   // Re-reserves a placement recorded before a head restart (re-attached
-  // actors). Bundles on workers the ledger does not know are skipped.
-  void ReserveExact(const Placement& placement);
+  // actors): every bundle on a known worker, or nothing when one of them
+  // does not fit (the worker came back smaller, or the same resources are
+  // booked twice); false then. Bundles on workers the ledger does not know
+  // (yet) are skipped.
+  bool ReserveExact(const Placement& placement);
 
   // Whether the request could ever be placed on the registered workers' totals.
   // FailedPrecondition says what was asked and what the largest worker has.

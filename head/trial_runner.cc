@@ -617,27 +617,52 @@ void TrialRunner::OnWorkerDead(const std::string& worker_id, const std::string& 
   const WorkerInfo* w = registry_.Find(worker_id);
   std::string who = worker_id + (w != nullptr && !w->host.empty() ? " on " + w->host : "");
   spdlog::warn("worker {} is gone: {}", who, cause);
-  // Stops sent there will never be answered: their groups die with the worker.
-  executor_.TakeStopsOnWorker(worker_id);
-  for (auto& [key, cache] : cached_) {
-    size_t before = cache.size();
-    cache.erase(std::remove_if(cache.begin(), cache.end(),
-                               [&](const CachedActor& a) { return a.worker_id == worker_id; }),
-                cache.end());
-    num_cached_ -= before - cache.size();
-  }
-  groups_.OnWorkerRemoved(worker_id);
+  // Stops sent there will never be answered: the actors are gone with the
+  // worker, and so are their groups' resources there.
+  for (const Future& f : executor_.TakeStopsOnWorker(worker_id)) OnStopDone(f);
+  // Groups with a bundle there whose actors live on: every actor of such a
+  // group ends, and its group is returned when it is gone; an actor on a
+  // live worker keeps its resources booked until its STOP completes (they
+  // were freed at once, under an actor still running).
+  const std::vector<uint64_t> broken = groups_.OnWorkerRemoved(worker_id);
   ledger_.RemoveWorker(worker_id);
   RecomputeMaxPending();
-  auto it = actors_by_worker_.find(worker_id);
-  if (it == actors_by_worker_.end()) return;
-  std::vector<std::string> victims(it->second.begin(), it->second.end());
-  actors_by_worker_.erase(it);
+  const std::set<uint64_t> broken_set(broken.begin(), broken.end());
+  const int64_t kill = options_.force_cleanup_ms;
+  for (auto& [key, cache] : cached_) {
+    size_t before = cache.size();
+    std::erase_if(cache, [&](const CachedActor& a) {
+      if (a.worker_id == worker_id) {
+        groups_.ReturnInUse(a.group_id);  // the actor died with the worker
+        return true;
+      }
+      if (broken_set.count(a.group_id) == 0) return false;
+      executor_.StopActorKey(a.worker_id, a.trial_id, a.attempt, a.group_id, kill);
+      return true;
+    });
+    num_cached_ -= before - cache.size();
+  }
+  std::vector<std::string> victims;
+  if (auto it = actors_by_worker_.find(worker_id); it != actors_by_worker_.end()) {
+    victims.assign(it->second.begin(), it->second.end());
+    actors_by_worker_.erase(it);
+  }
   for (const auto& id : victims) {
     Trial* t = MutableTrial(id);
     if (t == nullptr || !t->has_actor) continue;
+    const uint64_t group = t->group_id;
     ClearActor(*t);  // nothing to stop: the worker is gone
+    groups_.ReturnInUse(group);
     FailTrial(*t, "worker " + who + " died: " + cause, true);
+  }
+  for (uint64_t gid : broken) {
+    const auto* g = groups_.Find(gid);
+    if (g == nullptr || g->state != PlacementGroupManager::State::kInUse) continue;
+    Trial* t = MutableTrial(g->trial_id);
+    // A group whose actor is already stopping is returned by its STOP.
+    if (t == nullptr || !t->has_actor || t->group_id != gid) continue;
+    FailTrial(*t, "worker " + who + ", which held a bundle of its placement group, died: " + cause,
+              true);  // stops its actor; the group returns when that is done
   }
 }
 

@@ -173,6 +173,9 @@ class TrialRunner {
   // A trial that ends or restarts waits for no re-attach or replay any more
   // (a stopped trial came back when its grace ran out or its worker returned).
   void LeaveRecoveryWaits(Trial& t);
+  // A trial out of awaiting_reattach_ whose actor will not be re-attached:
+  // it starts again (or stays paused when a user paused it).
+  void GiveUpReattach(Trial& t, const std::string& why);
   RequestTimeouts TimeoutsFor(const Trial& t) const;
   // Fails the attempts whose requests went unanswered past their deadline.
   void FailExpiredRequests();

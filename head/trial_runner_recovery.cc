@@ -284,10 +284,18 @@ void TrialRunner::RequeueLostStart(Trial& t, const std::string& why) {
 bool TrialRunner::Reattach(Trial& t, const std::string& worker_id,
                            const protocol::LiveActor& live) {
   const int64_t live_iteration = live.iteration;
+  const Experiment& e = experiments_.at(t.experiment_id);
+  std::optional<uint64_t> group = groups_.AdoptInUse(e.spec.resources, t.placement, t.trial_id);
+  if (!group) {
+    // Its recorded placement no longer fits (the worker came back with less):
+    // the actor is stopped as a stray and the trial starts again.
+    awaiting_reattach_.erase(t.trial_id);
+    GiveUpReattach(t, "its recorded placement does not fit what the workers offer now");
+    return false;
+  }
   awaiting_reattach_.erase(t.trial_id);
   t.reattach_deadline = 0;
-  const Experiment& e = experiments_.at(t.experiment_id);
-  t.group_id = groups_.AdoptInUse(e.spec.resources, t.placement, t.trial_id);
+  t.group_id = *group;
   t.has_actor = true;
   t.worker_id = worker_id;
   actors_by_worker_[worker_id].insert(t.trial_id);
@@ -314,6 +322,19 @@ bool TrialRunner::Reattach(Trial& t, const std::string& worker_id,
   // After the commit, so that everything follows REGISTERED.
   DriveAfterReattach(t, SendTiming::kAfterCommit);
   return true;
+}
+
+void TrialRunner::GiveUpReattach(Trial& t, const std::string& why) {
+  spdlog::info("trial {}: {}; restarting it from its newest checkpoint", t.trial_id, why);
+  t.reattach_deadline = 0;
+  t.actor_worker.clear();
+  t.placement = Placement{};
+  if (t.held) {
+    SetStatus(t, TrialStatus::kPaused);  // an acknowledged pause outlives the lost actor
+  } else {
+    SetStatus(t, TrialStatus::kPending);
+    Enqueue(t);
+  }
 }
 
 void TrialRunner::LeaveRecoveryWaits(Trial& t) {
@@ -354,17 +375,7 @@ void TrialRunner::ExpireReattachWaits() {
       continue;
     }
     it = awaiting_reattach_.erase(it);
-    spdlog::info("trial {}: worker {} did not re-attach its actor; restarting it from its "
-                 "newest checkpoint", t.trial_id, t.actor_worker);
-    t.reattach_deadline = 0;
-    t.actor_worker.clear();
-    t.placement = Placement{};
-    if (t.held) {
-      SetStatus(t, TrialStatus::kPaused);  // an acknowledged pause outlives the lost actor
-    } else {
-      SetStatus(t, TrialStatus::kPending);
-      Enqueue(t);
-    }
+    GiveUpReattach(t, "worker " + t.actor_worker + " did not re-attach its actor");
   }
   for (auto it = awaiting_replay_.begin(); it != awaiting_replay_.end();) {
     Trial& t = trials_.at(*it);

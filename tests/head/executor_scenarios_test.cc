@@ -480,6 +480,43 @@ TEST_F(ExecutorScenarioTest, ARetryTakesResourcesThatAreThereAtOnceElseGoesToThe
   ExpectClean();
 }
 
+// A worker that held only a bundle of a trial's placement group dies: the
+// trial fails (and is retried), its actor on the live worker gets a STOP,
+// and that worker's resources stay booked until the STOP completes (they
+// were freed at once, under an actor still running, and only trials whose
+// actor was on the dead worker were failed).
+TEST_F(ExecutorScenarioTest, ADeadWorkerHoldingABundleEndsTheActorOnTheLiveOne) {
+  fleet_->Register("w1", 1);
+  fleet_->Register("w2", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "max_failures": 1,
+      "resources": {"bundles": [{"CPU": 1}, {"CPU": 1}], "strategy": "STRICT_SPREAD"},
+      "force_cleanup_s": 1, "stop": {"training_iteration": 100}})");
+  Turn();
+  const std::string id = Trials(exp)[0];
+  ASSERT_TRUE(RunUntil([&] { return T(id).iteration >= 3; }));
+  const std::string actor_worker = T(id).worker_id;
+  const std::string other = actor_worker == "w1" ? "w2" : "w1";
+  fleet_->hang_stops = true;  // the live actor takes its time to stop
+  fleet_->Kill(other);
+  ASSERT_TRUE(RunUntil([&] { return T(id).num_failures == 1; }, 100));
+  EXPECT_NE(T(id).error.find("which held a bundle of its placement group, died"),
+            std::string::npos)
+      << T(id).error;
+  EXPECT_FALSE(T(id).has_actor);
+  Turn(3);
+  EXPECT_DOUBLE_EQ(runner_->ledger().AvailableOf(actor_worker).Get("CPU"), 0)
+      << "freed while its actor is still stopping";
+  clock_.AdvanceMs(2100);  // past the kill deadline (1 s) and the reply grace (1 s)
+  Turn();
+  EXPECT_DOUBLE_EQ(runner_->ledger().AvailableOf(actor_worker).Get("CPU"), 1);
+  fleet_->hang_stops = false;
+  fleet_->Register("w3", 1);
+  ASSERT_TRUE(RunUntil([&] { return Finished(exp); }));
+  EXPECT_EQ(T(id).status, TrialStatus::kTerminated) << T(id).error;
+  EXPECT_EQ(T(id).attempt, 2u);
+  ExpectClean();
+}
+
 // timeouts.step_s: a step that never returns fails its attempt (naming the
 // request, the worker and the setting) and frees the slot; the retry runs
 // to the end. Healthy steps, answered within a turn, never time out.

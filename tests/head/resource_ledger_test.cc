@@ -111,5 +111,47 @@ TEST(PlacementGroupManagerTest, ReadyGroupsOfADeadWorkerGoBackToStaging) {
   EXPECT_EQ(pg.Update(), 1);
 }
 
+// An in-use group with a bundle on a dead worker stays in use (its actor may
+// run on a live worker): the live bundle is released only when the caller
+// returns the group.
+TEST(PlacementGroupManagerTest, InUseGroupsOfADeadWorkerAreReturnedByTheCaller) {
+  ResourceLedger l;
+  FakeClock clock;
+  l.AddWorker("a", ResourceSet::FromDoubles({{"CPU", 1}}), {});
+  l.AddWorker("b", ResourceSet::FromDoubles({{"CPU", 1}}), {});
+  PlacementGroupManager pg(l, clock, PlacementGroupOptions{4, 2000});
+  auto req = Req(R"({"bundles": [{"CPU": 1}, {"CPU": 1}], "strategy": "STRICT_SPREAD"})");
+  pg.Stage(req);
+  ASSERT_EQ(pg.Update(), 1);
+  auto g = pg.TakeReady(req.Key(), "t1");
+  ASSERT_TRUE(g);
+  EXPECT_EQ(pg.OnWorkerRemoved("b"), std::vector<uint64_t>{*g});
+  l.RemoveWorker("b");
+  EXPECT_EQ(pg.NumInUse(), 1);
+  EXPECT_DOUBLE_EQ(l.AvailableOf("a").Get("CPU"), 0);
+  pg.ReturnInUse(*g);
+  EXPECT_DOUBLE_EQ(l.AvailableOf("a").Get("CPU"), 1);
+  EXPECT_EQ(pg.NumInUse(), 0);
+}
+
+// Re-reserving a recorded placement checks capacity: all or nothing.
+TEST(ResourceLedgerTest, ReserveExactRefusesWhatDoesNotFit) {
+  ResourceLedger l;
+  l.AddWorker("a", ResourceSet::FromDoubles({{"CPU", 2}, {"GPU", 1}}), {0});
+  Placement p;
+  p.bundles.push_back({"a", ResourceSet::FromDoubles({{"CPU", 1}}), {}});
+  p.bundles.push_back({"a", ResourceSet::FromDoubles({{"CPU", 1}, {"GPU", 1}}), {0}});
+  p.bundles.push_back({"gone", ResourceSet::FromDoubles({{"CPU", 1}}), {}});  // skipped
+  EXPECT_TRUE(l.ReserveExact(p));
+  EXPECT_DOUBLE_EQ(l.AvailableOf("a").Get("CPU"), 0);
+  EXPECT_FALSE(l.ReserveExact(p)) << "the same resources booked twice";
+  Placement gpu_only;
+  gpu_only.bundles.push_back({"a", ResourceSet::FromDoubles({{"GPU", 1}}), {0}});
+  l.Release(p);
+  EXPECT_TRUE(l.ReserveExact(gpu_only));
+  EXPECT_FALSE(l.ReserveExact(p)) << "GPU 0 is taken";
+  EXPECT_DOUBLE_EQ(l.AvailableOf("a").Get("CPU"), 2) << "nothing of a refused placement is kept";
+}
+
 }  // namespace
 }  // namespace ztune::head

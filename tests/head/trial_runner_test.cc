@@ -654,6 +654,33 @@ TEST_F(TrialRunnerTest, ATrialStoppedDuringTheReattachGraceStaysStopped) {
   EXPECT_DOUBLE_EQ(runner_->ledger().Available().Get("CPU"), 2);
 }
 
+// A worker that comes back after a head restart with less than its actors'
+// recorded placements hold: what fits is re-attached, the rest is stopped and
+// started again (re-reserving without a capacity check booked CPUs twice).
+TEST_F(TrialRunnerTest, ActorsWhosePlacementNoLongerFitsAreStartedAgain) {
+  fleet_->Register("w1", 2);
+  std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 2,
+      "stop": {"training_iteration": 40}, "checkpoint": {"frequency": 2}})");
+  for (int i = 0; i < 6; ++i) fleet_->Turn();
+  CrashHead();
+  const int64_t stops_before = fleet_->stops;
+  fleet_->Reregister("w1", 1);  // came back with one CPU
+  fleet_->Turn();
+  EXPECT_EQ(fleet_->stops, stops_before + 1);
+  EXPECT_DOUBLE_EQ(runner_->ledger().AvailableOf("w1").Get("CPU"), 0);
+  RunToEnd(exp, 5000);
+  std::vector<uint64_t> attempts;
+  for (const auto& id : runner_->FindExperiment(exp)->trial_ids) {
+    const Trial* t = runner_->FindTrial(id);
+    EXPECT_EQ(t->status, TrialStatus::kTerminated) << id;
+    EXPECT_EQ(t->num_failures, 0) << id;
+    attempts.push_back(t->attempt);
+    EXPECT_EQ(StoredResults(id).size(), 40u) << id;
+  }
+  std::sort(attempts.begin(), attempts.end());
+  EXPECT_EQ(attempts, (std::vector<uint64_t>{1, 2}));
+}
+
 // a worker that does not come back within the grace period: its trials
 // restart from their newest persistent checkpoint elsewhere.
 TEST_F(TrialRunnerTest, RestartsTrialsWhoseWorkerNeverReturns) {
