@@ -22,13 +22,6 @@ std::string DateString() {
   return buf;
 }
 
-// Score of a checkpoint for retention: (valid, signed score, id), higher is better.
-bool BetterCheckpoint(const CheckpointRecord& a, const CheckpointRecord& b) {
-  if (a.score_valid != b.score_valid) return a.score_valid;
-  if (a.score_valid && a.score != b.score) return a.score > b.score;
-  return a.id > b.id;  // ties go to the newer
-}
-
 }  // namespace
 
 TrialRunner::TrialRunner(storage::Store& store, CommandSink& sink, const Clock& clock,
@@ -51,13 +44,7 @@ bool TrialRunner::IsKnownWorker(const std::string& worker_id) const {
 }
 
 bool TrialRunner::CheckpointDue(const Trial& t) const {
-  if (t.last_result.is_null() || t.iteration == 0) return false;
-  const CheckpointRecord* c = t.NewestCheckpoint();
-  if (c != nullptr && c->iteration >= t.iteration) return false;  // already taken
-  const CheckpointPolicy& policy = experiments_.at(t.experiment_id).spec.checkpoint;
-  bool done = t.last_result.value("done", false);
-  return (policy.frequency > 0 && t.iteration % policy.frequency == 0) ||
-         (done && policy.at_end) || t.last_result.value("should_checkpoint", false);
+  return CheckpointManager::Due(t, experiments_.at(t.experiment_id).spec.checkpoint);
 }
 
 void TrialRunner::HandleHeartbeat(const std::string& worker_id) { registry_.Touch(worker_id); }
@@ -153,9 +140,7 @@ void TrialRunner::OnRestoreReply(Trial& t, const protocol::Reply& reply) {
   // Ray (TUNE_RESTORE_RETRY_NUM = 0): the checkpoint is given up and the
   // retry starts from scratch; retrying from it again spent max_failures on
   // a damaged checkpoint (or looped forever at -1).
-  t.checkpoints_given_up_through = t.next_checkpoint_id - 1;
-  t.restore_from.clear();
-  t.memory_checkpoint.clear();
+  CheckpointManager::GiveUpCurrent(t);
   FailTrial(t, "failed to restore from checkpoint: " + reply.error +
                    " (the retry starts from scratch)",
             true);
@@ -336,37 +321,7 @@ void TrialRunner::OnSaveReply(Trial& t, const protocol::Reply& reply, const std:
 }
 
 void TrialRunner::AddCheckpoint(Trial& t, const std::string& bytes, int64_t iteration) {
-  const CheckpointPolicy& policy = experiments_.at(t.experiment_id).spec.checkpoint;
-  CheckpointRecord c;
-  c.id = t.next_checkpoint_id++;
-  c.iteration = iteration;
-  const Json* v = t.last_result.is_null() ? nullptr : FindFlatKey(t.last_result, policy.score_attribute);
-  if (v != nullptr && v->is_number() && !std::isnan(v->get<double>())) {
-    c.score_valid = true;
-    c.score = (policy.score_max ? 1.0 : -1.0) * v->get<double>();
-  } else if (v == nullptr) {
-    spdlog::error("trial {}: checkpoint score attribute '{}' missing from the result",
-                  t.trial_id, policy.score_attribute);
-  }
-  batch_.Put(storage::Family::kCheckpoints, storage::CheckpointKey(t.trial_id, c.id), bytes);
-  t.checkpoints.push_back(c);
-  if (policy.num_to_keep > 0 && static_cast<int64_t>(t.checkpoints.size()) > policy.num_to_keep) {
-    // Keep the best num_to_keep by score, and always the newest.
-    std::vector<CheckpointRecord> sorted = t.checkpoints;
-    std::sort(sorted.begin(), sorted.end(), BetterCheckpoint);
-    std::set<uint64_t> keep;
-    for (int64_t i = 0; i < policy.num_to_keep; ++i) keep.insert(sorted[i].id);
-    keep.insert(c.id);
-    std::vector<CheckpointRecord> kept;
-    for (const auto& r : t.checkpoints) {
-      if (keep.count(r.id)) {
-        kept.push_back(r);
-      } else {
-        batch_.Delete(storage::Family::kCheckpoints, storage::CheckpointKey(t.trial_id, r.id));
-      }
-    }
-    t.checkpoints = std::move(kept);
-  }
+  checkpoints_.Add(t, experiments_.at(t.experiment_id).spec.checkpoint, bytes, iteration);
   MarkDirty(t);
 }
 
@@ -499,52 +454,8 @@ void TrialRunner::StartTrial(Trial& t, uint64_t group_id) {
 }
 
 std::string* TrialRunner::CheckpointFor(Trial& t, std::string& storage) {
-  std::string* checkpoint = nullptr;
-  // Reads checkpoint `c` of trial `owner` into `storage`.
-  auto read = [&](const std::string& owner, const CheckpointRecord& c) {
-    Result<std::optional<std::string>> bytes = Status::Internal("not read");
-    const std::string key = storage::CheckpointKey(owner, c.id);
-    if (const auto* pending = batch_.NewestWrite(storage::Family::kCheckpoints, key)) {
-      // Saved in this turn, not committed yet (a failure right after its
-      // SAVE, retried at once): the store does not have it yet.
-      bytes = pending->is_delete ? std::optional<std::string>() : pending->value;
-    } else {
-      // Megabytes from disk: off the loop thread, heartbeats keep going.
-      sink_.RunLongStoreOperation(
-          [&] { bytes = store_.Get(storage::Family::kCheckpoints, key); });
-    }
-    if (bytes.ok() && bytes->has_value()) {
-      storage = std::move(**bytes);
-      checkpoint = &storage;
-    } else {
-      spdlog::error("trial {}: checkpoint {} of {} unreadable ({}); starting from scratch",
-                    t.trial_id, c.id, owner, bytes.ok() ? "missing" : bytes.status().ToString());
-    }
-  };
   const Trial* source = t.restore_from.empty() ? nullptr : FindTrial(t.restore_from);
-  int64_t resume_iteration = 0;
-  if (!t.memory_checkpoint.empty()) {
-    storage = std::move(t.memory_checkpoint);
-    t.memory_checkpoint.clear();
-    checkpoint = &storage;
-    resume_iteration = t.iteration;  // a pause saves right after the last stored result
-  } else if (const CheckpointRecord* c = t.NewestCheckpoint();
-             c != nullptr && c->id > t.checkpoints_given_up_through) {
-    read(t.trial_id, *c);
-    resume_iteration = c->iteration;
-  } else if (source != nullptr && source->NewestCheckpoint() != nullptr &&
-             t.NewestCheckpoint() == nullptr) {
-    read(source->trial_id, *source->NewestCheckpoint());
-    resume_iteration = source->NewestCheckpoint()->iteration;
-  }
-  t.resume_iteration = checkpoint != nullptr ? resume_iteration : 0;
-  if (checkpoint != nullptr) {
-    t.num_restores++;
-  } else if (t.iteration > 0) {
-    // From scratch: iterations are recomputed; stored ones are not rewritten.
-    spdlog::info("trial {} restarts from scratch (no checkpoint)", t.trial_id);
-  }
-  return checkpoint;
+  return checkpoints_.ForStart(t, source, storage);
 }
 
 void TrialRunner::ContinueOrPause(Trial& t) {

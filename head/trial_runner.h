@@ -26,6 +26,7 @@
 #include "common/rate_limited_warning.h"
 #include "common/protocol/messages.h"
 #include "common/status.h"
+#include "head/checkpoint_manager.h"
 #include "head/command_sink.h"
 #include "head/executor.h"
 #include "head/placement_group_manager.h"
@@ -245,6 +246,7 @@ class TrialRunner {
   int64_t max_pending_ = 16;
 
   storage::WriteBatch batch_;
+  CheckpointManager checkpoints_{store_, batch_, sink_};  // after batch_: writes into it
   std::unordered_set<std::string> dirty_trials_;
   std::unordered_set<std::string> dirty_experiments_;
   // (worker, trial, attempt) -> highest result seq of the turn, ACKed after commit.
