@@ -185,72 +185,12 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
                           &mismatch);
   if (!mismatch.empty()) peer_warnings_.Warn(mismatch + "; its results are kept as a replay");
   Experiment& e = experiments_.at(t->experiment_id);
-  const ExperimentSpec& spec = e.spec;
-  bool stop = false;
-  bool checkpoint = false;
-  std::string error;
-  // Every result of the batch is stored and the decision is taken once, at
-  // its end (Ray: a save scheduled mid-list does not drop the results after
-  // it; only a stop ignores the rest). A batch with one invalid result is
-  // stored not at all.
-  std::vector<std::pair<int64_t, Json>> accepted;
-  int64_t last = t->iteration;
-  for (const auto& rec : batch.results) {
-    const Json& in = rec.result;
-    auto it_iter = in.is_object() ? in.find("training_iteration") : in.end();
-    if (!in.is_object() || it_iter == in.end() || !it_iter->is_number_integer()) {
-      error = "result without an integer training_iteration";
-      break;
-    }
-    int64_t iteration = it_iter->get<int64_t>();
-    if (iteration <= last) continue;  // already stored (replay or re-run)
-    // Results are keyed and resumed by iteration: a gap would be permanent.
-    const int64_t expected = std::max(last, t->resume_iteration) + 1;
-    if (iteration != expected) {
-      error = "result with training_iteration " + std::to_string(iteration) +
-              " does not follow iteration " + std::to_string(expected - 1) + " (expected " +
-              std::to_string(expected) + ")";
-      break;
-    }
-    // A trainable's own result: the flags the runner acts on must be booleans
-    // (a number or string here aborted the head, on every replay).
-    for (const char* flag : {"done", "should_checkpoint"}) {
-      auto it = in.find(flag);
-      if (it != in.end() && !it->is_boolean()) {
-        error = "result of iteration " + std::to_string(iteration) + ": '" + flag +
-                "' must be true or false, got a " + it->type_name();
-        break;
-      }
-    }
-    if (!error.empty()) break;
-    Json result = in;
-    result["trial_id"] = t->trial_id;
-    bool done = result.value("done", false);
-    // Ray's _should_stop: a result that says it is done is done; the stopping
-    // criteria (and their keys) only matter for the others.
-    for (const auto& [key, threshold] : spec.stop) {
-      if (done) break;
-      const Json* v = FindFlatKey(result, key);
-      if (v == nullptr || !(v->is_number() || v->is_boolean())) {
-        error = "stopping criterion '" + key + "' not found (or not a number) in the result of "
-                "iteration " + std::to_string(iteration);
-        break;
-      }
-      double x = v->is_boolean() ? (v->get<bool>() ? 1.0 : 0.0) : v->get<double>();
-      if (x >= threshold) done = true;
-    }
-    if (!error.empty()) break;
-    result["done"] = done;
-    checkpoint = checkpoint ||
-                 (spec.checkpoint.frequency > 0 && iteration % spec.checkpoint.frequency == 0) ||
-                 (done && spec.checkpoint.at_end) || result.value("should_checkpoint", false);
-    last = iteration;
-    accepted.emplace_back(iteration, std::move(result));
-    if (done) {
-      stop = true;
-      break;  // a STOP ignores the rest of a buffered batch
-    }
-  }
+  BatchOutcome outcome = ResultProcessor::Process(t->trial_id, t->iteration, t->resume_iteration,
+                                                  e.spec, batch.results);
+  const bool stop = outcome.stop;
+  const bool checkpoint = outcome.checkpoint;
+  const std::string& error = outcome.error;
+  std::vector<std::pair<int64_t, Json>>& accepted = outcome.accepted;
   if (error.empty() && !accepted.empty()) {
     for (auto& [iteration, result] : accepted) {
       batch_.Put(storage::Family::kResults, storage::ResultKey(t->trial_id, iteration),

@@ -31,6 +31,7 @@
 #include "head/executor.h"
 #include "head/placement_group_manager.h"
 #include "head/resource_ledger.h"
+#include "head/result_processor.h"
 #include "head/search_space.h"
 #include "head/trial.h"
 #include "head/worker_registry.h"
