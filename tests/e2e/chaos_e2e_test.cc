@@ -109,7 +109,7 @@ TEST(ChaosE2ETest, HeadAndWorkerKillsLoseNothing) {
 
   std::string exp = Submit(cluster, R"({"name": "chaos", "trainable": "quadratic",
       "param_space": {"lr": {"uniform": [0.01, 0.2]}, "x0": {"grid_search": [5, 10, 15]},
-                      "step_sleep_s": 0.01},
+                      "step_sleep_s": 0.03},
       "num_samples": 8, "metric": "loss", "mode": "min",
       "stop": {"training_iteration": 60},
       "checkpoint": {"frequency": 10}, "max_failures": 3, "seed": 20240611})",
@@ -118,6 +118,10 @@ TEST(ChaosE2ETest, HeadAndWorkerKillsLoseNothing) {
 
   // The chaos plan: event k fires once >= threshold[k] results are stored;
   // thresholds lie in disjoint windows so that the run recovers between them.
+  // Steps of 30 ms (6 slots: about 200 results/s) leave the last event (at
+  // most 1,050 of 1,440 results) seconds before the end, with workers that
+  // re-register within milliseconds of a head restart (at 10 ms a loaded run
+  // reached 1,440 before its last event and found no trial to kill).
   std::mt19937 rng(77);
   std::vector<int64_t> thresholds;
   for (int k = 0; k < 4; ++k) thresholds.push_back(100 + 250 * k + static_cast<int64_t>(rng() % 200));
