@@ -79,7 +79,6 @@ struct Trial {
   std::string memory_checkpoint;  // PAUSE checkpoint bytes (never persisted)
   bool pause_requested = false;  // pause at the end of the in-flight TRAIN / SAVE
   bool pausing = false;          // a memory SAVE for the pause is in flight
-  bool queued_paused = false;    // queue rank: PENDING trials start before PAUSED ones
   TimeMs reattach_deadline = 0;  // > 0: RUNNING at a head restart, waiting for its worker
   // Re-attached with results beyond `iteration` in the worker's outbox: the
   // trial is driven once their replay reaches this iteration (or at the deadline).

@@ -25,7 +25,7 @@ std::string DateString() {
 }  // namespace
 
 TrialRunner::TrialRunner(storage::Store& store, CommandSink& sink, const Clock& clock,
-                         RunnerOptions options)
+                         RunnerOptions options, std::unique_ptr<TrialScheduler> scheduler)
     : store_(store),
       sink_(sink),
       clock_(clock),
@@ -33,6 +33,7 @@ TrialRunner::TrialRunner(storage::Store& store, CommandSink& sink, const Clock& 
       registry_(clock, options.heartbeat_ms * options.liveness),
       groups_(ledger_, clock, PlacementGroupOptions{16, options.pg_removal_delay_ms}),
       executor_(sink, clock),
+      scheduler_(scheduler != nullptr ? std::move(scheduler) : std::make_unique<FifoScheduler>()),
       peer_warnings_(clock) {
   RecomputeMaxPending();
 }
@@ -187,10 +188,24 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
   Experiment& e = experiments_.at(t->experiment_id);
   BatchOutcome outcome = ResultProcessor::Process(t->trial_id, t->iteration, t->resume_iteration,
                                                   e.spec, batch.results);
-  const bool stop = outcome.stop;
+  bool stop = outcome.stop;
   const bool checkpoint = outcome.checkpoint;
   const std::string& error = outcome.error;
   std::vector<std::pair<int64_t, Json>>& accepted = outcome.accepted;
+  // The scheduler sees each result in order that does not stop the trial by
+  // itself (Ray's _process_trial_result: done or a stopping criterion is a
+  // STOP without asking it); its first STOP or PAUSE ends the batch there.
+  bool pause = false;
+  for (size_t i = 0; i < accepted.size(); ++i) {
+    if (accepted[i].second.value("done", false)) break;
+    const SchedulerDecision d = scheduler_->OnTrialResult(*t, accepted[i].second);
+    if (d == SchedulerDecision::kContinue) continue;
+    stop = d == SchedulerDecision::kStop;
+    pause = d == SchedulerDecision::kPause;
+    accepted.resize(i + 1);
+    break;
+  }
+  if (pause) t->pause_requested = true;  // a scheduler's pause: queued again, not held
   if (error.empty() && !accepted.empty()) {
     for (auto& [iteration, result] : accepted) {
       batch_.Put(storage::Family::kResults, storage::ResultKey(t->trial_id, iteration),
@@ -309,17 +324,10 @@ const std::string& TrialRunner::RequestKeyOf(const Trial& t) {
 }
 
 void TrialRunner::Enqueue(Trial& t) {
-  const std::string& key = RequestKeyOf(t);
-  RequestQueue& q = queues_[key];
-  if (q.request.bundles.empty()) q.request = experiments_.at(t.experiment_id).spec.resources;
-  t.queued_paused = t.status == TrialStatus::kPaused;
-  q.waiting.insert({t.queued_paused, t.seq, t.trial_id});
+  scheduler_->OnTrialAdd(t, RequestKeyOf(t), experiments_.at(t.experiment_id).spec.resources);
 }
 
-void TrialRunner::Dequeue(Trial& t) {
-  auto qit = queues_.find(RequestKeyOf(t));
-  if (qit != queues_.end()) qit->second.waiting.erase({t.queued_paused, t.seq, t.trial_id});
-}
+void TrialRunner::Dequeue(Trial& t) { scheduler_->OnTrialRemove(t); }
 
 int64_t TrialRunner::KillAfterMs(const Experiment& e) const {
   if (e.spec.force_cleanup_s > 0) return static_cast<int64_t>(e.spec.force_cleanup_s * 1000);
@@ -425,6 +433,11 @@ void TrialRunner::FinishTrial(Trial& t, TrialStatus final_status) {
   t.memory_checkpoint.clear();
   t.end_time = WallSeconds();
   SetStatus(t, final_status);
+  if (final_status == TrialStatus::kError) {
+    scheduler_->OnTrialError(t);
+  } else {
+    scheduler_->OnTrialComplete(t);
+  }
   Experiment& e = experiments_.at(t.experiment_id);
   MaybeFinishExperiment(e);
 }
@@ -460,6 +473,7 @@ void TrialRunner::FailTrial(Trial& t, const std::string& error, bool retry) {
   const bool resources_now =
       groups_.HasReady(key) || (cached != cached_.end() && !cached->second.empty());
   if (!resources_now) t.seq = next_seq_++;
+  scheduler_->OnTrialError(t);  // Ray's _requeue_trial: on_trial_error, then on_trial_add
   SetStatus(t, TrialStatus::kPending);
   Enqueue(t);
 }
@@ -565,17 +579,18 @@ void TrialRunner::GenerateTrials() {
 }
 
 void TrialRunner::StageAndReconcile() {
-  for (auto& [key, q] : queues_) {
-    auto cit = cached_.find(key);
-    int64_t cached = cit == cached_.end() ? 0 : static_cast<int64_t>(cit->second.size());
-    int64_t have = groups_.NumStaging(key) + groups_.NumReady(key) + cached;
-    int64_t want = static_cast<int64_t>(q.waiting.size());
-    while (have < want && groups_.CanStage()) {
-      groups_.Stage(q.request);
-      ++have;
-    }
-    while (have > want && groups_.UnstageOne(key)) --have;  // cached actors go in Reconcile
-  }
+  scheduler_->ForEachWaitingRequest(
+      [&](const std::string& key, const PlacementRequest& request, size_t waiting) {
+        auto cit = cached_.find(key);
+        int64_t cached = cit == cached_.end() ? 0 : static_cast<int64_t>(cit->second.size());
+        int64_t have = groups_.NumStaging(key) + groups_.NumReady(key) + cached;
+        const int64_t want = static_cast<int64_t>(waiting);
+        while (have < want && groups_.CanStage()) {
+          groups_.Stage(request);
+          ++have;
+        }
+        while (have > want && groups_.UnstageOne(key)) --have;  // cached actors: Reconcile
+      });
 }
 
 void TrialRunner::StartReadyTrials() {
@@ -583,21 +598,15 @@ void TrialRunner::StartReadyTrials() {
   // group, the one whose first waiting trial comes first. A shape without
   // either never blocks another (Ray's _on_pg_ready fallback, without its
   // deadlock). A cached actor is preferred over a fresh group (Ray).
+  auto has_resources = [&](const std::string& key) {
+    auto cit = cached_.find(key);
+    return (cit != cached_.end() && !cit->second.empty()) || groups_.HasReady(key);
+  };
   while (true) {
-    RequestQueue* best = nullptr;
-    std::string best_key;
-    for (auto& [key, q] : queues_) {
-      if (q.waiting.empty()) continue;
-      auto cit = cached_.find(key);
-      bool has_cached = cit != cached_.end() && !cit->second.empty();
-      if (!has_cached && !groups_.HasReady(key)) continue;
-      if (best == nullptr || *q.waiting.begin() < *best->waiting.begin()) {
-        best = &q;
-        best_key = key;
-      }
-    }
-    if (best == nullptr) return;
-    std::string trial_id = std::get<2>(*best->waiting.begin());
+    std::optional<std::string> chosen = scheduler_->ChooseTrialToRun(has_resources);
+    if (!chosen) return;
+    const std::string trial_id = *chosen;
+    const std::string best_key = RequestKeyOf(trials_.at(trial_id));
     auto cit = cached_.find(best_key);
     if (cit != cached_.end() && !cit->second.empty()) {
       CachedActor actor = cit->second.front();
@@ -664,15 +673,17 @@ void TrialRunner::CheckInsufficientResources() {
     return;
   }
   last_insufficient_warning_ = now;
-  for (const auto& [key, q] : queues_) {
-    if (q.waiting.empty()) continue;
-    spdlog::warn("no trial has been running for {} s while {} trials wait: they ask for {} but "
-                 "the largest worker has {} ({} workers alive). Add workers or reduce "
-                 "the experiment's resources.",
-                 (now - no_running_since_) / 1000, q.waiting.size(), q.request.ToString(),
-                 ledger_.LargestWorkerString(), registry_.NumAlive());
-    break;
-  }
+  bool warned = false;
+  scheduler_->ForEachWaitingRequest(
+      [&](const std::string&, const PlacementRequest& request, size_t waiting) {
+        if (warned || waiting == 0) return;
+        warned = true;
+        spdlog::warn("no trial has been running for {} s while {} trials wait: they ask for {} "
+                     "but the largest worker has {} ({} workers alive). Add workers or reduce "
+                     "the experiment's resources.",
+                     (now - no_running_since_) / 1000, waiting, request.ToString(),
+                     ledger_.LargestWorkerString(), registry_.NumAlive());
+      });
 }
 
 void TrialRunner::RecomputeMaxPending() {

@@ -29,6 +29,7 @@
 #include "head/checkpoint_manager.h"
 #include "head/command_sink.h"
 #include "head/executor.h"
+#include "head/fifo_scheduler.h"
 #include "head/placement_group_manager.h"
 #include "head/resource_ledger.h"
 #include "head/result_processor.h"
@@ -55,7 +56,10 @@ struct RunnerOptions {
 
 class TrialRunner {
  public:
-  TrialRunner(storage::Store& store, CommandSink& sink, const Clock& clock, RunnerOptions options);
+  // `scheduler` decides which waiting trial starts and what results mean;
+  // nullptr: Ray's FIFOScheduler.
+  TrialRunner(storage::Store& store, CommandSink& sink, const Clock& clock, RunnerOptions options,
+              std::unique_ptr<TrialScheduler> scheduler = nullptr);
 
   // Loads experiments and trials from the store (after a restart). Trials that
   // were RUNNING become PENDING and restart from their newest persistent
@@ -125,12 +129,6 @@ class TrialRunner {
   uint64_t epoch() const { return epoch_; }
 
  private:
-  struct RequestQueue {
-    PlacementRequest request;
-    // (paused?, seq, trial_id): FIFO, PENDING trials before PAUSED ones (Ray's
-    // FIFOScheduler.choose_trial_to_run).
-    std::set<std::tuple<bool, uint64_t, std::string>> waiting;
-  };
   // An actor kept alive after its trial ended, for the next trial of the same
   // request (reuse_actors). Its group is cached in the PG manager.
   struct CachedActor {
@@ -229,7 +227,8 @@ class TrialRunner {
 
   std::map<std::string, Experiment> experiments_;
   std::unordered_map<std::string, Trial> trials_;
-  std::unordered_map<std::string, RequestQueue> queues_;  // by request key
+  // Owns the queue of waiting trials and chooses which starts (FIFO today).
+  std::unique_ptr<TrialScheduler> scheduler_;
   std::unordered_map<std::string, std::deque<CachedActor>> cached_;  // by request key
   size_t num_cached_ = 0;
   // Trial -> the actor key a RESET in flight is re-keying for it.

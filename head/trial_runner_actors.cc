@@ -76,8 +76,7 @@ void TrialRunner::ClearActor(Trial& t) {
 bool TrialRunner::TryCacheActor(Trial& t) {
   if (resetting_.count(t.trial_id)) return false;
   const std::string& key = RequestKeyOf(t);
-  auto qit = queues_.find(key);
-  size_t demand = qit == queues_.end() ? 0 : qit->second.waiting.size();
+  const size_t demand = scheduler_->NumWaiting(key);
   auto& cache = cached_[key];
   // Ray caches only with pending demand for the same request, and at most
   // max_pending_trials actors.
@@ -91,8 +90,7 @@ bool TrialRunner::TryCacheActor(Trial& t) {
 
 void TrialRunner::ReconcileCachedActors() {
   for (auto& [key, cache] : cached_) {
-    auto qit = queues_.find(key);
-    size_t demand = qit == queues_.end() ? 0 : qit->second.waiting.size();
+    const size_t demand = scheduler_->NumWaiting(key);
     while (cache.size() > demand) {
       CachedActor a = cache.front();
       cache.pop_front();

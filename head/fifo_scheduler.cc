@@ -1,0 +1,46 @@
+#include "head/fifo_scheduler.h"
+
+namespace ztune::head {
+
+void FifoScheduler::OnTrialAdd(const Trial& t, const std::string& request_key,
+                               const PlacementRequest& request) {
+  OnTrialRemove(t);  // at most one place per trial
+  Queue& q = queues_[request_key];
+  if (q.request.bundles.empty()) q.request = request;
+  Entry entry{t.status == TrialStatus::kPaused, t.seq, t.trial_id};
+  q.waiting.insert(entry);
+  positions_[t.trial_id] = Position{request_key, std::move(entry)};
+}
+
+void FifoScheduler::OnTrialRemove(const Trial& t) {
+  auto p = positions_.find(t.trial_id);
+  if (p == positions_.end()) return;
+  auto q = queues_.find(p->second.key);
+  // An emptied queue stays: the runner unstages its shape's groups from it.
+  if (q != queues_.end()) q->second.waiting.erase(p->second.entry);
+  positions_.erase(p);
+}
+
+std::optional<std::string> FifoScheduler::ChooseTrialToRun(
+    const std::function<bool(const std::string& key)>& has_resources) const {
+  const Entry* best = nullptr;
+  for (const auto& [key, q] : queues_) {
+    if (q.waiting.empty() || !has_resources(key)) continue;
+    if (best == nullptr || *q.waiting.begin() < *best) best = &*q.waiting.begin();
+  }
+  if (best == nullptr) return std::nullopt;
+  return std::get<2>(*best);
+}
+
+void FifoScheduler::ForEachWaitingRequest(
+    const std::function<void(const std::string& key, const PlacementRequest& request,
+                             size_t waiting)>& fn) const {
+  for (const auto& [key, q] : queues_) fn(key, q.request, q.waiting.size());
+}
+
+size_t FifoScheduler::NumWaiting(const std::string& request_key) const {
+  auto q = queues_.find(request_key);
+  return q == queues_.end() ? 0 : q->second.waiting.size();
+}
+
+}  // namespace ztune::head

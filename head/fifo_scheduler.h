@@ -1,0 +1,53 @@
+// FifoScheduler: Ray's FIFOScheduler. Every result continues; the next trial
+// to run is the first PENDING one (in queue order) whose request has
+// resources, else the first PAUSED one. One ordered queue per request shape,
+// so a choice costs O(request shapes), never O(trials); a shape without
+// resources never blocks another.
+//
+// Lives on the head loop thread; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+
+#include "head/trial_scheduler.h"
+
+namespace ztune::head {
+
+class FifoScheduler final : public TrialScheduler {
+ public:
+  void OnTrialAdd(const Trial& t, const std::string& request_key,
+                  const PlacementRequest& request) override;
+  void OnTrialRemove(const Trial& t) override;
+  SchedulerDecision OnTrialResult(const Trial&, const Json&) override {
+    return SchedulerDecision::kContinue;
+  }
+  void OnTrialComplete(const Trial&) override {}
+  void OnTrialError(const Trial&) override {}
+  std::optional<std::string> ChooseTrialToRun(
+      const std::function<bool(const std::string& key)>& has_resources) const override;
+  void ForEachWaitingRequest(
+      const std::function<void(const std::string& key, const PlacementRequest& request,
+                               size_t waiting)>& fn) const override;
+  size_t NumWaiting(const std::string& request_key) const override;
+
+ private:
+  // (paused?, seq, trial_id): PENDING trials before PAUSED ones, then FIFO.
+  using Entry = std::tuple<bool, uint64_t, std::string>;
+  struct Queue {
+    PlacementRequest request;
+    std::set<Entry> waiting;
+  };
+  struct Position {
+    std::string key;
+    Entry entry;
+  };
+  // By request key; a queue stays when it empties (see ForEachWaitingRequest).
+  std::unordered_map<std::string, Queue> queues_;
+  std::unordered_map<std::string, Position> positions_;  // by trial id: where it waits
+};
+
+}  // namespace ztune::head

@@ -1,0 +1,59 @@
+// TrialScheduler: Ray's TrialScheduler interface, the seam where FIFO, ASHA,
+// HyperBand, median stopping and PBT plug into the runner. The runner tells
+// the scheduler what happens to trials (added to the queue, a result, done,
+// failed, removed) and asks it which waiting trial to start next and what a
+// result means for its trial (continue, pause, stop).
+//
+// A scheduler owns the queue of trials waiting to start (PENDING, and PAUSED
+// ones a scheduler paused); the runner owns resources and asks per request
+// shape (PlacementRequest::Key) how many trials wait, to stage groups.
+//
+// Lives on the head loop thread; not thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "common/json.h"
+#include "common/resources.h"
+#include "head/trial.h"
+
+namespace ztune::head {
+
+// What the scheduler decides for a trial after one of its results (Ray's
+// TrialScheduler.CONTINUE / PAUSE / STOP).
+enum class SchedulerDecision { kContinue, kPause, kStop };
+
+class TrialScheduler {
+ public:
+  virtual ~TrialScheduler() = default;
+
+  // `t` waits to start (PENDING, or PAUSED by a scheduler); `request_key` and
+  // `request` are its experiment's placement request.
+  virtual void OnTrialAdd(const Trial& t, const std::string& request_key,
+                          const PlacementRequest& request) = 0;
+  // `t` no longer waits (it started, or it ended while waiting).
+  virtual void OnTrialRemove(const Trial& t) = 0;
+  // A result of a running trial, stored; the decision is applied after any
+  // checkpoint the result asked for.
+  virtual SchedulerDecision OnTrialResult(const Trial& t, const Json& result) = 0;
+  // `t` ended: TERMINATED (complete) or ERROR.
+  virtual void OnTrialComplete(const Trial& t) = 0;
+  virtual void OnTrialError(const Trial& t) = 0;
+
+  // The waiting trial to start next among request shapes for which
+  // `has_resources(key)` holds now; nullopt if none. Does not remove it (the
+  // runner calls OnTrialRemove when it starts).
+  virtual std::optional<std::string> ChooseTrialToRun(
+      const std::function<bool(const std::string& key)>& has_resources) const = 0;
+  // Every request shape that had waiting trials: (key, request, how many
+  // wait now, possibly 0, so that the runner unstages what no trial needs).
+  virtual void ForEachWaitingRequest(
+      const std::function<void(const std::string& key, const PlacementRequest& request,
+                               size_t waiting)>& fn) const = 0;
+  virtual size_t NumWaiting(const std::string& request_key) const = 0;
+};
+
+}  // namespace ztune::head
