@@ -1,5 +1,7 @@
 #include "head/trial_runner.h"
 
+#include "common/check.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -531,11 +533,16 @@ void TrialRunner::OnWorkerDead(const std::string& worker_id, const std::string& 
   }
 }
 
+void TrialRunner::EndSearch(const Experiment& e) {
+  searching_.erase(e.experiment_id);
+  spaces_.erase(e.experiment_id);
+}
+
 void TrialRunner::MaybeFinishExperiment(Experiment& e) {
   if (e.finished) return;
   if (e.live_trials == 0 && e.SearchFinished()) {
     e.finished = true;
-    searching_.erase(e.experiment_id);
+    EndSearch(e);
     MarkDirty(e);
     spdlog::info("experiment {} ({}) finished: {} trials, {} TERMINATED, {} ERROR",
                  e.experiment_id, e.spec.name, e.trial_ids.size(), e.counts[TrialStatus::kTerminated],
@@ -545,7 +552,7 @@ void TrialRunner::MaybeFinishExperiment(Experiment& e) {
 
 void TrialRunner::StopExperiment(Experiment& e, std::vector<std::string>* stopped) {
   e.stopped = true;
-  searching_.erase(e.experiment_id);
+  EndSearch(e);
   MarkDirty(e);
   for (const auto& id : e.trial_ids) {
     Trial& t = trials_.at(id);
@@ -561,7 +568,9 @@ void TrialRunner::StopExperiment(Experiment& e, std::vector<std::string>* stoppe
 void TrialRunner::GenerateTrials() {
   for (auto it = searching_.begin(); it != searching_.end();) {
     Experiment& e = experiments_.at(*it);
-    const SearchSpace& space = spaces_.at(e.experiment_id);
+    auto sit = spaces_.find(e.experiment_id);
+    CHECK(sit != spaces_.end());  // searching_ implies a space (EndSearch drops both)
+    const SearchSpace& space = sit->second;
     while (!e.SearchFinished() && num_pending_ < max_pending_ &&
            (e.spec.max_concurrent_trials == 0 || e.live_trials < e.spec.max_concurrent_trials)) {
       Json config = space.Variant(e.spec.seed, e.next_variant);
@@ -570,6 +579,7 @@ void TrialRunner::GenerateTrials() {
     }
     if (e.SearchFinished()) {
       MarkDirty(e);
+      spaces_.erase(e.experiment_id);  // the searcher is done with it (EndSearch, in place)
       it = searching_.erase(it);
       MaybeFinishExperiment(e);
     } else {

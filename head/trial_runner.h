@@ -212,6 +212,8 @@ class TrialRunner {
   void RequeueLostStart(Trial& t, const std::string& why);
   void ClearActor(Trial& t);
   void MaybeFinishExperiment(Experiment& e);
+  // The experiment's searcher yields no more trials: its search space goes.
+  void EndSearch(const Experiment& e);
   void StopExperiment(Experiment& e, std::vector<std::string>* stopped);
   void RecomputeMaxPending();
   void CheckInsufficientResources();

@@ -101,6 +101,7 @@ void TrialRunner::ReconcileCachedActors() {
       executor_.StopActorKey(a.worker_id, a.trial_id, a.attempt, a.group_id, kill);
     }
   }
+  std::erase_if(cached_, [](const auto& kv) { return kv.second.empty(); });  // no empty shapes
 }
 
 Status TrialRunner::PauseTrial(const std::string& trial_id, bool hold) {

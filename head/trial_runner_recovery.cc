@@ -68,7 +68,7 @@ Status TrialRunner::Load() {
     if (!space.ok()) {
       return Status::Corruption("experiment " + e.experiment_id + ": " + space.status().message());
     }
-    spaces_.emplace(e.experiment_id, std::move(space).value());
+    if (!e.finished && !e.SearchFinished()) spaces_.emplace(e.experiment_id, std::move(space).value());
     uint64_t n = std::strtoull(e.experiment_id.c_str() + 1, nullptr, 10);
     next_experiment_ = std::max(next_experiment_, n + 1);
     std::string id = e.experiment_id;

@@ -44,7 +44,27 @@ std::vector<std::string> WorkerRegistry::ExpireSilent() {
       dead.push_back(id);
     }
   }
+  for (const auto& id : dead) NoteDead(id);
   return dead;
+}
+
+void WorkerRegistry::NoteDead(const std::string& worker_id) {
+  dead_order_.push_back(worker_id);
+  size_t dead = workers_.size() - NumAlive();
+  while (dead > kMaxDeadWorkers && !dead_order_.empty()) {
+    auto it = workers_.find(dead_order_.front());
+    dead_order_.pop_front();
+    if (it == workers_.end() || it->second.alive) continue;  // revived or already gone
+    workers_.erase(it);
+    --dead;
+  }
+  // Entries of revived workers could pile up in a flapping fleet.
+  if (dead_order_.size() > 2 * kMaxDeadWorkers + workers_.size()) {
+    std::erase_if(dead_order_, [&](const std::string& id) {
+      auto it = workers_.find(id);
+      return it == workers_.end() || it->second.alive;
+    });
+  }
 }
 
 void WorkerRegistry::RestartSilenceClocks() {
@@ -56,7 +76,9 @@ void WorkerRegistry::RestartSilenceClocks() {
 
 void WorkerRegistry::MarkDead(const std::string& worker_id) {
   auto it = workers_.find(worker_id);
-  if (it != workers_.end()) it->second.alive = false;
+  if (it == workers_.end() || !it->second.alive) return;
+  it->second.alive = false;
+  NoteDead(worker_id);
 }
 
 size_t WorkerRegistry::NumAlive() const {

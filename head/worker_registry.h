@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <set>
 #include <string>
@@ -48,6 +49,11 @@ class WorkerRegistry {
   // Marks one worker dead (it said DISCONNECT).
   void MarkDead(const std::string& worker_id);
 
+  // Dead workers stay listed (`ztune workers` shows them) up to this many;
+  // the longest dead go first, so that a fleet that churns for months does
+  // not grow the head without bound.
+  static constexpr size_t kMaxDeadWorkers = 1000;
+
   const std::map<std::string, WorkerInfo>& workers() const { return workers_; }
   size_t NumAlive() const;
   TimeMs expiry_ms() const { return expiry_ms_; }
@@ -57,7 +63,11 @@ class WorkerRegistry {
  private:
   const Clock& clock_;
   TimeMs expiry_ms_;
+  // Records a death and forgets the longest dead beyond kMaxDeadWorkers.
+  void NoteDead(const std::string& worker_id);
+
   std::map<std::string, WorkerInfo> workers_;
+  std::deque<std::string> dead_order_;  // deaths, oldest first (may name revived ones)
 };
 
 }  // namespace ztune::head

@@ -99,6 +99,9 @@ void WorkerRuntime::HandleActorCommand(protocol::Message message) {
 
 void WorkerRuntime::HandleAck(const protocol::Ack& m) {
   ActorKey key{m.trial_id, m.attempt};
+  // An actor that ended (or never was): nothing to track, and a key made for
+  // it here would never be erased.
+  if (actors_.count(key) == 0 && outbox_.count(key) == 0) return;
   uint64_t& acked = acked_seq_[key];
   acked = std::max(acked, m.seq);
   auto it = outbox_.find(key);
