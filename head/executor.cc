@@ -210,6 +210,7 @@ std::optional<Future> Executor::Take(uint64_t rid, const Answer& answer, std::st
   }
   Future f = std::move(it->second);
   futures_.erase(it);
+  Unindex(rid, f);
   if (f.type != FutureType::kStop) {
     auto bt = by_trial_.find(f.trial_id);
     if (bt != by_trial_.end()) {
@@ -221,8 +222,19 @@ std::optional<Future> Executor::Take(uint64_t rid, const Answer& answer, std::st
       }
     }
   }
-  // Stop and request deadlines are dropped lazily when they expire.
   return f;
+}
+
+void Executor::Unindex(uint64_t rid, const Future& f) {
+  if (f.deadline == 0) return;
+  auto& index = f.type == FutureType::kStop ? stop_deadlines_ : request_deadlines_;
+  auto [lo, hi] = index.equal_range(f.deadline);
+  for (auto it = lo; it != hi; ++it) {
+    if (it->second == rid) {
+      index.erase(it);
+      return;
+    }
+  }
 }
 
 void Executor::ArmOldest(const std::string& trial_id) {
@@ -244,7 +256,7 @@ std::vector<Future> Executor::TakeExpiredRequests() {
     const auto [deadline, rid] = *request_deadlines_.begin();
     request_deadlines_.erase(request_deadlines_.begin());
     auto it = futures_.find(rid);
-    if (it == futures_.end() || it->second.deadline != deadline) continue;  // stale
+    CHECK(it != futures_.end() && it->second.deadline == deadline);  // Unindex keeps it exact
     Future f = std::move(it->second);
     futures_.erase(it);
     auto bt = by_trial_.find(f.trial_id);
@@ -281,6 +293,7 @@ void Executor::Resend(uint64_t rid) {
   auto it = futures_.find(rid);
   CHECK(it != futures_.end());
   if (Future& f = it->second; f.type != FutureType::kStop && f.deadline != 0) {
+    Unindex(rid, f);
     f.deadline = clock_.NowMs() + f.budget_ms;
     request_deadlines_.emplace(f.deadline, rid);
   }
@@ -295,7 +308,7 @@ std::vector<Future> Executor::TakeExpiredStops() {
     uint64_t rid = stop_deadlines_.begin()->second;
     stop_deadlines_.erase(stop_deadlines_.begin());
     auto it = futures_.find(rid);
-    if (it == futures_.end()) continue;
+    CHECK(it != futures_.end());  // Unindex keeps the index exact
     out.push_back(std::move(it->second));
     futures_.erase(it);
   }
@@ -320,7 +333,12 @@ std::vector<Future> Executor::TakeStopsOnWorker(const std::string& worker_id) {
 void Executor::DropTrialFutures(const std::string& trial_id) {
   auto bt = by_trial_.find(trial_id);
   if (bt == by_trial_.end()) return;
-  for (uint64_t rid : bt->second) futures_.erase(rid);
+  for (uint64_t rid : bt->second) {
+    auto it = futures_.find(rid);
+    if (it == futures_.end()) continue;
+    Unindex(rid, it->second);
+    futures_.erase(it);
+  }
   by_trial_.erase(bt);
 }
 
