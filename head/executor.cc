@@ -19,19 +19,24 @@ TimeMs TrainBudgetMs(const RequestTimeouts& t, const TrainBuffer& buffer) {
 
 // A future about `trial`'s current attempt.
 Future FutureFor(FutureType type, const Trial& trial, TimeMs budget_ms,
-                 std::string storage = {}, std::string old_trial_id = {},
+                 CheckpointStorage storage = CheckpointStorage::kPersistent,
+                 std::string old_trial_id = {},
                  uint64_t old_attempt = 0) {
   Future f;
   f.type = type;
   f.budget_ms = budget_ms;
   f.trial_id = trial.trial_id;
   f.attempt = trial.attempt;
-  f.storage = std::move(storage);
+  f.storage = storage;
   f.old_trial_id = std::move(old_trial_id);
   f.old_attempt = old_attempt;
   return f;
 }
 }  // namespace
+
+const char* CheckpointStorageName(CheckpointStorage s) {
+  return s == CheckpointStorage::kMemory ? "memory" : "persistent";
+}
 
 const char* FutureTypeName(FutureType t) {
   switch (t) {
@@ -122,7 +127,8 @@ void Executor::Reset(const Trial& trial, const std::string& old_trial_id, uint64
   reset.config = trial.config;
   // After the commit, as CREATE_ACTOR (see there).
   Send(trial.worker_id,
-       FutureFor(FutureType::kReset, trial, timeouts.setup_ms, {}, old_trial_id, old_attempt),
+       FutureFor(FutureType::kReset, trial, timeouts.setup_ms, CheckpointStorage::kPersistent,
+                 old_trial_id, old_attempt),
        reset, {}, SendTiming::kAfterCommit);
 }
 
@@ -149,12 +155,12 @@ void Executor::Export(const Trial& trial, const std::vector<std::string>& format
        SendTiming::kNow);
 }
 
-void Executor::Save(const Trial& trial, const std::string& storage,
+void Executor::Save(const Trial& trial, CheckpointStorage storage,
                     const RequestTimeouts& timeouts, SendTiming timing) {
   protocol::Save save;
   save.trial_id = trial.trial_id;
   save.attempt = trial.attempt;
-  save.storage = storage;
+  save.storage = CheckpointStorageName(storage);
   Send(trial.worker_id,
        FutureFor(FutureType::kSave, trial, timeouts.checkpoint_ms, storage), save, {},
        timing);

@@ -22,13 +22,19 @@ namespace ztune::head {
 enum class FutureType { kCreate, kRestore, kTrain, kSave, kStop, kExport, kReset };
 const char* FutureTypeName(FutureType t);
 
+// Where a SAVE's checkpoint goes: kept by the head for a pause (memory, Ray's
+// MEMORY checkpoint) or stored with the trial (persistent).
+enum class CheckpointStorage { kMemory, kPersistent };
+// The wire name of the SAVE's `storage` field: "memory" | "persistent".
+const char* CheckpointStorageName(CheckpointStorage s);
+
 struct Future {
   FutureType type = FutureType::kTrain;
   std::string trial_id;
   uint64_t attempt = 0;
   std::string worker_id;
   uint64_t group_id = 0;    // kStop: the group released when the stop completes
-  std::string storage;      // kSave: "memory" | "persistent"
+  CheckpointStorage storage = CheckpointStorage::kPersistent;  // kSave only
   // kStop: release the group by then regardless. A driver request: answer by
   // then or the attempt fails; set when the request becomes the oldest of its
   // trial (the worker runs a trial's commands in order, so a pipelined TRAIN's
@@ -92,7 +98,7 @@ class Executor {
                      const RequestTimeouts& timeouts);
   // Asks the actor to export its model; survives the STOP that follows.
   void Export(const Trial& trial, const std::vector<std::string>& formats);
-  void Save(const Trial& trial, const std::string& storage, const RequestTimeouts& timeouts,
+  void Save(const Trial& trial, CheckpointStorage storage, const RequestTimeouts& timeouts,
             SendTiming timing = SendTiming::kNow);
   // Forgets the trial's outstanding futures (their replies are dropped) and
   // stops its actor; the group is released when the stop completes or at

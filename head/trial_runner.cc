@@ -109,7 +109,7 @@ void TrialRunner::HandleReply(const std::string& worker_id, const protocol::Repl
     case FutureType::kRestore: OnRestoreReply(*t, reply); break;
     case FutureType::kReset: OnResetReply(*t, reply); break;
     case FutureType::kSave:
-      if (f->storage == "memory") {
+      if (f->storage == CheckpointStorage::kMemory) {
         if (!reply.ok || payload.empty()) {
           FailTrial(*t, "pause checkpoint failed: " + reply.error, true);
         } else {
@@ -241,7 +241,7 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
   if (checkpoint) {
     t->saving = true;
     t->stop_after_save = stop;
-    executor_.Save(*t, "persistent", TimeoutsFor(*t));
+    executor_.Save(*t, CheckpointStorage::kPersistent, TimeoutsFor(*t));
     return;
   }
   if (stop) {

@@ -353,13 +353,13 @@ void TrialRunner::DriveAfterReattach(Trial& t, SendTiming timing) {
   if (CheckpointDue(t)) {
     t.saving = true;
     t.stop_after_save = done;
-    executor_.Save(t, "persistent", TimeoutsFor(t), timing);
+    executor_.Save(t, CheckpointStorage::kPersistent, TimeoutsFor(t), timing);
   } else if (done) {
     FinishTrial(t, TrialStatus::kTerminated);
   } else if (t.pause_requested) {
     t.pause_requested = false;
     t.pausing = true;
-    executor_.Save(t, "memory", TimeoutsFor(t), timing);
+    executor_.Save(t, CheckpointStorage::kMemory, TimeoutsFor(t), timing);
   } else {
     executor_.ContinueTraining(t, BufferFor(t), TimeoutsFor(t), timing);
   }

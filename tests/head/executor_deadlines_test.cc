@@ -93,7 +93,7 @@ TEST_F(ExecutorDeadlineTest, ATrainGetsAStepPerBufferedResultAndAResendStartsAga
 }
 
 TEST_F(ExecutorDeadlineTest, AnAnsweredOrForgottenRequestNeverExpires) {
-  executor_.Save(trial_, "persistent", RequestTimeouts{0, 0, 500});
+  executor_.Save(trial_, CheckpointStorage::kPersistent, RequestTimeouts{0, 0, 500});
   const uint64_t save = SentRids().at(0);
   executor_.ContinueTraining(trial_, TrainBuffer{}, RequestTimeouts{0, 500, 0});
   ASSERT_TRUE(executor_.Take(save, ReplyFor()).has_value());
@@ -107,7 +107,7 @@ TEST_F(ExecutorDeadlineTest, AnAnsweredOrForgottenRequestNeverExpires) {
 // lived on for their whole budget: 2.4 KB per trial of 50 checkpoints).
 TEST_F(ExecutorDeadlineTest, AnsweredRequestsLeaveNoDeadlineBehind) {
   for (int i = 0; i < 100; ++i) {
-    executor_.Save(trial_, "persistent", RequestTimeouts{0, 0, 3'600'000});
+    executor_.Save(trial_, CheckpointStorage::kPersistent, RequestTimeouts{0, 0, 3'600'000});
     const uint64_t rid = SentRids().at(0);
     EXPECT_EQ(executor_.NumDeadlines(), 1u);
     ASSERT_TRUE(executor_.Take(rid, ReplyFor()).has_value());
