@@ -134,6 +134,7 @@ Status TrialRunner::Resume(const std::string& trial_id) {
   if (t->status == TrialStatus::kRunning && t->pause_requested) {
     t->pause_requested = false;  // not paused yet: carry on
     t->held = false;
+    MarkDirty(*t);  // `held` is stored: a restart would bring the pause back
     return Status::Ok();
   }
   if (t->status != TrialStatus::kPaused) {
@@ -151,7 +152,7 @@ Status TrialRunner::Resume(const std::string& trial_id) {
 void TrialRunner::StartPause(Trial& t) {
   t.pause_requested = false;
   t.pausing = true;
-  executor_.Save(t, "memory", TimeoutsFor(t));
+  executor_.Save(t, CheckpointStorage::kMemory, TimeoutsFor(t));
 }
 
 void TrialRunner::OnPauseSaved(Trial& t, const std::string& payload) {

@@ -32,6 +32,13 @@ class TrialRunnerTest : public ::testing::Test {
     fleet_ = std::make_unique<FakeWorkerFleet>(*runner_, sink_, store_);
   }
 
+  // Commits what the runner changed since the last commit (a head turn's end).
+  void Commit() {
+    storage::WriteBatch batch;
+    runner_->FlushTo(batch);
+    ASSERT_TRUE(store_.Commit(batch).ok());
+  }
+
   // kill -9 of the head: what it had queued is lost, uncommitted changes are
   // gone; a new head loads the same store, while the workers keep their
   // actors and outboxes.
@@ -619,6 +626,31 @@ TEST_F(TrialRunnerTest, ReattachesLiveActorsAfterAHeadRestart) {
   }
   EXPECT_EQ(fleet_->restores, 0);
   EXPECT_DOUBLE_EQ(runner_->ledger().Available().Get("CPU"), 4);
+}
+
+// A user's pause withdrawn before it took effect stays withdrawn across a head
+// restart (the stored `held` was left true, and re-attach paused the trial).
+TEST_F(TrialRunnerTest, AResumeBeforeThePauseTookEffectSurvivesARestart) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 1000}})");
+  for (int i = 0; i < 3; ++i) fleet_->Turn();
+  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  ASSERT_TRUE(runner_->PauseTrial(id, /*hold=*/true).ok());
+  Commit();  // held = true is stored
+  ASSERT_TRUE(runner_->Resume(id).ok());
+  Commit();
+  {
+    auto stored = store_.Get(storage::Family::kTrials, id);
+    ASSERT_TRUE(stored.ok() && stored->has_value());
+    EXPECT_EQ(Json::parse(**stored).value("held", true), false) << "the withdrawn pause is stored";
+  }
+  CrashHead();
+  fleet_->Reregister("w1", 1);
+  for (int i = 0; i < 5; ++i) fleet_->Turn();
+  const Trial* t = runner_->FindTrial(id);
+  EXPECT_EQ(t->status, TrialStatus::kRunning);
+  EXPECT_FALSE(t->held);
+  EXPECT_EQ(fleet_->saves, 0) << "no pause checkpoint";
 }
 
 // A trial stopped while it waits for its actor to re-attach stays stopped:
