@@ -37,7 +37,7 @@ HeadServer::HeadServer(zmq::context_t& context, storage::Store& store, HeadServe
 Status HeadServer::Start() {
   RETURN_IF_ERROR(runner_.Load());
   // A failed load must not leave half a turn behind: flush what Load marked
-  // (RUNNING trials that became PENDING) in one commit.
+  // (the new head epoch, trials sent back to the queue) in one commit.
   storage::WriteBatch batch;
   runner_.FlushTo(batch);
   if (!batch.empty()) RETURN_IF_ERROR(store_.Commit(batch));

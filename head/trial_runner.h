@@ -61,9 +61,11 @@ class TrialRunner {
   TrialRunner(storage::Store& store, CommandSink& sink, const Clock& clock, RunnerOptions options,
               std::unique_ptr<TrialScheduler> scheduler = nullptr);
 
-  // Loads experiments and trials from the store (after a restart). Trials that
-  // were RUNNING become PENDING and restart from their newest persistent
-  // checkpoint. Corruption if a record cannot be read.
+  // Loads experiments and trials from the store (after a restart) and bumps
+  // the head epoch. A trial that was RUNNING with a recorded worker stays
+  // RUNNING and waits (the re-attach grace) for that worker to report its
+  // live actor; others go back to the queue and restart from their newest
+  // persistent checkpoint. Corruption if a record cannot be read.
   Status Load();
 
   // ---- worker input (the HeadServer has decoded and routed it) ----

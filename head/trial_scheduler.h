@@ -36,8 +36,11 @@ class TrialScheduler {
                           const PlacementRequest& request) = 0;
   // `t` no longer waits (it started, or it ended while waiting).
   virtual void OnTrialRemove(const Trial& t) = 0;
-  // A result of a running trial, stored; the decision is applied after any
-  // checkpoint the result asked for.
+  // A result of a running trial, accepted but not yet written: `t` still
+  // shows the previous result. A STOP or PAUSE ends the batch here (later
+  // results in it are not stored) and is applied after any checkpoint due.
+  // Not called for a result that stops the trial by itself (done, or a
+  // stopping criterion: Ray's _process_trial_result).
   virtual SchedulerDecision OnTrialResult(const Trial& t, const Json& result) = 0;
   // `t` ended: TERMINATED (complete) or ERROR.
   virtual void OnTrialComplete(const Trial& t) = 0;
