@@ -471,9 +471,7 @@ void TrialRunner::FailTrial(Trial& t, const std::string& error, bool retry) {
   // the next start takes them), else requeue at the end of the queue. Its own
   // group is freed only once its STOP completes, so the end is the usual case.
   const std::string& key = RequestKeyOf(t);
-  auto cached = cached_.find(key);
-  const bool resources_now =
-      groups_.HasReady(key) || (cached != cached_.end() && !cached->second.empty());
+  const bool resources_now = groups_.HasReady(key) || cache_.Has(key);
   if (!resources_now) t.seq = next_seq_++;
   scheduler_->OnTrialError(t);  // Ray's _requeue_trial: on_trial_error, then on_trial_add
   SetStatus(t, TrialStatus::kPending);
@@ -496,18 +494,15 @@ void TrialRunner::OnWorkerDead(const std::string& worker_id, const std::string& 
   RecomputeMaxPending();
   const std::set<uint64_t> broken_set(broken.begin(), broken.end());
   const int64_t kill = options_.force_cleanup_ms;
-  for (auto& [key, cache] : cached_) {
-    size_t before = cache.size();
-    std::erase_if(cache, [&](const CachedActor& a) {
-      if (a.worker_id == worker_id) {
-        groups_.ReturnInUse(a.group_id);  // the actor died with the worker
-        return true;
-      }
-      if (broken_set.count(a.group_id) == 0) return false;
+  const auto uncached = cache_.RemoveIf([&](const CachedActor& a) {
+    return a.worker_id == worker_id || broken_set.count(a.group_id) > 0;
+  });
+  for (const CachedActor& a : uncached) {
+    if (a.worker_id == worker_id) {
+      groups_.ReturnInUse(a.group_id);  // the actor died with the worker
+    } else {
       executor_.StopActorKey(a.worker_id, a.trial_id, a.attempt, a.group_id, kill);
-      return true;
-    });
-    num_cached_ -= before - cache.size();
+    }
   }
   std::vector<std::string> victims;
   if (auto it = actors_by_worker_.find(worker_id); it != actors_by_worker_.end()) {
@@ -591,8 +586,7 @@ void TrialRunner::GenerateTrials() {
 void TrialRunner::StageAndReconcile() {
   scheduler_->ForEachWaitingRequest(
       [&](const std::string& key, const PlacementRequest& request, size_t waiting) {
-        auto cit = cached_.find(key);
-        int64_t cached = cit == cached_.end() ? 0 : static_cast<int64_t>(cit->second.size());
+        const int64_t cached = static_cast<int64_t>(cache_.Count(key));
         int64_t have = groups_.NumStaging(key) + groups_.NumReady(key) + cached;
         const int64_t want = static_cast<int64_t>(waiting);
         while (have < want && groups_.CanStage()) {
@@ -609,20 +603,15 @@ void TrialRunner::StartReadyTrials() {
   // either never blocks another (Ray's _on_pg_ready fallback, without its
   // deadlock). A cached actor is preferred over a fresh group (Ray).
   auto has_resources = [&](const std::string& key) {
-    auto cit = cached_.find(key);
-    return (cit != cached_.end() && !cit->second.empty()) || groups_.HasReady(key);
+    return cache_.Has(key) || groups_.HasReady(key);
   };
   while (true) {
     std::optional<std::string> chosen = scheduler_->ChooseTrialToRun(has_resources);
     if (!chosen) return;
     const std::string trial_id = *chosen;
     const std::string best_key = RequestKeyOf(trials_.at(trial_id));
-    auto cit = cached_.find(best_key);
-    if (cit != cached_.end() && !cit->second.empty()) {
-      CachedActor actor = cit->second.front();
-      cit->second.pop_front();
-      --num_cached_;
-      StartTrialOnCachedActor(trials_.at(trial_id), actor);
+    if (std::optional<CachedActor> actor = cache_.Take(best_key)) {
+      StartTrialOnCachedActor(trials_.at(trial_id), *actor);
       continue;
     }
     auto gid = groups_.TakeReady(best_key, trial_id);

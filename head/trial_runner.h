@@ -26,6 +26,7 @@
 #include "common/rate_limited_warning.h"
 #include "common/protocol/messages.h"
 #include "common/status.h"
+#include "head/actor_cache.h"
 #include "head/checkpoint_manager.h"
 #include "head/command_sink.h"
 #include "head/executor.h"
@@ -131,14 +132,6 @@ class TrialRunner {
   uint64_t epoch() const { return epoch_; }
 
  private:
-  // An actor kept alive after its trial ended, for the next trial of the same
-  // request (reuse_actors). Its group is cached in the PG manager.
-  struct CachedActor {
-    std::string worker_id;
-    std::string trial_id;  // the actor's key on the worker
-    uint64_t attempt = 0;
-    uint64_t group_id = 0;
-  };
 
   Trial& NewTrial(Experiment& e, Json config);
   void SetStatus(Trial& t, TrialStatus s);
@@ -233,8 +226,7 @@ class TrialRunner {
   std::unordered_map<std::string, Trial> trials_;
   // Owns the queue of waiting trials and chooses which starts (FIFO today).
   std::unique_ptr<TrialScheduler> scheduler_;
-  std::unordered_map<std::string, std::deque<CachedActor>> cached_;  // by request key
-  size_t num_cached_ = 0;
+  ActorCache cache_;  // actors kept for reuse, by request shape
   // Trial -> the actor key a RESET in flight is re-keying for it.
   std::unordered_map<std::string, CachedActor> resetting_;
   std::unordered_map<std::string, std::string> request_key_of_experiment_;

@@ -77,31 +77,26 @@ bool TrialRunner::TryCacheActor(Trial& t) {
   if (resetting_.count(t.trial_id)) return false;
   const std::string& key = RequestKeyOf(t);
   const size_t demand = scheduler_->NumWaiting(key);
-  auto& cache = cached_[key];
   // Ray caches only with pending demand for the same request, and at most
   // max_pending_trials actors.
-  if (cache.size() >= demand || static_cast<int64_t>(num_cached_) >= max_pending_) return false;
+  if (cache_.Count(key) >= demand || static_cast<int64_t>(cache_.size()) >= max_pending_) {
+    return false;
+  }
   executor_.ForgetTrial(t.trial_id);
   groups_.MarkCached(t.group_id);
-  cache.push_back(CachedActor{t.worker_id, t.trial_id, t.attempt, t.group_id});
-  ++num_cached_;
+  cache_.Put(key, CachedActor{t.worker_id, t.trial_id, t.attempt, t.group_id});
   return true;
 }
 
 void TrialRunner::ReconcileCachedActors() {
-  for (auto& [key, cache] : cached_) {
-    const size_t demand = scheduler_->NumWaiting(key);
-    while (cache.size() > demand) {
-      CachedActor a = cache.front();
-      cache.pop_front();
-      --num_cached_;
-      const Trial* owner = FindTrial(a.trial_id);
-      int64_t kill = owner == nullptr ? options_.force_cleanup_ms
-                                      : KillAfterMs(experiments_.at(owner->experiment_id));
-      executor_.StopActorKey(a.worker_id, a.trial_id, a.attempt, a.group_id, kill);
-    }
+  const auto unwanted =
+      cache_.TrimTo([&](const std::string& key) { return scheduler_->NumWaiting(key); });
+  for (const CachedActor& a : unwanted) {
+    const Trial* owner = FindTrial(a.trial_id);
+    int64_t kill = owner == nullptr ? options_.force_cleanup_ms
+                                    : KillAfterMs(experiments_.at(owner->experiment_id));
+    executor_.StopActorKey(a.worker_id, a.trial_id, a.attempt, a.group_id, kill);
   }
-  std::erase_if(cached_, [](const auto& kv) { return kv.second.empty(); });  // no empty shapes
 }
 
 Status TrialRunner::PauseTrial(const std::string& trial_id, bool hold) {

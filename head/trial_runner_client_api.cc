@@ -157,12 +157,7 @@ int64_t TrialRunner::ActorsOn(const std::string& worker_id) const {
 
 bool TrialRunner::IsCachedActor(const std::string& worker_id, const std::string& trial_id,
                                 uint64_t attempt) const {
-  for (const auto& [key, cache] : cached_) {
-    for (const auto& c : cache) {
-      if (c.worker_id == worker_id && c.trial_id == trial_id && c.attempt == attempt) return true;
-    }
-  }
-  return false;
+  return cache_.Contains(worker_id, trial_id, attempt);
 }
 
 bool TrialRunner::HasResourcesForTrial(const std::string& trial_id) const {
@@ -171,8 +166,7 @@ bool TrialRunner::HasResourcesForTrial(const std::string& trial_id) const {
   auto kit = request_key_of_experiment_.find(t->experiment_id);
   if (kit == request_key_of_experiment_.end()) return false;
   const std::string& key = kit->second;
-  auto cit = cached_.find(key);
-  if (cit != cached_.end() && !cit->second.empty()) return true;
+  if (cache_.Has(key)) return true;
   return groups_.HasReady(key) || groups_.NumStaging(key) > 0 || groups_.CanStage();
 }
 
