@@ -1,8 +1,9 @@
 // The durable store seam. The head writes every state change of a loop turn
 // into one WriteBatch and commits it with one fsync; after a crash the store
 // holds the whole batch or none of it. Implementations: RocksDbStore (RocksDB,
-// production) and InMemoryStore (unit tests). Not thread-safe: the head loop
-// thread owns the store.
+// production) and InMemoryStore (unit tests). Not thread-safe: one thread at
+// a time (the head's loop thread, or its store thread for commits and large
+// reads while the loop waits).
 #pragma once
 
 #include <functional>
