@@ -407,7 +407,7 @@ class PagingHeadTest : public CommandsTest {
             if (op == "results") {
               items.push_back(Json{{"training_iteration", i + 1}, {"trial_id", "e0001_00000"}});
             } else {
-              char id[16];
+              char id[32];
               std::snprintf(id, sizeof(id), "e0001_%05llu", static_cast<unsigned long long>(i));
               items.push_back(Trial(id, "RUNNING", {{"lr", 0.1}}, 1, nullptr, "w"));
             }
