@@ -1,0 +1,259 @@
+// TrialRunner, worker input: registrations' liveness, replies to the head's
+// requests (create, restore, save, reset, stop) and RESULT batches, turned
+// into trial transitions. The rest of the runner: trial_runner.cc (lifecycle
+// and the turn), _actors.cc, _recovery.cc, _client_api.cc.
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "head/trial_runner.h"
+#include "storage/keys.h"
+
+namespace ztune::head {
+
+// ---------------------------------------------------------------- workers
+
+bool TrialRunner::IsKnownWorker(const std::string& worker_id) const {
+  return registry_.FindAlive(worker_id) != nullptr;
+}
+
+bool TrialRunner::CheckpointDue(const Trial& t) const {
+  return CheckpointManager::Due(t, experiments_.at(t.experiment_id).spec.checkpoint);
+}
+
+void TrialRunner::HandleHeartbeat(const std::string& worker_id) { registry_.Touch(worker_id); }
+
+void TrialRunner::HandleDisconnect(const std::string& worker_id, const std::string& reason) {
+  if (registry_.FindAlive(worker_id) == nullptr) return;
+  registry_.MarkDead(worker_id);
+  OnWorkerDead(worker_id, "worker disconnected" + (reason.empty() ? "" : ": " + reason));
+}
+
+Trial* TrialRunner::MutableTrial(const std::string& trial_id) {
+  auto it = trials_.find(trial_id);
+  return it == trials_.end() ? nullptr : &it->second;
+}
+
+Trial* TrialRunner::CurrentTrial(const std::string& trial_id, uint64_t attempt) {
+  Trial* t = MutableTrial(trial_id);
+  if (t == nullptr || t->attempt != attempt || !t->has_actor) return nullptr;
+  return t;
+}
+
+void TrialRunner::HandleReply(const std::string& worker_id, const protocol::Reply& reply,
+                              const std::string& payload) {
+  registry_.Touch(worker_id);
+  std::string mismatch;
+  auto f = executor_.Take(reply.rid, Answer{false, reply.trial_id, reply.attempt, worker_id},
+                          &mismatch);
+  if (!f) {
+    if (!mismatch.empty()) {
+      peer_warnings_.Warn(mismatch + "; dropped");
+    } else {
+      spdlog::debug("reply to unknown or dropped request {} from {}", reply.rid, worker_id);
+    }
+    return;
+  }
+  if (f->type == FutureType::kStop) {
+    if (!reply.ok) spdlog::warn("stop of trial {}: {}", f->trial_id, reply.error);
+    OnStopDone(*f);
+    return;
+  }
+  if (f->type == FutureType::kExport) {
+    Trial* owner = MutableTrial(f->trial_id);
+    if (owner == nullptr) return;
+    if (!reply.ok) {
+      spdlog::warn("export of trial {} failed: {}", f->trial_id, reply.error);
+      owner->exports = Json{{"error", reply.error}};
+    } else {
+      owner->exports = reply.data.is_object() && reply.data.contains("exports")
+                           ? reply.data["exports"]
+                           : Json::object();
+    }
+    MarkDirty(*owner);
+    return;
+  }
+  Trial* t = CurrentTrial(f->trial_id, f->attempt);
+  if (t == nullptr) return;  // stale attempt: fenced
+  switch (f->type) {
+    case FutureType::kCreate: OnCreateReply(*t, reply); break;
+    case FutureType::kRestore: OnRestoreReply(*t, reply); break;
+    case FutureType::kReset: OnResetReply(*t, reply); break;
+    case FutureType::kSave:
+      if (f->storage == CheckpointStorage::kMemory) {
+        if (!reply.ok || payload.empty()) {
+          FailTrial(*t, "pause checkpoint failed: " + reply.error, true);
+        } else {
+          OnPauseSaved(*t, payload);
+        }
+      } else {
+        OnSaveReply(*t, reply, payload);
+      }
+      break;
+    default: break;  // TRAIN is answered by a RESULT batch (Executor::Take checked)
+  }
+}
+
+void TrialRunner::OnCreateReply(Trial& t, const protocol::Reply& reply) {
+  if (reply.ok) return;
+  // A setup that raised is a failure like any other, retried within
+  // max_failures (Ray: it surfaces through the trial's first future and goes
+  // through _process_trial_failure). A worker that does not host the
+  // trainable is a configuration error no retry mends: ERROR at once.
+  const WorkerInfo* w = registry_.Find(t.worker_id);
+  const std::string& trainable = experiments_.at(t.experiment_id).spec.trainable;
+  const bool hosted = w != nullptr && w->trainables.count(trainable) > 0;
+  FailTrial(t, "failed to start: " + reply.error +
+                   (hosted ? "" : " (worker " + t.worker_id + " does not host '" + trainable +
+                                      "'; not retried)"),
+            hosted);
+}
+
+void TrialRunner::OnRestoreReply(Trial& t, const protocol::Reply& reply) {
+  if (reply.ok) return;
+  // Ray (TUNE_RESTORE_RETRY_NUM = 0): the checkpoint is given up and the
+  // retry starts from scratch; retrying from it again spent max_failures on
+  // a damaged checkpoint (or looped forever at -1).
+  CheckpointManager::GiveUpCurrent(t);
+  FailTrial(t, "failed to restore from checkpoint: " + reply.error +
+                   " (the retry starts from scratch)",
+            true);
+}
+
+void TrialRunner::OnStopDone(const Future& f) {
+  if (f.group_id != 0) groups_.ReturnInUse(f.group_id);
+}
+
+// ---------------------------------------------------------------- results
+
+void TrialRunner::HandleResultBatch(const std::string& worker_id,
+                                    const protocol::ResultBatch& batch) {
+  registry_.Touch(worker_id);
+  uint64_t max_seq = 0;
+  for (const auto& r : batch.results) max_seq = std::max(max_seq, r.seq);
+  Trial* t = CurrentTrial(batch.trial_id, batch.attempt);
+  if (t == nullptr || t->worker_id != worker_id) {
+    // A stale attempt (fenced) or a replay for a finished trial: nothing is
+    // stored; ACK so the worker's outbox does not replay it forever.
+    if (max_seq > 0) acks_[{worker_id, batch.trial_id, batch.attempt}] = max_seq;
+    const Trial* known = FindTrial(batch.trial_id);
+    bool stale_actor = known != nullptr && !IsCachedActor(worker_id, batch.trial_id, batch.attempt) &&
+                       (known->attempt != batch.attempt ||
+                        (known->has_actor && known->worker_id != worker_id));
+    if (stale_actor) {
+      // An actor of an attempt the head gave up on (its worker was declared
+      // dead, then woke up): it must not keep running.
+      spdlog::warn("dropped results of {} attempt {} from {} (current attempt {}); stopping "
+                   "that stale actor", batch.trial_id, batch.attempt, worker_id, known->attempt);
+      protocol::Stop stop;  // rid 0: no reply wanted
+      stop.trial_id = batch.trial_id;
+      stop.attempt = batch.attempt;
+      stop.kill_after_ms = options_.force_cleanup_ms;
+      sink_.SendToWorker(worker_id, protocol::Message{stop, {}}, SendTiming::kAfterCommit);
+    }
+    return;
+  }
+  // Replays after a reconnect or a restart have no future.
+  std::string mismatch;
+  auto f = executor_.Take(batch.rid, Answer{true, batch.trial_id, batch.attempt, worker_id},
+                          &mismatch);
+  if (!mismatch.empty()) peer_warnings_.Warn(mismatch + "; its results are kept as a replay");
+  Experiment& e = experiments_.at(t->experiment_id);
+  BatchOutcome outcome = ResultProcessor::Process(t->trial_id, t->iteration, t->resume_iteration,
+                                                  e.spec, batch.results);
+  bool stop = outcome.stop;
+  const bool checkpoint = outcome.checkpoint;
+  const std::string& error = outcome.error;
+  std::vector<std::pair<int64_t, Json>>& accepted = outcome.accepted;
+  // The scheduler sees each result in order that does not stop the trial by
+  // itself (Ray's _process_trial_result: done or a stopping criterion is a
+  // STOP without asking it); its first STOP or PAUSE ends the batch there.
+  bool pause = false;
+  for (size_t i = 0; i < accepted.size(); ++i) {
+    if (accepted[i].second.value("done", false)) break;
+    const SchedulerDecision d = scheduler_->OnTrialResult(*t, accepted[i].second);
+    if (d == SchedulerDecision::kContinue) continue;
+    stop = d == SchedulerDecision::kStop;
+    pause = d == SchedulerDecision::kPause;
+    accepted.resize(i + 1);
+    break;
+  }
+  if (pause) t->pause_requested = true;  // a scheduler's pause: queued again, not held
+  if (error.empty() && !accepted.empty()) {
+    for (auto& [iteration, result] : accepted) {
+      batch_.Put(storage::Family::kResults, storage::ResultKey(t->trial_id, iteration),
+                 result.dump());
+    }
+    t->iteration = accepted.back().first;
+    t->last_result = std::move(accepted.back().second);
+    MarkDirty(*t);
+  }
+  if (max_seq > 0) acks_[{worker_id, t->trial_id, t->attempt}] = max_seq;
+  if (!error.empty()) {
+    FailTrial(*t, error, false);
+    return;
+  }
+  if (batch.failed) {
+    FailTrial(*t, batch.error.empty() ? "step failed" : batch.error, true);
+    return;
+  }
+  if (!f) {
+    if (t->replay_until > 0 && t->iteration >= t->replay_until) {
+      // The outbox replay of a re-attached actor is in: drive it from here.
+      DriveAfterReattach(*t, SendTiming::kNow);
+      return;
+    }
+    // A replay (after a reconnect or a head restart): the live TRAIN's own
+    // batch drives the trial, but a replayed stop ends it here, so that no
+    // iteration past the stop is ever stored.
+    if (stop) FinishTrial(*t, TrialStatus::kTerminated);
+    return;
+  }
+  if (checkpoint) {
+    t->saving = true;
+    t->stop_after_save = stop;
+    executor_.Save(*t, CheckpointStorage::kPersistent, TimeoutsFor(*t));
+    return;
+  }
+  if (stop) {
+    FinishTrial(*t, TrialStatus::kTerminated);
+  } else {
+    ContinueOrPause(*t);
+  }
+}
+
+void TrialRunner::OnSaveReply(Trial& t, const protocol::Reply& reply, const std::string& payload) {
+  t.saving = false;
+  if (!reply.ok) {
+    FailTrial(t, "checkpoint save failed: " + reply.error, true);
+    return;
+  }
+  if (payload.empty()) {
+    FailTrial(t, "checkpoint save returned no bytes", true);
+    return;
+  }
+  int64_t iteration = t.iteration;
+  // The worker's own figure (a SAVE after a restore before any new result is
+  // at the restored iteration), but never past what the head knows of.
+  if (reply.data.is_object() && reply.data.contains("iteration") &&
+      reply.data["iteration"].is_number_integer()) {
+    iteration = std::clamp<int64_t>(reply.data["iteration"].get<int64_t>(), 0,
+                                    std::max(t.iteration, t.resume_iteration));
+  }
+  AddCheckpoint(t, payload, iteration);
+  if (t.stop_after_save) {
+    FinishTrial(t, TrialStatus::kTerminated);
+  } else {
+    ContinueOrPause(t);
+  }
+}
+
+void TrialRunner::AddCheckpoint(Trial& t, const std::string& bytes, int64_t iteration) {
+  checkpoints_.Add(t, experiments_.at(t.experiment_id).spec.checkpoint, bytes, iteration);
+  MarkDirty(t);
+}
+
+}  // namespace ztune::head
