@@ -44,16 +44,6 @@ size_t Count(const std::string& text, const std::string& needle) {
   return n;
 }
 
-// Writes `spec` to a file, submits it, returns the experiment id ("" on failure).
-std::string Submit(LocalCluster& cluster, const std::string& spec, const std::string& name) {
-  std::string path = cluster.dir() + "/" + name + ".json";
-  std::ofstream(path) << spec;
-  auto r = cluster.Cli("submit " + path, /*stdout_only=*/true);
-  EXPECT_EQ(r.exit_code, 0) << r.out << cluster.Logs();
-  if (r.exit_code != 0) return "";
-  return r.out.substr(0, r.out.find_first_of(" \n"));
-}
-
 double ClosedForm(const Json& config, int64_t i) {
   double lr = config.value("lr", 0.1), x0 = config.value("x0", 10.0),
          target = config.value("target", 0.0);
@@ -107,7 +97,7 @@ TEST(ChaosE2ETest, HeadAndWorkerKillsLoseNothing) {
   for (const auto& n : names) cluster.StartWorker(n, 2);
   ASSERT_TRUE(cluster.WaitForWorkers(3)) << cluster.Logs();
 
-  std::string exp = Submit(cluster, R"({"name": "chaos", "trainable": "quadratic",
+  std::string exp = SubmitSpec(cluster, R"({"name": "chaos", "trainable": "quadratic",
       "param_space": {"lr": {"uniform": [0.01, 0.2]}, "x0": {"grid_search": [5, 10, 15]},
                       "step_sleep_s": 0.03},
       "num_samples": 8, "metric": "loss", "mode": "min",
@@ -298,7 +288,7 @@ TEST(ChaosE2ETest, GridOf27SurvivesAHeadCrash) {
   cluster.StartHead(head_args);
   cluster.StartWorker("w0", 1);
   ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
-  std::string exp = Submit(cluster, R"({"trainable": "quadratic",
+  std::string exp = SubmitSpec(cluster, R"({"trainable": "quadratic",
       "param_space": {"a": {"grid_search": [1, 2, 3]}, "b": {"grid_search": [1, 2, 3]},
                       "step_sleep_s": 0.005},
       "num_samples": 3, "max_concurrent_trials": 1, "seed": 5,
@@ -364,7 +354,7 @@ TEST(ChaosE2ETest, ResultInFlightAtAHeadCrashStillCheckpointsAndStops) {
   cluster.StartHead(head_args);
   cluster.StartWorker("w0", 1);
   ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
-  std::string exp = Submit(cluster, R"({"trainable": "quadratic",
+  std::string exp = SubmitSpec(cluster, R"({"trainable": "quadratic",
       "param_space": {"lr": 0.05, "step_sleep_s": 0.3},
       "stop": {"training_iteration": 6}, "checkpoint": {"frequency": 3, "at_end": true}})",
                            "inflight");
@@ -412,7 +402,7 @@ TEST(ChaosE2ETest, HeadCrashDuringTheCheckpointAtTheStopDoesNotRunPastIt) {
   cluster.StartHead(head_args);
   cluster.StartWorker("w0", 1);
   ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
-  std::string exp = Submit(cluster, R"({"trainable": "blob",
+  std::string exp = SubmitSpec(cluster, R"({"trainable": "blob",
       "param_space": {"checkpoint_bytes": 67108864},
       "stop": {"training_iteration": 3}, "checkpoint": {"frequency": 3}})",
                            "final-save");
@@ -480,7 +470,7 @@ void ExpectHeldThenResume(LocalCluster& cluster, const std::string& exp, const s
 }
 
 std::string SubmitSleepTrial(LocalCluster& cluster, const std::string& name) {
-  return Submit(cluster, R"({"trainable": "sleep", "param_space": {"sleep_s": 0.02},
+  return SubmitSpec(cluster, R"({"trainable": "sleep", "param_space": {"sleep_s": 0.02},
       "stop": {"training_iteration": 100}, "checkpoint": {"frequency": 5}})",
                 name);
 }
@@ -678,7 +668,7 @@ void MakeStoreWithData(LocalCluster& cluster, int n) {
   cluster.StartHead();
   cluster.StartWorker("w0", 2);
   ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
-  std::string exp = Submit(cluster, R"({"trainable": "noop", "num_samples": )" + std::to_string(n) +
+  std::string exp = SubmitSpec(cluster, R"({"trainable": "noop", "num_samples": )" + std::to_string(n) +
                                         R"(, "stop": {"training_iteration": 2}})",
                            "noop");
   ASSERT_FALSE(exp.empty());
