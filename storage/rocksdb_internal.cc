@@ -231,6 +231,14 @@ rocksdb::ColumnFamilyOptions OptionsForFamilyName(const std::string& name) {
   return rocksdb::ColumnFamilyOptions();  // "default" and unknown families
 }
 
+Result<std::vector<std::string>> ListFamilyNames(const std::string& dir) {
+  std::vector<std::string> names;
+  RETURN_IF_ERROR(FromRocks(
+      rocksdb::DB::ListColumnFamilies(MakeDbOptions(WalRecovery::kStrict), dir, &names), dir,
+      "listing column families"));
+  return names;
+}
+
 std::vector<rocksdb::ColumnFamilyDescriptor> Descriptors(const std::vector<std::string>& names) {
   std::vector<rocksdb::ColumnFamilyDescriptor> d;
   for (const std::string& name : names) d.emplace_back(name, OptionsForFamilyName(name));

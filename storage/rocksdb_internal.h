@@ -1,4 +1,4 @@
-// What rocksdb_store.cc and rocksdb_salvage.cc share: the RocksDB options of a
+// What the RocksDB store's files (open, checks, salvage) share: the RocksDB options of a
 // ztune store, the conversion of RocksDB statuses, an info logger that cannot
 // abort the process on a full disk, a WAL filter that counts what recovery
 // replays, and an owner for an open database and its column family handles.
@@ -65,6 +65,9 @@ rocksdb::DBOptions MakeDbOptions(WalRecovery recovery);
 rocksdb::ColumnFamilyOptions MakeFamilyOptions(Family f);
 // Ours for our family names; RocksDB's defaults for "default" and unknown ones.
 rocksdb::ColumnFamilyOptions OptionsForFamilyName(const std::string& name);
+// The column families the MANIFEST of `dir` names (RocksDB's
+// ListColumnFamilies; nothing is opened or changed).
+Result<std::vector<std::string>> ListFamilyNames(const std::string& dir);
 std::vector<rocksdb::ColumnFamilyDescriptor> Descriptors(const std::vector<std::string>& names);
 
 // The pid of another process holding the RocksDB LOCK of `dir` (fcntl

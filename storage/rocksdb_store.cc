@@ -1,6 +1,6 @@
-// RocksDbStore: opening (with the damage checks of docs/storage.md), commits
-// behind the free-space reserve, reads and verification. Salvage lives in
-// rocksdb_salvage.cc.
+// RocksDbStore: opening (the sequence of checks and opens; the checks
+// themselves are in rocksdb_open_checks.cc), commits behind the free-space
+// reserve, reads and verification. Salvage lives in rocksdb_salvage.cc.
 #include "storage/rocksdb_store.h"
 
 #include <rocksdb/convenience.h>
@@ -8,375 +8,32 @@
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
-#include <algorithm>
-#include <charconv>
 #include <exception>
-#include <filesystem>
-#include <fstream>
-#include <set>
-#include <system_error>
 #include <utility>
 
 #include "storage/keys.h"
 #include "storage/rocksdb_internal.h"
+#include "storage/rocksdb_open_checks.h"
 
 namespace ztune::storage {
 namespace {
 
-namespace fs = std::filesystem;
+using internal::DirState;
+using internal::Families;
 using internal::FromException;
 using internal::FromRocks;
 using internal::InfoLog;
+using internal::Inspection;
 using internal::RawDb;
 using internal::ToSlice;
 using internal::ToView;
 using internal::WalRecovery;
+using internal::WithGap;
+using internal::WithSalvageHint;
 
 const Clock& ClockOf(const RocksDbStoreOptions& options) {
   static const SteadyClock steady;
   return options.clock != nullptr ? *options.clock : steady;
-}
-
-std::string Join(const std::vector<std::string>& names) {
-  std::string s;
-  for (size_t i = 0; i < names.size(); ++i) s += (i ? ", " : "") + names[i];
-  return s;
-}
-
-std::string SalvageHint(const std::string& dir) {
-  return " Nothing was changed: a normal open refuses damaged files rather than serve less. "
-         "`ztune-head --data-dir " +
-         dir +
-         " --salvage` keeps what is readable (it copies the damaged directory aside first); "
-         "see docs/storage.md, \"Damage\"";
-}
-
-// A Corruption from opening or reading `dir` gains RocksDB's own account of
-// the damage (which WAL, how many bytes) and the way out.
-Status WithSalvageHint(Status s, const std::string& dir, const InfoLog* log) {
-  if (s.code() != StatusCode::kCorruption) return s;
-  std::string message = s.message();
-  if (!message.empty() && message.back() != '.') message += ".";
-  return Status::Corruption(message + (log ? internal::RocksDbSaid(*log) : "") + SalvageHint(dir));
-}
-
-// A Corruption the WalWatcher caused says what the watcher saw.
-Status WithGap(Status s, const internal::WalWatcher& watcher) {
-  if (s.code() != StatusCode::kCorruption || watcher.gap().empty()) return s;
-  return Status::Corruption(s.message() + " (" + watcher.gap() + ")");
-}
-
-// What Open found in the directory before touching it.
-enum class DirState { kFresh, kExistingStore };
-
-Result<DirState> InspectDir(const std::string& dir, bool read_only) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(dir, ec);
-  if (ec && ec != std::errc::no_such_file_or_directory) {
-    return Status::IOError("data directory " + dir + ": cannot stat: " + ec.message());
-  }
-  if (!fs::exists(st)) {
-    if (read_only) {
-      return Status::FailedPrecondition("data directory " + dir +
-                                        " does not exist; there is no store to open read-only");
-    }
-    fs::create_directories(dir, ec);
-    if (ec) {
-      return Status::IOError("data directory " + dir + ": cannot create: " + ec.message());
-    }
-    return DirState::kFresh;
-  }
-  if (!fs::is_directory(st)) {
-    return Status::FailedPrecondition("data directory " + dir +
-                                      " exists but is not a directory; refusing to touch it");
-  }
-  const bool empty = fs::is_empty(dir, ec);
-  if (ec) return Status::IOError("data directory " + dir + ": cannot list: " + ec.message());
-  if (empty) {
-    if (read_only) {
-      return Status::FailedPrecondition("data directory " + dir +
-                                        " is empty; there is no store to open read-only");
-    }
-    return DirState::kFresh;
-  }
-  if (!fs::exists(fs::path(dir) / "CURRENT", ec)) {
-    return Status::FailedPrecondition(dir +
-                                      " is not a ztune data directory (no RocksDB store found); "
-                                      "refusing to touch it");
-  }
-  return DirState::kExistingStore;
-}
-
-// Parses the decimal schema value; nullopt unless it is a positive integer.
-std::optional<int> ParseSchema(std::string_view v) {
-  int n = 0;
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (ec != std::errc() || end != v.data() + v.size() || n <= 0) return std::nullopt;
-  return n;
-}
-
-Status InUse(const std::string& dir, long pid) {
-  return Status::Unavailable("data directory " + dir +
-                             " is in use by another process (or another store object in this "
-                             "one): process " +
-                             std::to_string(pid) + " holds its LOCK file");
-}
-
-// What a read-only look at an existing store found.
-struct Inspection {
-  std::vector<std::string> families;         // on disk
-  std::optional<std::string> schema;         // the raw meta/schema value
-  bool any_data = false;                     // some family holds a key
-  std::vector<std::string> ztune_meta_keys;  // meta keys only a ztune head writes
-  // Table files on disk that the MANIFEST does not name. A crash leaves
-  // some (a flush or compaction output not yet installed, an obsolete input
-  // not yet deleted); a MANIFEST that lost records leaves others, and a
-  // read-write open deletes them all.
-  std::vector<std::string> orphan_tables;
-  // Files in the directory: a store whose creation was interrupted has no
-  // table or blob file and only empty WAL files.
-  uint64_t table_files = 0;
-  uint64_t blob_files = 0;
-  uint64_t wal_bytes = 0;
-};
-
-void CountFiles(const std::string& dir, Inspection* found) {
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const fs::path ext = it->path().extension();
-    std::error_code size_ec;
-    if (ext == ".sst") ++found->table_files;
-    if (ext == ".blob") ++found->blob_files;
-    if (ext == ".log") found->wal_bytes += it->file_size(size_ec);
-  }
-}
-
-// Reads the schema record, the meta keys only ztune writes, and whether any
-// family holds a key, from an open database.
-Status Look(RawDb& db, const std::string& dir, const InfoLog* log, Inspection* found) {
-  rocksdb::ColumnFamilyHandle* meta = db.Find(FamilyName(Family::kMeta));
-  rocksdb::ReadOptions ro;
-  ro.verify_checksums = true;
-  std::string value;
-  const rocksdb::Status got = db.db().Get(ro, meta, ToSlice(kMetaSchema), &value);
-  found->schema.reset();
-  if (got.ok()) {
-    found->schema = value;
-  } else if (!got.IsNotFound()) {
-    return WithSalvageHint(FromRocks(got, dir, "reading the schema version"), dir, log);
-  }
-  found->ztune_meta_keys.clear();
-  for (const char* key : {kMetaHeadEpoch, kMetaNextExperiment}) {
-    if (db.db().Get(ro, meta, ToSlice(key), &value).ok()) found->ztune_meta_keys.emplace_back(key);
-  }
-  std::vector<rocksdb::LiveFileMetaData> live;
-  db.db().GetLiveFilesMetaData(&live);
-  std::set<std::string> live_names;
-  for (const rocksdb::LiveFileMetaData& f : live) live_names.insert(f.relative_filename);
-  found->orphan_tables.clear();
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (it->path().extension() == ".sst" && !live_names.count(name)) {
-      found->orphan_tables.push_back(name);
-    }
-  }
-  found->any_data = false;
-  for (rocksdb::ColumnFamilyHandle* h : db.handles()) {
-    std::unique_ptr<rocksdb::Iterator> it(db.db().NewIterator(ro, h));
-    it->SeekToFirst();
-    if (it->Valid()) found->any_data = true;
-    RETURN_IF_ERROR(
-        WithSalvageHint(FromRocks(it->status(), dir, "reading family " + h->GetName()), dir, log));
-  }
-  return Status::Ok();
-}
-
-// Opens `dir` read-only with the strict options (nothing on disk changes:
-// RocksDB deletes files no MANIFEST names only in a read-write open, and that
-// is exactly the evidence salvage needs) and reads the schema record. With
-// `replay_wal` false the WAL is not replayed (a WalFilter stops at its first
-// record), so this sees what the SST files hold, at the cost of opening the
-// table files. `keep`, if given, receives the open database.
-Result<Inspection> Inspect(const std::string& dir, const std::vector<std::string>& families,
-                           bool replay_wal, std::unique_ptr<RawDb>* keep,
-                           std::shared_ptr<InfoLog>* log_out) {
-  Inspection found;
-  found.families = families;
-  CountFiles(dir, &found);
-  rocksdb::DBOptions options = internal::MakeDbOptions(WalRecovery::kStrict);
-  const std::shared_ptr<InfoLog> log = InfoLog::InMemory();
-  options.info_log = log;
-  internal::WalWatcher watcher(replay_wal ? internal::WalWatcher::Mode::kFailAtGap
-                                          : internal::WalWatcher::Mode::kStopAtFirstRecord);
-  options.wal_filter = &watcher;
-  if (log_out != nullptr) *log_out = log;
-  Result<std::unique_ptr<RawDb>> opened =
-      RawDb::Open(dir, options, internal::Descriptors(families), /*read_only=*/true);
-  if (!opened.ok()) {
-    Status s = opened.status();
-    if (s.code() == StatusCode::kInvalidArgument) {
-      // E.g. a family written by a newer ztune with options we do not know.
-      return Status::FailedPrecondition(s.message() + " (was the store written by a newer ztune?)");
-    }
-    return WithSalvageHint(WithGap(std::move(s), watcher), dir, log.get());
-  }
-  RETURN_IF_ERROR(Look(**opened, dir, log.get(), &found));
-  if (keep != nullptr) *keep = std::move(opened).value();
-  return found;
-}
-
-// The verdict on an inspected store: the schema version, or nullopt for a
-// store whose initialization was interrupted (no schema, no data) and is to
-// be finished. Errors as documented on Open.
-Result<std::optional<int>> Judge(const std::string& dir, const Inspection& found) {
-  if (!found.schema) {
-    if (!found.ztune_meta_keys.empty()) {
-      return Status::Corruption(
-          "data directory " + dir +
-          ": the schema record is missing although the meta family holds ztune records (" +
-          Join(found.ztune_meta_keys) +
-          "); the MANIFEST may be damaged; see ztune-head --salvage." + SalvageHint(dir));
-    }
-    if (found.any_data) {
-      return Status::FailedPrecondition(
-          dir +
-          " is not a ztune data directory (RocksDB store without a schema key); refusing to "
-          "touch it");
-    }
-    if (found.table_files > 0 || found.blob_files > 0 || found.wal_bytes > 0) {
-      // Not an interrupted creation (that leaves no data at all): the records
-      // are there but RocksDB does not show them.
-      std::vector<std::string> missing;
-      for (const std::string& name : internal::FamiliesOfSchema(kSchemaVersion)) {
-        if (std::find(found.families.begin(), found.families.end(), name) == found.families.end()) {
-          missing.push_back(name);
-        }
-      }
-      return Status::Corruption(
-          "data directory " + dir + ": the schema record is missing and the store shows no " +
-          "records, but the directory holds " + std::to_string(found.table_files) +
-          " table files, " + std::to_string(found.blob_files) + " blob files and " +
-          std::to_string(found.wal_bytes) + " bytes of WAL" +
-          (missing.empty() ? std::string()
-                           : " (column families " + Join(missing) + " are missing too)") +
-          "; the MANIFEST may be damaged; see ztune-head --salvage." + SalvageHint(dir));
-    }
-    return std::optional<int>();
-  }
-  const std::optional<int> schema = ParseSchema(*found.schema);
-  if (!schema) {
-    return Status::Corruption("data directory " + dir + " is corrupt: schema version '" +
-                              *found.schema + "' is not a positive integer");
-  }
-  if (*schema > kSchemaVersion) {
-    return Status::FailedPrecondition("data directory " + dir + ": store schema " +
-                                      std::to_string(*schema) +
-                                      " is newer than this ztune (supports " +
-                                      std::to_string(kSchemaVersion) + "); upgrade ztune");
-  }
-  // A family the store's schema has is never created at open: RocksDB loses
-  // families (and the files of the families it keeps) when the MANIFEST is
-  // damaged, and an empty new family would serve less instead of failing.
-  std::vector<std::string> missing;
-  for (const std::string& name : internal::FamiliesOfSchema(*schema)) {
-    if (std::find(found.families.begin(), found.families.end(), name) == found.families.end()) {
-      missing.push_back(name);
-    }
-  }
-  if (!missing.empty()) {
-    const bool one = missing.size() == 1;
-    return Status::Corruption(
-        "data directory " + dir + ": column " + (one ? "family " : "families ") + Join(missing) +
-        (one ? " is" : " are") +
-        " missing although the schema record says they exist; the MANIFEST may be damaged; "
-        "see ztune-head --salvage." +
-        SalvageHint(dir));
-  }
-  // Only schema 1 exists; an older schema would be migrated after the
-  // read-write open.
-  return schema;
-}
-
-// The column families the newest OPTIONS file of `dir` names. RocksDB
-// rewrites it at every open and after every family is created or dropped, so
-// it is a second record of the families, independent of the MANIFEST.
-std::vector<std::string> OptionsFileFamilies(const std::string& dir) {
-  std::string newest;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    // Zero-padded numbers: name order is file number order.
-    if (name.rfind("OPTIONS-", 0) == 0 && name.find(".dbtmp") == std::string::npos &&
-        name > newest) {
-      newest = name;
-    }
-  }
-  std::vector<std::string> families;
-  if (newest.empty()) return families;
-  std::ifstream in(fs::path(dir) / newest);
-  std::string line;
-  const std::string tag = "[CFOptions \"";
-  while (std::getline(in, line)) {
-    if (line.rfind(tag, 0) != 0) continue;
-    const size_t close = line.find('"', tag.size());
-    if (close != std::string::npos) families.push_back(line.substr(tag.size(), close - tag.size()));
-  }
-  return families;
-}
-
-struct Families {
-  std::vector<std::string> names;  // in the MANIFEST
-  // Ours that the OPTIONS file names and the MANIFEST does not: the MANIFEST
-  // lost them (a creation interrupted before the OPTIONS file was written
-  // leaves the OPTIONS file behind the MANIFEST, never ahead).
-  std::vector<std::string> lost;
-};
-
-Status LostFamilies(const std::string& dir, const std::vector<std::string>& lost) {
-  const bool one = lost.size() == 1;
-  return Status::Corruption("data directory " + dir + ": column " +
-                            (one ? "family " : "families ") + Join(lost) + (one ? " is" : " are") +
-                            " missing although the store's OPTIONS file lists them; the "
-                            "MANIFEST may be damaged; see ztune-head --salvage." +
-                            SalvageHint(dir));
-}
-
-Result<Families> ListFamilies(const std::string& dir) {
-  Families found;
-  RETURN_IF_ERROR(WithSalvageHint(
-      FromRocks(rocksdb::DB::ListColumnFamilies(internal::MakeDbOptions(WalRecovery::kStrict), dir,
-                                                &found.names),
-                dir, "listing column families"),
-      dir, nullptr));
-  const std::vector<std::string> ours = internal::FamiliesOfSchema(kSchemaVersion);
-  for (const std::string& name : OptionsFileFamilies(dir)) {
-    if (std::find(ours.begin(), ours.end(), name) != ours.end() &&
-        std::find(found.names.begin(), found.names.end(), name) == found.names.end()) {
-      found.lost.push_back(name);
-    }
-  }
-  if (std::find(found.names.begin(), found.names.end(), FamilyName(Family::kMeta)) ==
-      found.names.end()) {
-    if (!found.lost.empty()) return LostFamilies(dir, found.lost);
-    return Status::FailedPrecondition(
-        dir +
-        " is not a ztune data directory (a RocksDB store without a \"meta\" column "
-        "family); refusing to touch it");
-  }
-  return found;
-}
-
-Status ResourceMessageForOpen(const std::string& dir, const FreeSpaceGuard& space,
-                              const Status& s) {
-  if (s.code() != StatusCode::kResourceExhausted) return s;
-  return Status::ResourceExhausted(
-      "data directory " + dir + ": only " + HumanBytes(space.last_free()) +
-      " free on its file system, less than the " + HumanBytes(space.min_free_bytes()) +
-      " the store keeps free (min_free_bytes) so that RocksDB never runs out of space; opening "
-      "it for writing would let RocksDB write into a full disk (WAL replay, flush, MANIFEST). "
-      "Free disk space; `ztune-head --check --data-dir " +
-      dir + "` opens the store read-only and works meanwhile");
 }
 
 }  // namespace
@@ -431,13 +88,13 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::OpenImpl(const std::string& 
                                                              const RocksDbStoreOptions& options,
                                                              bool read_only) {
   try {
-    ASSIGN_OR_RETURN(const DirState state, InspectDir(dir, read_only));
+    ASSIGN_OR_RETURN(const DirState state, internal::InspectDir(dir, read_only));
     const bool fresh = state == DirState::kFresh;
     if (!read_only) {
       FreeSpaceGuard space(dir, options.min_free_bytes, options.free_space_recheck_ms,
                            options.free_space_recheck_bytes, options.free_space_probe,
                            ClockOf(options));
-      RETURN_IF_ERROR(ResourceMessageForOpen(dir, space, space.CheckNow()));
+      RETURN_IF_ERROR(internal::ResourceMessageForOpen(dir, space, space.CheckNow()));
     }
 
     std::unique_ptr<RawDb> db;
@@ -457,8 +114,10 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::OpenImpl(const std::string& 
     } else {
       // The LOCK is checked first because the inspection below opens
       // read-only, which RocksDB does not lock.
-      if (const std::optional<long> holder = internal::LockHolder(dir)) return InUse(dir, *holder);
-      ASSIGN_OR_RETURN(const Families families, ListFamilies(dir));
+      if (const std::optional<long> holder = internal::LockHolder(dir)) {
+        return internal::InUse(dir, *holder);
+      }
+      ASSIGN_OR_RETURN(const Families families, internal::ListStoreFamilies(dir));
       const std::vector<std::string>& names = families.names;
       // Every check runs on a read-only open before the read-write one,
       // which would delete table files a damaged MANIFEST no longer names.
@@ -466,15 +125,16 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::OpenImpl(const std::string& 
       // replayed twice; a young store has it in the WAL only.
       std::unique_ptr<RawDb> inspected;
       std::shared_ptr<InfoLog> inspect_log;
-      ASSIGN_OR_RETURN(Inspection found, Inspect(dir, names, /*replay_wal=*/read_only,
+      ASSIGN_OR_RETURN(Inspection found, internal::Inspect(dir, names, /*replay_wal=*/read_only,
                                                  read_only ? &inspected : nullptr, &inspect_log));
       if (!read_only && (!found.schema || !found.orphan_tables.empty())) {
-        ASSIGN_OR_RETURN(found, Inspect(dir, names, /*replay_wal=*/true, &inspected, &inspect_log));
+        ASSIGN_OR_RETURN(found, internal::Inspect(dir, names, /*replay_wal=*/true, &inspected,
+                                                  &inspect_log));
       }
-      ASSIGN_OR_RETURN(const std::optional<int> schema, Judge(dir, found));
+      ASSIGN_OR_RETURN(const std::optional<int> schema, internal::Judge(dir, found));
       // Judge names missing families when the schema record is there; when
       // it is not, the OPTIONS file may still know better than the MANIFEST.
-      if (!families.lost.empty()) return LostFamilies(dir, families.lost);
+      if (!families.lost.empty()) return internal::LostFamilies(dir, families.lost);
       if (!found.orphan_tables.empty()) {
         RETURN_IF_ERROR(WithSalvageHint(
             internal::CheckOrphanTables(*inspected, dir, dir, found.orphan_tables), dir, nullptr));
@@ -506,12 +166,12 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::OpenImpl(const std::string& 
           // The inspection may have read the schema from the SST files only;
           // the WAL can hold a newer value (a later migration or a newer
           // ztune's). Judge what the store says now.
-          RETURN_IF_ERROR(Look(*db, dir, log.get(), &found));
-          ASSIGN_OR_RETURN(const std::optional<int> now, Judge(dir, found));
+          RETURN_IF_ERROR(internal::Look(*db, dir, log.get(), &found));
+          ASSIGN_OR_RETURN(const std::optional<int> now, internal::Judge(dir, found));
           if (!now) {
             return Status::Corruption("data directory " + dir +
                                       ": the schema record disappeared in WAL replay." +
-                                      SalvageHint(dir));
+                                      internal::SalvageHint(dir));
           }
         }
       }
@@ -688,3 +348,4 @@ Result<uint64_t> RocksDbStore::ApproximateCount(Family f) {
 }
 
 }  // namespace ztune::storage
+
