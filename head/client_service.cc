@@ -302,6 +302,7 @@ Json ClientService::TrialDoc(const Trial& t) const {
   return Json{{"trial_id", t.trial_id},
               {"experiment_id", t.experiment_id},
               {"status", TrialStatusName(t.status)},
+              {"phase", TrialPhaseName(t.phase)},
               {"config", t.config},
               {"num_failures", t.num_failures},
               {"attempt", t.attempt},

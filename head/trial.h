@@ -13,6 +13,7 @@
 #include "common/status.h"
 #include "head/experiment_spec.h"
 #include "head/resource_ledger.h"
+#include "head/trial_phase.h"
 
 namespace ztune::head {
 
@@ -71,17 +72,19 @@ struct Trial {
   Json exports;       // {format: content} from export_formats, when the trial terminated
 
   // ---- runtime only (the actor of the current attempt) ----
+  // What the attempt is doing (trial_phase.h). Written only by
+  // TrialRunner::SetPhase, which checks the change and keeps the runner's
+  // per-phase indexes (recovery waits, resets in flight) in step with it.
+  TrialPhase phase = TrialPhase::kIdle;
+  // Set exactly while PhaseHoldsActor(phase).
   std::string worker_id;
-  uint64_t group_id = 0;      // in-use placement group, 0 = none
-  bool has_actor = false;
-  bool saving = false;        // a persistent SAVE is in flight
-  bool stop_after_save = false;  // the decision cached while saving
+  uint64_t group_id = 0;  // in-use placement group, 0 = none
+  bool stop_after_save = false;   // kSaving: the decision of the result that asked for it
   std::string memory_checkpoint;  // PAUSE checkpoint bytes (never persisted)
-  bool pause_requested = false;  // pause at the end of the in-flight TRAIN / SAVE
-  bool pausing = false;          // a memory SAVE for the pause is in flight
-  TimeMs reattach_deadline = 0;  // > 0: RUNNING at a head restart, waiting for its worker
-  // Re-attached with results beyond `iteration` in the worker's outbox: the
-  // trial is driven once their replay reaches this iteration (or at the deadline).
+  bool pause_requested = false;   // pause at the end of the in-flight TRAIN / SAVE
+  TimeMs reattach_deadline = 0;   // kAwaitingReattach: when the trial stops waiting
+  // kAwaitingReplay: the trial is driven once the replay of the results its
+  // actor made meanwhile reaches this iteration (or at the deadline).
   int64_t replay_until = 0;
   TimeMs replay_deadline = 0;
   // Iteration of the checkpoint the current actor was started from (0: from

@@ -13,18 +13,6 @@
 #include "storage/keys.h"
 
 namespace ztune::head {
-namespace {
-
-std::string DateString() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d_%H-%M-%S", &tm);
-  return buf;
-}
-
-}  // namespace
 
 TrialRunner::TrialRunner(storage::Store& store, CommandSink& sink, const Clock& clock,
                          RunnerOptions options, std::unique_ptr<TrialScheduler> scheduler)
@@ -115,7 +103,7 @@ RequestTimeouts TrialRunner::TimeoutsFor(const Trial& t) const {
 void TrialRunner::FailExpiredRequests() {
   for (const Future& f : executor_.TakeExpiredRequests()) {
     Trial* t = MutableTrial(f.trial_id);
-    if (t == nullptr || !t->has_actor || t->attempt != f.attempt) continue;
+    if (t == nullptr || !PhaseHoldsActor(t->phase) || t->attempt != f.attempt) continue;
     const char* key = f.type == FutureType::kTrain  ? "step_s"
                       : f.type == FutureType::kSave ? "checkpoint_s"
                                                     : "setup_s";
@@ -130,16 +118,20 @@ void TrialRunner::FailExpiredRequests() {
 }
 
 void TrialRunner::ContinueTraining(Trial& t) {
+  if (!SetPhase(t, TrialPhase::kTraining)) return;
   executor_.ContinueTraining(t, BufferFor(t), TimeoutsFor(t));
 }
 
 void TrialRunner::StartTrial(Trial& t, uint64_t group_id) {
   const auto* g = groups_.Find(group_id);
   Experiment& e = experiments_.at(t.experiment_id);
+  if (!SetPhase(t, TrialPhase::kStarting)) {
+    groups_.ReturnInUse(group_id);
+    return;
+  }
   Dequeue(t);
   t.attempt++;
   t.group_id = group_id;
-  t.has_actor = true;
   // The actor lives on the worker of bundle 0 (or of the first worker bundle
   // when the head bundle is empty: then the actor itself takes nothing).
   const BundlePlacement& host = g->placement.bundles.front();
@@ -172,68 +164,6 @@ void TrialRunner::ContinueOrPause(Trial& t) {
   } else {
     ContinueTraining(t);
   }
-}
-
-void TrialRunner::FinishTrial(Trial& t, TrialStatus final_status) {
-  if (IsFinished(t.status)) return;
-  const Experiment& spec_owner = experiments_.at(t.experiment_id);
-  if (t.has_actor) {
-    bool ok = final_status == TrialStatus::kTerminated;
-    if (ok && !spec_owner.spec.export_formats.empty() && !resetting_.count(t.trial_id)) {
-      executor_.Export(t, spec_owner.spec.export_formats);
-    }
-    ReleaseActor(t, ok && spec_owner.spec.reuse_actors);
-  } else if (t.status == TrialStatus::kPending || t.status == TrialStatus::kPaused) {
-    Dequeue(t);
-  }
-  LeaveRecoveryWaits(t);
-  t.saving = false;
-  t.pausing = false;
-  t.pause_requested = false;
-  t.memory_checkpoint.clear();
-  t.end_time = WallSeconds();
-  SetStatus(t, final_status);
-  if (final_status == TrialStatus::kError) {
-    scheduler_->OnTrialError(t);
-  } else {
-    scheduler_->OnTrialComplete(t);
-  }
-  Experiment& e = experiments_.at(t.experiment_id);
-  MaybeFinishExperiment(e);
-}
-
-void TrialRunner::FailTrial(Trial& t, const std::string& error, bool retry) {
-  if (IsFinished(t.status)) return;
-  Experiment& e = experiments_.at(t.experiment_id);
-  t.num_failures++;
-  t.error = error;
-  t.error_log.push_back("Failure # " + std::to_string(t.num_failures) + " (occurred at " +
-                        DateString() + ")\n" + error);
-  spdlog::warn("trial {} attempt {} failed (failure #{}): {}", t.trial_id, t.attempt,
-               t.num_failures, EscapeControl(error));
-  int64_t max_failures = e.spec.max_failures;
-  bool recover = retry && (max_failures < 0 || t.num_failures <= max_failures);
-  if (!recover) {
-    FinishTrial(t, TrialStatus::kError);
-    if (e.spec.fail_fast) StopExperiment(e, nullptr);
-    return;
-  }
-  ReleaseActor(t, false);  // an actor is never reused after an error
-  LeaveRecoveryWaits(t);
-  t.saving = false;
-  t.pausing = false;
-  t.pause_requested = false;
-  t.memory_checkpoint.clear();  // retry from the newest persistent checkpoint
-  // Ray's _try_recover: restart at once when resources for it are there now
-  // (a ready group or a cached actor of its request: it keeps its place, so
-  // the next start takes them), else requeue at the end of the queue. Its own
-  // group is freed only once its STOP completes, so the end is the usual case.
-  const std::string& key = RequestKeyOf(t);
-  const bool resources_now = groups_.HasReady(key) || cache_.Has(key);
-  if (!resources_now) t.seq = next_seq_++;
-  scheduler_->OnTrialError(t);  // Ray's _requeue_trial: on_trial_error, then on_trial_add
-  SetStatus(t, TrialStatus::kPending);
-  Enqueue(t);
 }
 
 void TrialRunner::OnWorkerDead(const std::string& worker_id, const std::string& cause) {
@@ -269,18 +199,16 @@ void TrialRunner::OnWorkerDead(const std::string& worker_id, const std::string& 
   }
   for (const auto& id : victims) {
     Trial* t = MutableTrial(id);
-    if (t == nullptr || !t->has_actor) continue;
-    const uint64_t group = t->group_id;
-    ClearActor(*t);  // nothing to stop: the worker is gone
-    groups_.ReturnInUse(group);
-    FailTrial(*t, "worker " + who + " died: " + cause, true);
+    if (t == nullptr || !PhaseHoldsActor(t->phase)) continue;
+    groups_.ReturnInUse(t->group_id);  // nothing to stop: the worker is gone
+    FailTrial(*t, "worker " + who + " died: " + cause, true, ActorEnd::kGone);
   }
   for (uint64_t gid : broken) {
     const auto* g = groups_.Find(gid);
     if (g == nullptr || g->state != PlacementGroupManager::State::kInUse) continue;
     Trial* t = MutableTrial(g->trial_id);
     // A group whose actor is already stopping is returned by its STOP.
-    if (t == nullptr || !t->has_actor || t->group_id != gid) continue;
+    if (t == nullptr || !PhaseHoldsActor(t->phase) || t->group_id != gid) continue;
     FailTrial(*t, "worker " + who + ", which held a bundle of its placement group, died: " + cause,
               true);  // stops its actor; the group returns when that is done
   }
@@ -454,6 +382,9 @@ void TrialRunner::RecomputeMaxPending() {
 }
 
 void TrialRunner::FlushTo(storage::WriteBatch& batch) {
+  if (options_.strict_invariants) {
+    for (const auto& [id, t] : trials_) CheckInvariants(t);
+  }
   for (const auto& id : dirty_experiments_) {
     auto it = experiments_.find(id);
     if (it != experiments_.end()) {

@@ -53,6 +53,11 @@ struct RunnerOptions {
   TimeMs insufficient_resources_warn_ms = 60'000;
   // Trials one experiment may have (grid x num_samples, plus added ones).
   uint64_t max_trials_per_experiment = 100'000;
+  // An illegal phase change or a broken trial invariant aborts (CHECK) instead
+  // of being logged and refused, and every trial is checked at each FlushTo:
+  // the unit tests set it. Off in ztune-head, where a refused change keeps the
+  // trial in its phase and the log says what was refused.
+  bool strict_invariants = false;
 };
 
 class TrialRunner {
@@ -115,6 +120,7 @@ class TrialRunner {
   const WorkerRegistry& registry() const { return registry_; }
   const ResourceLedger& ledger() const { return ledger_; }
   const PlacementGroupManager& groups() const { return groups_; }
+  const Executor& executor() const { return executor_; }
   storage::Store& store() { return store_; }
   // Name of the worker hosting the trial's actor, or empty.
   std::string WorkerNameOf(const Trial& t) const;
@@ -152,22 +158,44 @@ class TrialRunner {
   std::string* CheckpointFor(Trial& t, std::string& storage);
   const std::string& RequestKeyOf(const Trial& t);
   int64_t KillAfterMs(const Experiment& e) const;
+  // The only writer of Trial::phase. Checks the change (IsLegalTransition)
+  // and keeps the per-phase indexes in step with it: awaiting_reattach_,
+  // awaiting_replay_ and resetting_ hold a trial exactly while it is in that
+  // phase (the caller fills resetting_ and the deadlines before entering).
+  // An illegal change is IllegalState and is refused (returns false).
+  bool SetPhase(Trial& t, TrialPhase to);
+  // How EndAttempt disposes of the attempt's actor.
+  enum class ActorEnd {
+    kStop,         // stop it (its group is freed when the STOP completes)
+    kReuseOrStop,  // cache it for a waiting trial of its shape, else stop it
+    kGone,         // it is gone and its group dealt with (its worker died, or
+                   // it was stopped under its key before a RESET): forget it
+  };
+  // The single exit from every phase: disposes of the actor as `end` says
+  // (dropping every request of the attempt), forgets a re-attach that will
+  // not happen, leaves every per-phase index, clears the attempt's intents
+  // (pause requested, stop after save) and marks the trial for the turn's
+  // commit. The phase is kIdle afterwards; the caller sets the status.
+  void EndAttempt(Trial& t, ActorEnd end);
+  // A broken invariant or illegal change: aborts under strict_invariants,
+  // otherwise logs `what` as an error.
+  void IllegalState(const std::string& what) const;
+  // Checks the trial's phase against its status, its actor fields and the
+  // per-phase indexes (IllegalState on a mismatch).
+  void CheckInvariants(const Trial& t) const;
   // The trial no longer needs its actor: cache it for reuse when allowed and
-  // wanted, otherwise stop it. Clears the trial's actor fields.
+  // wanted, otherwise stop it. Clears the trial's actor fields. EndAttempt only.
   void ReleaseActor(Trial& t, bool reusable);
   bool TryCacheActor(Trial& t);
   bool IsCachedActor(const std::string& worker_id, const std::string& trial_id,
                      uint64_t attempt) const;
   void ReconcileCachedActors();
-  void StartPause(Trial& t);
+  void StartPause(Trial& t, SendTiming timing = SendTiming::kNow);
   void OnPauseSaved(Trial& t, const std::string& payload);
   void OnResetReply(Trial& t, const protocol::Reply& reply);
   // What a trial does when its TRAIN or SAVE completes without stopping.
   void ContinueOrPause(Trial& t);
   TrainBuffer BufferFor(const Trial& t) const;
-  // A trial that ends or restarts waits for no re-attach or replay any more
-  // (a stopped trial came back when its grace ran out or its worker returned).
-  void LeaveRecoveryWaits(Trial& t);
   // A trial out of awaiting_reattach_ whose actor will not be re-attached:
   // it starts again (or stays paused when a user paused it).
   void GiveUpReattach(Trial& t, const std::string& why);
@@ -183,11 +211,16 @@ class TrialRunner {
   // Stores a persistent checkpoint and applies retention (Ray's rules).
   void AddCheckpoint(Trial& t, const std::string& bytes, int64_t iteration);
 
-  // Stops a trial's actor (if any) and makes it TERMINATED or ERROR.
-  void FinishTrial(Trial& t, TrialStatus final_status);
+  // Ends the trial's attempt (EndAttempt: its actor is stopped, or cached when
+  // the trial TERMINATED with reuse_actors, unless `end` is kGone) and makes it
+  // TERMINATED or ERROR.
+  void FinishTrial(Trial& t, TrialStatus final_status, ActorEnd end = ActorEnd::kStop);
   // Counts a failure; retries within max_failures (from the newest persistent
-  // checkpoint), otherwise ERROR. `retry` false forces ERROR.
-  void FailTrial(Trial& t, const std::string& error, bool retry);
+  // checkpoint), otherwise ERROR. `retry` false forces ERROR. `end` as for
+  // FinishTrial (kReuseOrStop is never used: an actor is not reused after an
+  // error).
+  void FailTrial(Trial& t, const std::string& error, bool retry,
+                 ActorEnd end = ActorEnd::kStop);
   void OnWorkerDead(const std::string& worker_id, const std::string& cause);
   // Adopts a live actor reported by a registering worker (after a restart).
   bool Reattach(Trial& t, const std::string& worker_id, const protocol::LiveActor& live);
@@ -205,6 +238,7 @@ class TrialRunner {
   // The start of the trial's attempt was lost in transit (not the trial's
   // fault): it goes back to the queue without counting a failure.
   void RequeueLostStart(Trial& t, const std::string& why);
+  // Clears the trial's actor fields (worker, group, placement).
   void ClearActor(Trial& t);
   void MaybeFinishExperiment(Experiment& e);
   // The experiment's searcher yields no more trials: its search space goes.
@@ -227,14 +261,14 @@ class TrialRunner {
   // Owns the queue of waiting trials and chooses which starts (FIFO today).
   std::unique_ptr<TrialScheduler> scheduler_;
   ActorCache cache_;  // actors kept for reuse, by request shape
-  // Trial -> the actor key a RESET in flight is re-keying for it.
+  // Trial -> the actor key a RESET in flight is re-keying for it (kResetting).
   std::unordered_map<std::string, CachedActor> resetting_;
   std::unordered_map<std::string, std::string> request_key_of_experiment_;
   std::unordered_map<std::string, std::unordered_set<std::string>> actors_by_worker_;
   std::unordered_map<std::string, SearchSpace> spaces_;  // by experiment id
   std::set<std::string> searching_;  // experiments whose searcher may yield more
-  std::set<std::string> awaiting_reattach_;  // RUNNING at restart, actor not back yet
-  std::set<std::string> awaiting_replay_;    // re-attached, outbox replay not in yet
+  std::set<std::string> awaiting_reattach_;  // the trials in kAwaitingReattach
+  std::set<std::string> awaiting_replay_;    // the trials in kAwaitingReplay
   uint64_t next_seq_ = 1;
   uint64_t next_experiment_ = 1;
   int64_t num_pending_ = 0;  // trials in PENDING (Ray's max_pending_trials bound)

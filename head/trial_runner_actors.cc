@@ -13,16 +13,21 @@
 namespace ztune::head {
 
 void TrialRunner::StartTrialOnCachedActor(Trial& t, const CachedActor& actor) {
+  resetting_[t.trial_id] = actor;
+  if (!SetPhase(t, TrialPhase::kResetting)) {
+    resetting_.erase(t.trial_id);
+    executor_.StopActorKey(actor.worker_id, actor.trial_id, actor.attempt, actor.group_id,
+                           KillAfterMs(experiments_.at(t.experiment_id)));
+    return;
+  }
   Dequeue(t);
   t.attempt++;
   t.group_id = actor.group_id;
-  t.has_actor = true;
   t.worker_id = actor.worker_id;
   t.actor_worker = actor.worker_id;
   if (const auto* g = groups_.Find(actor.group_id)) t.placement = g->placement;
   actors_by_worker_[t.worker_id].insert(t.trial_id);
   groups_.AssignCached(actor.group_id, t.trial_id);
-  resetting_[t.trial_id] = actor;
   if (t.start_time == 0) t.start_time = WallSeconds();
   SetStatus(t, TrialStatus::kRunning);
   executor_.Reset(t, actor.trial_id, actor.attempt, TimeoutsFor(t));
@@ -31,27 +36,27 @@ void TrialRunner::StartTrialOnCachedActor(Trial& t, const CachedActor& actor) {
 void TrialRunner::OnResetReply(Trial& t, const protocol::Reply& reply) {
   auto it = resetting_.find(t.trial_id);
   if (it == resetting_.end()) return;
-  CachedActor old = it->second;
-  resetting_.erase(it);
+  const CachedActor old = it->second;
   bool accepted = reply.ok && reply.data.is_object() && reply.data.value("reset", false);
   if (accepted) {
+    if (!SetPhase(t, TrialPhase::kStarting)) return;
     std::string bytes;
     std::string* checkpoint = CheckpointFor(t, bytes);
     executor_.ResumeOnActor(t, checkpoint, BufferFor(t), TimeoutsFor(t));
     return;
   }
-  // The actor kept its old key (or is gone): stop it under that key.
+  // The actor kept its old key (or is gone): stop it under that key, which
+  // frees its group when done.
   executor_.StopActorKey(old.worker_id, old.trial_id, old.attempt, old.group_id,
                          KillAfterMs(experiments_.at(t.experiment_id)));
-  ClearActor(t);
   std::string why = reply.ok ? std::string("Trainable runner reuse requires reset_config() to be "
                                            "implemented and return True.")
                              : "actor reuse failed: " + reply.error;
-  FailTrial(t, why, false);
+  FailTrial(t, why, false, ActorEnd::kGone);
 }
 
 void TrialRunner::ReleaseActor(Trial& t, bool reusable) {
-  if (!t.has_actor) return;
+  if (t.worker_id.empty()) return;
   const int64_t kill = KillAfterMs(experiments_.at(t.experiment_id));
   if (!(reusable && TryCacheActor(t))) executor_.StopActor(t, kill);
   if (auto r = resetting_.find(t.trial_id); r != resetting_.end()) {
@@ -65,7 +70,6 @@ void TrialRunner::ReleaseActor(Trial& t, bool reusable) {
 void TrialRunner::ClearActor(Trial& t) {
   auto it = actors_by_worker_.find(t.worker_id);
   if (it != actors_by_worker_.end()) it->second.erase(t.trial_id);
-  t.has_actor = false;
   t.worker_id.clear();
   t.group_id = 0;
   t.actor_worker.clear();
@@ -74,7 +78,7 @@ void TrialRunner::ClearActor(Trial& t) {
 }
 
 bool TrialRunner::TryCacheActor(Trial& t) {
-  if (resetting_.count(t.trial_id)) return false;
+  if (t.phase == TrialPhase::kResetting) return false;
   const std::string& key = RequestKeyOf(t);
   const size_t demand = scheduler_->NumWaiting(key);
   // Ray caches only with pending demand for the same request, and at most
@@ -144,16 +148,15 @@ Status TrialRunner::Resume(const std::string& trial_id) {
   return Status::Ok();
 }
 
-void TrialRunner::StartPause(Trial& t) {
+void TrialRunner::StartPause(Trial& t, SendTiming timing) {
+  if (!SetPhase(t, TrialPhase::kPausing)) return;
   t.pause_requested = false;
-  t.pausing = true;
-  executor_.Save(t, CheckpointStorage::kMemory, TimeoutsFor(t));
+  executor_.Save(t, CheckpointStorage::kMemory, TimeoutsFor(t), timing);
 }
 
 void TrialRunner::OnPauseSaved(Trial& t, const std::string& payload) {
-  t.pausing = false;
   const Experiment& e = experiments_.at(t.experiment_id);
-  ReleaseActor(t, e.spec.reuse_actors);
+  EndAttempt(t, e.spec.reuse_actors ? ActorEnd::kReuseOrStop : ActorEnd::kStop);
   t.memory_checkpoint = payload;
   SetStatus(t, TrialStatus::kPaused);
   if (!t.held) Enqueue(t);

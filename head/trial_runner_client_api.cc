@@ -125,7 +125,7 @@ const Experiment* TrialRunner::FindExperiment(const std::string& experiment_id) 
 }
 
 std::string TrialRunner::WorkerNameOf(const Trial& t) const {
-  if (!t.has_actor) return {};
+  if (!PhaseHoldsActor(t.phase)) return {};
   const WorkerInfo* w = registry_.Find(t.worker_id);
   return w == nullptr ? t.worker_id : w->name;
 }

@@ -12,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/check.h"
 #include "common/printable.h"
 #include "storage/keys.h"
 
@@ -106,7 +107,7 @@ Status TrialRunner::Load() {
                          ? options_.reattach_grace_ms
                          : 2 * options_.heartbeat_ms * options_.liveness;
       stored.reattach_deadline = clock_.NowMs() + grace;
-      awaiting_reattach_.insert(id);
+      SetPhase(stored, TrialPhase::kAwaitingReattach);
     } else if (stored_status == TrialStatus::kPaused && stored.held) {
       SetStatus(stored, TrialStatus::kPaused);  // a user's pause outlives the head
       dirty_trials_.erase(id);
@@ -167,14 +168,14 @@ void TrialRunner::HandleRegister(const protocol::Register& reg) {
   for (const auto& a : reg.live_actors) {
     auto it = trials_.find(a.trial_id);
     Trial* t = it == trials_.end() ? nullptr : &it->second;
-    bool ours = t != nullptr && t->has_actor && t->attempt == a.attempt &&
+    bool ours = t != nullptr && PhaseHoldsActor(t->phase) && t->attempt == a.attempt &&
                 t->worker_id == reg.worker_id;
     ours = ours || IsCachedActor(reg.worker_id, a.trial_id, a.attempt);
-    if (!ours && t != nullptr && awaiting_reattach_.count(t->trial_id) &&
+    if (!ours && t != nullptr && t->phase == TrialPhase::kAwaitingReattach &&
         t->attempt == a.attempt && t->actor_worker == reg.worker_id) {
       ours = Reattach(*t, reg.worker_id, a);
     }
-    if (!ours && t != nullptr && !t->has_actor && a.attempt > t->attempt) {
+    if (!ours && t != nullptr && !PhaseHoldsActor(t->phase) && a.attempt > t->attempt) {
       // An attempt the store never saw: a head that crashed between sending
       // CREATE_ACTOR (or RESET) and committing it. Never name it again, or
       // the worker, still holding or stopping that actor, refuses the new
@@ -207,7 +208,7 @@ void TrialRunner::ReconcileAfterReconnect(const protocol::Register& reg) {
   }
   for (const auto& id : ids) {
     Trial* t = MutableTrial(id);
-    if (t == nullptr || !t->has_actor || t->worker_id != worker_id) continue;
+    if (t == nullptr || !PhaseHoldsActor(t->phase) || t->worker_id != worker_id) continue;
     auto l = live.find({id, t->attempt});
     if (l == live.end()) {
       // A RESET in flight: the actor may still have its old key.
@@ -269,10 +270,7 @@ void TrialRunner::ReconcileAfterReconnect(const protocol::Register& reg) {
 void TrialRunner::RequeueLostStart(Trial& t, const std::string& why) {
   spdlog::warn("trial {} attempt {}: {}; it starts again (not counted as a failure)", t.trial_id,
                t.attempt, why);
-  ReleaseActor(t, false);
-  t.saving = false;
-  t.stop_after_save = false;
-  t.pausing = false;
+  EndAttempt(t, ActorEnd::kStop);
   if (t.held) {
     SetStatus(t, TrialStatus::kPaused);  // an acknowledged pause outlives the lost start
   } else {
@@ -289,14 +287,10 @@ bool TrialRunner::Reattach(Trial& t, const std::string& worker_id,
   if (!group) {
     // Its recorded placement no longer fits (the worker came back with less):
     // the actor is stopped as a stray and the trial starts again.
-    awaiting_reattach_.erase(t.trial_id);
     GiveUpReattach(t, "its recorded placement does not fit what the workers offer now");
     return false;
   }
-  awaiting_reattach_.erase(t.trial_id);
-  t.reattach_deadline = 0;
   t.group_id = *group;
-  t.has_actor = true;
   t.worker_id = worker_id;
   actors_by_worker_[worker_id].insert(t.trial_id);
   // Its own checkpoints are never ahead of its stored results; another
@@ -314,9 +308,10 @@ bool TrialRunner::Reattach(Trial& t, const std::string& worker_id,
     // The actor is ahead (its unacknowledged results come back from its
     // outbox right after REGISTERED) or mid-TRAIN (its batch will follow):
     // decide once they are stored, as the TRAIN's own reply would have.
-    t.replay_until = std::max(live_iteration, t.iteration + (live.training ? 1 : 0));
+    const int64_t until = std::max(live_iteration, t.iteration + (live.training ? 1 : 0));
+    if (!SetPhase(t, TrialPhase::kAwaitingReplay)) return true;
+    t.replay_until = until;
     t.replay_deadline = clock_.NowMs() + 2 * options_.heartbeat_ms * options_.liveness;
-    awaiting_replay_.insert(t.trial_id);
     return true;
   }
   // After the commit, so that everything follows REGISTERED.
@@ -326,9 +321,7 @@ bool TrialRunner::Reattach(Trial& t, const std::string& worker_id,
 
 void TrialRunner::GiveUpReattach(Trial& t, const std::string& why) {
   spdlog::info("trial {}: {}; restarting it from its newest checkpoint", t.trial_id, why);
-  t.reattach_deadline = 0;
-  t.actor_worker.clear();
-  t.placement = Placement{};
+  EndAttempt(t, ActorEnd::kStop);  // no actor was adopted: nothing to stop
   if (t.held) {
     SetStatus(t, TrialStatus::kPaused);  // an acknowledged pause outlives the lost actor
   } else {
@@ -337,51 +330,41 @@ void TrialRunner::GiveUpReattach(Trial& t, const std::string& why) {
   }
 }
 
-void TrialRunner::LeaveRecoveryWaits(Trial& t) {
-  awaiting_reattach_.erase(t.trial_id);
-  t.reattach_deadline = 0;
-  awaiting_replay_.erase(t.trial_id);
-  t.replay_until = 0;
-  t.replay_deadline = 0;
-}
-
 void TrialRunner::DriveAfterReattach(Trial& t, SendTiming timing) {
-  awaiting_replay_.erase(t.trial_id);
-  t.replay_until = 0;
-  t.replay_deadline = 0;
-  bool done = !t.last_result.is_null() && t.last_result.value("done", false);
+  const bool done = !t.last_result.is_null() && t.last_result.value("done", false);
   if (CheckpointDue(t)) {
-    t.saving = true;
+    if (!SetPhase(t, TrialPhase::kSaving)) return;
     t.stop_after_save = done;
     executor_.Save(t, CheckpointStorage::kPersistent, TimeoutsFor(t), timing);
   } else if (done) {
     FinishTrial(t, TrialStatus::kTerminated);
   } else if (t.pause_requested) {
-    t.pause_requested = false;
-    t.pausing = true;
-    executor_.Save(t, CheckpointStorage::kMemory, TimeoutsFor(t), timing);
-  } else {
+    StartPause(t, timing);
+  } else if (SetPhase(t, TrialPhase::kTraining)) {
     executor_.ContinueTraining(t, BufferFor(t), TimeoutsFor(t), timing);
   }
 }
 
 void TrialRunner::ExpireReattachWaits() {
   if (awaiting_reattach_.empty() && awaiting_replay_.empty()) return;
-  TimeMs now = clock_.NowMs();
-  for (auto it = awaiting_reattach_.begin(); it != awaiting_reattach_.end();) {
-    Trial& t = trials_.at(*it);
-    if (t.reattach_deadline > now) {
-      ++it;
-      continue;
-    }
-    it = awaiting_reattach_.erase(it);
-    GiveUpReattach(t, "worker " + t.actor_worker + " did not re-attach its actor");
+  const TimeMs now = clock_.NowMs();
+  // Collected first: leaving the phase takes the trial out of the set.
+  std::vector<Trial*> expired;
+  for (const std::string& id : awaiting_reattach_) {
+    Trial* t = MutableTrial(id);
+    CHECK(t != nullptr);  // awaiting_reattach_ holds ids of known trials (SetPhase)
+    if (t->reattach_deadline <= now) expired.push_back(t);
   }
-  for (auto it = awaiting_replay_.begin(); it != awaiting_replay_.end();) {
-    Trial& t = trials_.at(*it);
-    ++it;
-    if (t.replay_deadline <= now) DriveAfterReattach(t, SendTiming::kNow);
+  for (Trial* t : expired) {
+    GiveUpReattach(*t, "worker " + t->actor_worker + " did not re-attach its actor");
   }
+  expired.clear();
+  for (const std::string& id : awaiting_replay_) {
+    Trial* t = MutableTrial(id);
+    CHECK(t != nullptr);  // as above
+    if (t->replay_deadline <= now) expired.push_back(t);
+  }
+  for (Trial* t : expired) DriveAfterReattach(*t, SendTiming::kNow);
 }
 
 Result<Json> TrialRunner::ResumeExperiment(const std::string& experiment_id,

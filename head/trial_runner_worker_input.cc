@@ -39,7 +39,7 @@ Trial* TrialRunner::MutableTrial(const std::string& trial_id) {
 
 Trial* TrialRunner::CurrentTrial(const std::string& trial_id, uint64_t attempt) {
   Trial* t = MutableTrial(trial_id);
-  if (t == nullptr || t->attempt != attempt || !t->has_actor) return nullptr;
+  if (t == nullptr || t->attempt != attempt || !PhaseHoldsActor(t->phase)) return nullptr;
   return t;
 }
 
@@ -84,7 +84,10 @@ void TrialRunner::HandleReply(const std::string& worker_id, const protocol::Repl
     case FutureType::kReset: OnResetReply(*t, reply); break;
     case FutureType::kSave:
       if (f->storage == CheckpointStorage::kMemory) {
-        if (!reply.ok || payload.empty()) {
+        if (t->phase != TrialPhase::kPausing) {
+          IllegalState("trial " + t->trial_id + ": a pause SAVE answered in phase " +
+                       TrialPhaseName(t->phase));
+        } else if (!reply.ok || payload.empty()) {
           FailTrial(*t, "pause checkpoint failed: " + reply.error, true);
         } else {
           OnPauseSaved(*t, payload);
@@ -142,7 +145,7 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
     const Trial* known = FindTrial(batch.trial_id);
     bool stale_actor = known != nullptr && !IsCachedActor(worker_id, batch.trial_id, batch.attempt) &&
                        (known->attempt != batch.attempt ||
-                        (known->has_actor && known->worker_id != worker_id));
+                        (PhaseHoldsActor(known->phase) && known->worker_id != worker_id));
     if (stale_actor) {
       // An actor of an attempt the head gave up on (its worker was declared
       // dead, then woke up): it must not keep running.
@@ -201,7 +204,7 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
     return;
   }
   if (!f) {
-    if (t->replay_until > 0 && t->iteration >= t->replay_until) {
+    if (t->phase == TrialPhase::kAwaitingReplay && t->iteration >= t->replay_until) {
       // The outbox replay of a re-attached actor is in: drive it from here.
       DriveAfterReattach(*t, SendTiming::kNow);
       return;
@@ -213,7 +216,7 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
     return;
   }
   if (checkpoint) {
-    t->saving = true;
+    if (!SetPhase(*t, TrialPhase::kSaving)) return;
     t->stop_after_save = stop;
     executor_.Save(*t, CheckpointStorage::kPersistent, TimeoutsFor(*t));
     return;
@@ -226,7 +229,12 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
 }
 
 void TrialRunner::OnSaveReply(Trial& t, const protocol::Reply& reply, const std::string& payload) {
-  t.saving = false;
+  if (t.phase != TrialPhase::kSaving) {
+    IllegalState("trial " + t.trial_id + ": a persistent SAVE answered in phase " +
+                 TrialPhaseName(t.phase));
+    return;
+  }
+  const bool stop = t.stop_after_save;
   if (!reply.ok) {
     FailTrial(t, "checkpoint save failed: " + reply.error, true);
     return;
@@ -244,7 +252,7 @@ void TrialRunner::OnSaveReply(Trial& t, const protocol::Reply& reply, const std:
                                     std::max(t.iteration, t.resume_iteration));
   }
   AddCheckpoint(t, payload, iteration);
-  if (t.stop_after_save) {
+  if (stop) {
     FinishTrial(t, TrialStatus::kTerminated);
   } else {
     ContinueOrPause(t);

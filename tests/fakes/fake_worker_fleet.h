@@ -53,7 +53,9 @@ class FakeWorkerFleet {
 
   // Re-registers after a head restart, listing its live actors, then replays
   // every unacknowledged result batch (as a real worker's outbox does).
-  void Reregister(const std::string& worker_id, double cpus, uint64_t incarnation = 0) {
+  // `after_register`, if set, runs between the REGISTER and the replay.
+  void Reregister(const std::string& worker_id, double cpus, uint64_t incarnation = 0,
+                  const std::function<void()>& after_register = {}) {
     protocol::Register r;
     r.worker_id = worker_id;
     r.incarnation = incarnation;
@@ -72,6 +74,7 @@ class FakeWorkerFleet {
     }
     runner_.HandleRegister(r);
     alive_.insert(worker_id);
+    if (after_register) after_register();
     for (auto& [key, batches] : outbox) {
       auto it = actors.find(key);
       if (it == actors.end() || it->second.worker_id != worker_id) continue;
@@ -106,6 +109,15 @@ class FakeWorkerFleet {
     }
   }
   int answer_rounds = 1;
+
+  // Answers everything sent so far, one message at a time, calling
+  // `after_each` once the runner has handled each answer.
+  void AnswerEach(const std::function<void()>& after_each) {
+    for (auto& sent : sink_.TakeAll()) {
+      Answer(sent);
+      after_each();
+    }
+  }
 
   // kill -9 of the head between its Tick and its commit: what it sent at once
   // (SendTiming::kNow) reached the workers; what waited for the commit is lost.

@@ -27,6 +27,7 @@ class ExecutorScenarioTest : public ::testing::Test {
     o.liveness = 3;
     o.pg_removal_delay_ms = 2000;
     o.insufficient_resources_warn_ms = 60'000;
+    o.strict_invariants = true;
     runner_ = std::make_unique<TrialRunner>(store_, sink_, clock_, o);
     EXPECT_TRUE(runner_->Load().ok());
     fleet_ = std::make_unique<FakeWorkerFleet>(*runner_, sink_, store_);
@@ -502,7 +503,7 @@ TEST_F(ExecutorScenarioTest, ADeadWorkerHoldingABundleEndsTheActorOnTheLiveOne) 
   EXPECT_NE(T(id).error.find("which held a bundle of its placement group, died"),
             std::string::npos)
       << T(id).error;
-  EXPECT_FALSE(T(id).has_actor);
+  EXPECT_EQ(T(id).phase, TrialPhase::kIdle);
   Turn(3);
   EXPECT_DOUBLE_EQ(runner_->ledger().AvailableOf(actor_worker).Get("CPU"), 0)
       << "freed while its actor is still stopping";

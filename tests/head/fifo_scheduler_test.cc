@@ -90,6 +90,7 @@ struct RunnerWith {
   explicit RunnerWith(std::unique_ptr<ScriptedScheduler> s) : scheduler(s.get()) {
     RunnerOptions o;
     o.heartbeat_ms = 100;
+    o.strict_invariants = true;
     runner = std::make_unique<TrialRunner>(store, sink, clock, o, std::move(s));
     EXPECT_TRUE(runner->Load().ok());
     fleet = std::make_unique<testing::FakeWorkerFleet>(*runner, sink, store);

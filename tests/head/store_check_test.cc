@@ -17,7 +17,9 @@ class StoreCheckTest : public ::testing::Test {
   void SetUp() override {
     testing::RecordingCommandSink sink;
     FakeClock clock;
-    TrialRunner runner(store_, sink, clock, RunnerOptions{});
+    RunnerOptions options;
+    options.strict_invariants = true;
+    TrialRunner runner(store_, sink, clock, options);
     ASSERT_TRUE(runner.Load().ok());
     testing::FakeWorkerFleet fleet(runner, sink, store_);
     fleet.Register("w", 2);

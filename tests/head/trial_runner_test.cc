@@ -10,107 +10,10 @@
 #include "storage/keys.h"
 #include "tests/fakes/fake_worker_fleet.h"
 #include "tests/fakes/recording_command_sink.h"
+#include "tests/head/trial_runner_fixture.h"
 
 namespace ztune::head {
 namespace {
-
-using testing::FakeWorkerFleet;
-using testing::RecordingCommandSink;
-
-class TrialRunnerTest : public ::testing::Test {
- protected:
-  TrialRunnerTest() { Reset(); }
-
-  void Reset(RunnerOptions options = DefaultOptions()) {
-    fleet_.reset();
-    runner_ = std::make_unique<TrialRunner>(store_, sink_, clock_, options);
-    ASSERT_TRUE(runner_->Load().ok());
-    // As HeadServer::Start: what Load changed (the new epoch) is committed first.
-    storage::WriteBatch loaded;
-    runner_->FlushTo(loaded);
-    ASSERT_TRUE(store_.Commit(loaded).ok());
-    fleet_ = std::make_unique<FakeWorkerFleet>(*runner_, sink_, store_);
-  }
-
-  // Commits what the runner changed since the last commit (a head turn's end).
-  void Commit() {
-    storage::WriteBatch batch;
-    runner_->FlushTo(batch);
-    ASSERT_TRUE(store_.Commit(batch).ok());
-  }
-
-  // kill -9 of the head: what it had queued is lost, uncommitted changes are
-  // gone; a new head loads the same store, while the workers keep their
-  // actors and outboxes.
-  void CrashHead() {
-    sink_.TakeAll();
-    auto actors = fleet_->actors;
-    auto outbox = fleet_->outbox;
-    Reset();
-    fleet_->actors = actors;
-    fleet_->outbox = outbox;
-  }
-
-  static RunnerOptions DefaultOptions() {
-    RunnerOptions o;
-    o.heartbeat_ms = 100;
-    o.liveness = 3;
-    o.pg_removal_delay_ms = 2000;
-    return o;
-  }
-
-  std::string Submit(const std::string& spec) {
-    auto r = runner_->Submit(Json::parse(spec));
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? (*r)["experiment_id"].get<std::string>() : "";
-  }
-
-  int64_t CountStatus(const std::string& exp, TrialStatus s) {
-    const Experiment* e = runner_->FindExperiment(exp);
-    auto it = e->counts.find(s);
-    return it == e->counts.end() ? 0 : it->second;
-  }
-
-  // Runs turns until the experiment finishes (bounded).
-  void RunToEnd(const std::string& exp, int max_turns = 2000, int64_t* max_running = nullptr) {
-    for (int i = 0; i < max_turns && !runner_->FindExperiment(exp)->finished; ++i) {
-      fleet_->Turn();
-      fleet_->Heartbeat();
-      clock_.AdvanceMs(10);
-      if (max_running) *max_running = std::max(*max_running, CountStatus(exp, TrialStatus::kRunning));
-    }
-    ASSERT_TRUE(runner_->FindExperiment(exp)->finished);
-    // Commit the last turn and let the workers answer the final STOPs.
-    for (int i = 0; i < 3; ++i) fleet_->Turn();
-  }
-
-  // Runs turns (with heartbeats) until trial `id` has stored `n` results.
-  void RunUntilIteration(const std::string& id, int64_t n) {
-    for (int i = 0; i < 10 * n + 1000 && runner_->FindTrial(id)->iteration < n; ++i) {
-      fleet_->Turn();
-      fleet_->Heartbeat();
-      clock_.AdvanceMs(10);
-    }
-    ASSERT_GE(runner_->FindTrial(id)->iteration, n);
-  }
-
-  std::vector<Json> StoredResults(const std::string& trial_id) {
-    std::vector<Json> out;
-    auto s = store_.Scan(storage::Family::kResults, storage::TrialPrefix(trial_id),
-                         [&](std::string_view, std::string_view v) {
-                           out.push_back(Json::parse(v));
-                           return true;
-                         });
-    EXPECT_TRUE(s.ok());
-    return out;
-  }
-
-  storage::InMemoryStore store_;
-  RecordingCommandSink sink_;
-  FakeClock clock_;
-  std::unique_ptr<TrialRunner> runner_;
-  std::unique_ptr<FakeWorkerFleet> fleet_;
-};
 
 // 16 trials, 2 workers x 2 CPUs -> never more than 4 RUNNING, all TERMINATED,
 // iterations 1..N stored exactly once with the closed-form values.
@@ -680,7 +583,7 @@ TEST_F(TrialRunnerTest, ATrialStoppedDuringTheReattachGraceStaysStopped) {
   for (const auto& id : ids) {
     const Trial* t = runner_->FindTrial(id);
     EXPECT_EQ(t->status, TrialStatus::kTerminated) << id;
-    EXPECT_FALSE(t->has_actor) << id;
+    EXPECT_EQ(t->phase, TrialPhase::kIdle) << id;
   }
   EXPECT_TRUE(runner_->FindExperiment(exp)->finished);
   EXPECT_DOUBLE_EQ(runner_->ledger().Available().Get("CPU"), 2);

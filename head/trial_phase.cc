@@ -1,0 +1,45 @@
+#include "head/trial_phase.h"
+
+namespace ztune::head {
+
+const char* TrialPhaseName(TrialPhase p) {
+  switch (p) {
+    case TrialPhase::kIdle: return "idle";
+    case TrialPhase::kStarting: return "starting";
+    case TrialPhase::kResetting: return "resetting";
+    case TrialPhase::kTraining: return "training";
+    case TrialPhase::kSaving: return "saving";
+    case TrialPhase::kPausing: return "pausing";
+    case TrialPhase::kAwaitingReattach: return "awaiting_reattach";
+    case TrialPhase::kAwaitingReplay: return "awaiting_replay";
+  }
+  return "unknown";
+}
+
+bool PhaseHoldsActor(TrialPhase p) {
+  return p != TrialPhase::kIdle && p != TrialPhase::kAwaitingReattach;
+}
+
+bool IsLegalTransition(TrialPhase from, TrialPhase to) {
+  using P = TrialPhase;
+  switch (from) {
+    case P::kIdle:
+      return to == P::kIdle || to == P::kStarting || to == P::kResetting ||
+             to == P::kAwaitingReattach;
+    case P::kResetting:
+      return to == P::kStarting || to == P::kIdle;
+    case P::kStarting:
+    case P::kTraining:
+    case P::kSaving:
+    case P::kAwaitingReplay:
+    case P::kAwaitingReattach:
+      if (to == from) return from == P::kTraining;
+      if (to == P::kAwaitingReplay) return from == P::kAwaitingReattach;
+      return to == P::kTraining || to == P::kSaving || to == P::kPausing || to == P::kIdle;
+    case P::kPausing:
+      return to == P::kIdle;
+  }
+  return false;
+}
+
+}  // namespace ztune::head

@@ -1,0 +1,173 @@
+// TrialRunner, the trial state machine: SetPhase (the only writer of a
+// trial's phase, checked against trial_phase.h's table), EndAttempt (the
+// single exit from every phase), the invariant checks, and the two ways an
+// attempt ends for good or for a retry (FinishTrial, FailTrial).
+#include <cstdlib>
+#include <ctime>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "common/printable.h"
+#include "head/trial_runner.h"
+
+namespace ztune::head {
+namespace {
+
+std::string DateString() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d_%H-%M-%S", &tm);
+  return buf;
+}
+
+}  // namespace
+
+void TrialRunner::IllegalState(const std::string& what) const {
+  if (options_.strict_invariants) {
+    spdlog::critical("invariant broken: {}", what);
+    spdlog::default_logger()->flush();
+    std::abort();
+  }
+  spdlog::error("refused (a ztune defect; please report it with this line): {}", what);
+}
+
+bool TrialRunner::SetPhase(Trial& t, TrialPhase to) {
+  const TrialPhase from = t.phase;
+  if (!IsLegalTransition(from, to)) {
+    IllegalState("trial " + t.trial_id + ": illegal phase change " + TrialPhaseName(from) +
+                 " -> " + TrialPhaseName(to));
+    return false;
+  }
+  if (from == to) return true;
+  switch (from) {
+    case TrialPhase::kAwaitingReattach:
+      awaiting_reattach_.erase(t.trial_id);
+      t.reattach_deadline = 0;
+      break;
+    case TrialPhase::kAwaitingReplay:
+      awaiting_replay_.erase(t.trial_id);
+      t.replay_until = 0;
+      t.replay_deadline = 0;
+      break;
+    case TrialPhase::kResetting: resetting_.erase(t.trial_id); break;
+    case TrialPhase::kSaving: t.stop_after_save = false; break;
+    default: break;
+  }
+  switch (to) {
+    case TrialPhase::kAwaitingReattach: awaiting_reattach_.insert(t.trial_id); break;
+    case TrialPhase::kAwaitingReplay: awaiting_replay_.insert(t.trial_id); break;
+    default: break;
+  }
+  t.phase = to;
+  return true;
+}
+
+void TrialRunner::EndAttempt(Trial& t, ActorEnd end) {
+  if (PhaseHoldsActor(t.phase)) {
+    if (end == ActorEnd::kGone) {
+      executor_.ForgetTrial(t.trial_id);  // their answers can never come
+      ClearActor(t);
+    } else {
+      ReleaseActor(t, end == ActorEnd::kReuseOrStop);
+    }
+  } else if (t.phase == TrialPhase::kAwaitingReattach) {
+    // Not adopted: if its worker comes back with the actor, it is stopped as
+    // an actor the head does not own.
+    t.actor_worker.clear();
+    t.placement = Placement{};
+  }
+  SetPhase(t, TrialPhase::kIdle);
+  t.pause_requested = false;
+  t.stop_after_save = false;
+  MarkDirty(t);
+}
+
+void TrialRunner::CheckInvariants(const Trial& t) const {
+  auto broken = [&](const char* what) {
+    IllegalState("trial " + t.trial_id + " (" + TrialStatusName(t.status) + ", phase " +
+                 TrialPhaseName(t.phase) + "): " + what);
+  };
+  if ((t.status == TrialStatus::kRunning) != (t.phase != TrialPhase::kIdle)) {
+    broken("RUNNING is exactly the phases other than idle");
+  }
+  const bool holds = PhaseHoldsActor(t.phase);
+  if (holds != !t.worker_id.empty() || holds != (t.group_id != 0)) {
+    broken("a worker and a group are set exactly while the phase holds an actor");
+  }
+  if ((t.phase == TrialPhase::kAwaitingReattach) != (awaiting_reattach_.count(t.trial_id) > 0)) {
+    broken("awaiting_reattach_ holds exactly the trials awaiting a re-attach");
+  }
+  if ((t.phase == TrialPhase::kAwaitingReplay) != (awaiting_replay_.count(t.trial_id) > 0)) {
+    broken("awaiting_replay_ holds exactly the trials awaiting a replay");
+  }
+  if ((t.phase == TrialPhase::kResetting) != (resetting_.count(t.trial_id) > 0)) {
+    broken("resetting_ holds exactly the trials whose RESET is in flight");
+  }
+  if (t.stop_after_save && t.phase != TrialPhase::kSaving) {
+    broken("stop_after_save is set only while saving");
+  }
+  if (t.pause_requested && t.status != TrialStatus::kRunning) {
+    broken("a pause is requested only of a RUNNING trial");
+  }
+}
+
+void TrialRunner::FinishTrial(Trial& t, TrialStatus final_status, ActorEnd end) {
+  if (IsFinished(t.status)) return;
+  const Experiment& e = experiments_.at(t.experiment_id);
+  const bool ok = final_status == TrialStatus::kTerminated;
+  if (ok && end == ActorEnd::kStop && PhaseHoldsActor(t.phase) &&
+      t.phase != TrialPhase::kResetting && !e.spec.export_formats.empty()) {
+    executor_.Export(t, e.spec.export_formats);
+  }
+  if (t.phase == TrialPhase::kIdle &&
+      (t.status == TrialStatus::kPending || t.status == TrialStatus::kPaused)) {
+    Dequeue(t);
+  }
+  EndAttempt(t, ok && end == ActorEnd::kStop && e.spec.reuse_actors ? ActorEnd::kReuseOrStop
+                                                                    : end);
+  t.memory_checkpoint.clear();
+  t.end_time = WallSeconds();
+  SetStatus(t, final_status);
+  if (final_status == TrialStatus::kError) {
+    scheduler_->OnTrialError(t);
+  } else {
+    scheduler_->OnTrialComplete(t);
+  }
+  MaybeFinishExperiment(experiments_.at(t.experiment_id));
+}
+
+void TrialRunner::FailTrial(Trial& t, const std::string& error, bool retry, ActorEnd end) {
+  if (IsFinished(t.status)) return;
+  Experiment& e = experiments_.at(t.experiment_id);
+  t.num_failures++;
+  t.error = error;
+  t.error_log.push_back("Failure # " + std::to_string(t.num_failures) + " (occurred at " +
+                        DateString() + ")\n" + error);
+  spdlog::warn("trial {} attempt {} failed (failure #{}): {}", t.trial_id, t.attempt,
+               t.num_failures, EscapeControl(error));
+  const int64_t max_failures = e.spec.max_failures;
+  const bool recover = retry && (max_failures < 0 || t.num_failures <= max_failures);
+  if (!recover) {
+    FinishTrial(t, TrialStatus::kError, end == ActorEnd::kGone ? end : ActorEnd::kStop);
+    if (e.spec.fail_fast) StopExperiment(e, nullptr);
+    return;
+  }
+  // An actor is never reused after an error.
+  EndAttempt(t, end == ActorEnd::kGone ? end : ActorEnd::kStop);
+  t.memory_checkpoint.clear();  // retry from the newest persistent checkpoint
+  // Ray's _try_recover: restart at once when resources for it are there now
+  // (a ready group or a cached actor of its request: it keeps its place, so
+  // the next start takes them), else requeue at the end of the queue. Its own
+  // group is freed only once its STOP completes, so the end is the usual case.
+  const std::string& key = RequestKeyOf(t);
+  const bool resources_now = groups_.HasReady(key) || cache_.Has(key);
+  if (!resources_now) t.seq = next_seq_++;
+  scheduler_->OnTrialError(t);  // Ray's _requeue_trial: on_trial_error, then on_trial_add
+  SetStatus(t, TrialStatus::kPending);
+  Enqueue(t);
+}
+
+}  // namespace ztune::head
