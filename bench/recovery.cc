@@ -76,6 +76,7 @@
 #include "head/experiment_spec.h"
 #include "head/search_space.h"
 #include "head/trial.h"
+#include "head/trial_records.h"
 #include "storage/keys.h"
 #include "storage/rocksdb_store.h"
 
@@ -312,7 +313,7 @@ Json BuildStore(const std::string& data_dir, const StoreShape& shape) {
       }
       t.iteration = shape.results_per_trial;
       t.end_time = t.start_time + 0.0012 * static_cast<double>(shape.results_per_trial);
-      batch.Put(ztune::storage::Family::kTrials, t.trial_id, t.ToJson().dump());
+      ztune::head::PutTrialRecord(batch, t);
       if ((k + 1) % batch_trials == 0 || k + 1 == n_trials) {
         bytes += batch.bytes();
         if (auto s = store->Commit(batch); !s.ok()) return Json{{"error", "commit: " + s.ToString()}};

@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "head/trial_records.h"
 #include "storage/keys.h"
 
 namespace ztune::head {
@@ -46,6 +47,7 @@ void CheckpointManager::Add(Trial& t, const CheckpointPolicy& policy, const std:
                   t.trial_id, policy.score_attribute);
   }
   batch_.Put(storage::Family::kCheckpoints, storage::CheckpointKey(t.trial_id, c.id), bytes);
+  PutCheckpointRecord(batch_, t.trial_id, c);
   t.checkpoints.push_back(c);
   if (policy.num_to_keep <= 0 || static_cast<int64_t>(t.checkpoints.size()) <= policy.num_to_keep) {
     return;
@@ -62,6 +64,7 @@ void CheckpointManager::Add(Trial& t, const CheckpointPolicy& policy, const std:
       kept.push_back(r);
     } else {
       batch_.Delete(storage::Family::kCheckpoints, storage::CheckpointKey(t.trial_id, r.id));
+      DeleteCheckpointRecord(batch_, t.trial_id, r.id);
     }
   }
   t.checkpoints = std::move(kept);

@@ -6,6 +6,7 @@
 #include "common/printable.h"
 #include "common/utf8.h"
 #include "head/trial.h"
+#include "head/trial_records.h"
 #include "storage/keys.h"
 
 namespace ztune::head {
@@ -80,19 +81,18 @@ Result<StoreCheckReport> CheckStore(storage::Store& store) {
                                return true;
                              }));
   std::map<std::string, Trial> trials;
-  RETURN_IF_ERROR(store.Scan(storage::Family::kTrials, "", [&](std::string_view key,
-                                                               std::string_view v) {
+  RETURN_IF_ERROR(ScanTrials(store, [&](StoredTrial& stored) {
     ++report.trials;
-    Json j = Json::parse(v, nullptr, false);
-    auto t = j.is_discarded() ? Result<Trial>(Status::Corruption("not JSON")) : Trial::FromJson(j);
-    if (!t.ok()) {
-      problem("trial " + std::string(key) + ": " + t.status().message());
+    if (!stored.trial.ok()) {
+      problem("trial " + stored.key + ": " + stored.trial.status().message());
       return true;
     }
-    if (!experiments.count(t->experiment_id)) {
-      problem("trial " + t->trial_id + " belongs to unknown experiment " + t->experiment_id);
+    Trial& t = *stored.trial;
+    if (!experiments.count(t.experiment_id)) {
+      problem("trial " + t.trial_id + " belongs to unknown experiment " + t.experiment_id);
     }
-    trials.emplace(t->trial_id, std::move(t).value());
+    const std::string id = t.trial_id;
+    trials.emplace(id, std::move(t));
     return true;
   }));
 

@@ -1,6 +1,8 @@
 #include "head/trial.h"
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -86,13 +88,6 @@ Result<TrialStatus> ParseTrialStatus(const std::string& s) {
 }
 
 Json Trial::ToJson() const {
-  Json cps = Json::array();
-  for (const auto& c : checkpoints) {
-    cps.push_back(Json{{"id", c.id},
-                       {"iteration", c.iteration},
-                       {"score_valid", c.score_valid},
-                       {"score", c.score}});
-  }
   return Json{{"trial_id", trial_id},
               {"experiment_id", experiment_id},
               {"seq", seq},
@@ -102,10 +97,8 @@ Json Trial::ToJson() const {
               {"num_failures", num_failures},
               {"iteration", iteration},
               {"last_result", last_result},
-              {"checkpoints", cps},
               {"next_checkpoint_id", next_checkpoint_id},
               {"error", error},
-              {"error_log", error_log},
               {"start_time", start_time},
               {"end_time", end_time},
               {"num_restores", num_restores},
@@ -143,15 +136,17 @@ Result<Trial> Trial::FromJson(const Json& j) {
                                   " is not a boolean");
       }
     }
-    for (const auto& c : j.at("checkpoints")) {
-      t.checkpoints.push_back(CheckpointRecord{StoredInt<uint64_t>(c.at("id")),
-                                               StoredInt<int64_t>(c.at("iteration")),
-                                               c.at("score_valid").get<bool>(),
-                                               c.at("score").get<double>()});
+    if (j.contains("checkpoints")) {  // schema 1: inline
+      for (const auto& c : j["checkpoints"]) {
+        ASSIGN_OR_RETURN(CheckpointRecord record, CheckpointFromJson(c));
+        t.checkpoints.push_back(record);
+      }
     }
     t.next_checkpoint_id = StoredInt<uint64_t>(j.at("next_checkpoint_id"));
     t.error = j.at("error").get<std::string>();
-    t.error_log = j.at("error_log").get<std::vector<std::string>>();
+    if (j.contains("error_log")) {  // schema 1: inline
+      t.error_log = j["error_log"].get<std::vector<std::string>>();
+    }
     t.start_time = j.at("start_time").get<double>();
     t.end_time = j.at("end_time").get<double>();
     t.num_restores = j.contains("num_restores") ? StoredInt<int64_t>(j["num_restores"]) : 0;
@@ -169,6 +164,27 @@ Result<Trial> Trial::FromJson(const Json& j) {
     return t;
   } catch (const Json::exception& e) {
     return Status::Corruption(std::string("trial record: ") + e.what());
+  }
+}
+
+Result<CheckpointRecord> Trial::CheckpointFromJson(const Json& c) {
+  try {
+    CheckpointRecord r{StoredInt<uint64_t>(c.at("id")), StoredInt<int64_t>(c.at("iteration")),
+                       c.at("score_valid").get<bool>(), 0};
+    const Json& score = c.at("score");
+    if (score.is_string() && (score == "inf" || score == "-inf")) {
+      r.score = (score == "inf" ? 1 : -1) * std::numeric_limits<double>::infinity();
+    } else if (score.is_null()) {
+      // An infinite score written before it was spelled out (JSON has no
+      // infinity: it was written as null, and such a record failed the
+      // whole load). Its sign is lost: it ranks as no score.
+      r.score_valid = false;
+    } else {
+      r.score = score.get<double>();
+    }
+    return r;
+  } catch (const Json::exception& e) {
+    return Status::Corruption(std::string("checkpoint record: ") + e.what());
   }
 }
 

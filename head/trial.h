@@ -91,8 +91,13 @@ struct Trial {
   // scratch). Its first new result must be max(iteration, this) + 1.
   int64_t resume_iteration = 0;
 
+  // The trial record: everything persisted but `checkpoints` and
+  // `error_log`, which are records of their own (head/trial_records.h).
   Json ToJson() const;
+  // Reads a trial record; inline `checkpoints` and `error_log` (a schema-1
+  // record) are read too.
   static Result<Trial> FromJson(const Json& j);
+  static Result<CheckpointRecord> CheckpointFromJson(const Json& j);
   // Newest retained persistent checkpoint, or nullptr.
   const CheckpointRecord* NewestCheckpoint() const;
 };

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/printable.h"
+#include "head/trial_records.h"
 #include "storage/keys.h"
 
 namespace ztune::head {
@@ -394,7 +395,7 @@ void TrialRunner::FlushTo(storage::WriteBatch& batch) {
   dirty_experiments_.clear();
   for (const auto& id : dirty_trials_) {
     auto it = trials_.find(id);
-    if (it != trials_.end()) batch_.Put(storage::Family::kTrials, id, it->second.ToJson().dump());
+    if (it != trials_.end()) PutTrialRecord(batch_, it->second);
   }
   dirty_trials_.clear();
   if (batch.empty()) {

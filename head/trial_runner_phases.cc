@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/printable.h"
+#include "head/trial_records.h"
 #include "head/trial_runner.h"
 
 namespace ztune::head {
@@ -146,6 +147,7 @@ void TrialRunner::FailTrial(Trial& t, const std::string& error, bool retry, Acto
   t.error = error;
   t.error_log.push_back("Failure # " + std::to_string(t.num_failures) + " (occurred at " +
                         DateString() + ")\n" + error);
+  PutErrorRecord(batch_, t.trial_id, t.error_log.size(), t.error_log.back());
   spdlog::warn("trial {} attempt {} failed (failure #{}): {}", t.trial_id, t.attempt,
                t.num_failures, EscapeControl(error));
   const int64_t max_failures = e.spec.max_failures;

@@ -14,6 +14,7 @@
 
 #include "common/check.h"
 #include "common/printable.h"
+#include "head/trial_records.h"
 #include "storage/keys.h"
 
 namespace ztune::head {
@@ -75,7 +76,33 @@ Status TrialRunner::Load() {
     std::string id = e.experiment_id;
     experiments_.emplace(id, std::move(e));
   }
-  ASSIGN_OR_RETURN(std::vector<Trial> loaded, LoadRecords<Trial>(store_, storage::Family::kTrials));
+  // The schema the store was written with: a schema-1 store's trials carry
+  // their checkpoint records and error_log inline and are moved to records of
+  // their own below, in this first commit together with the new schema value.
+  ASSIGN_OR_RETURN(std::optional<std::string> stored_schema,
+                   store_.Get(storage::Family::kMeta, storage::kMetaSchema));
+  std::vector<Trial> loaded;
+  std::set<std::string> inline_lists;
+  Status damaged;
+  RETURN_IF_ERROR(ScanTrials(store_, [&](StoredTrial& stored) {
+    if (!stored.trial.ok()) {
+      damaged = Status::Corruption("trials record '" + stored.key +
+                                   "': " + stored.trial.status().message());
+      return false;
+    }
+    if (stored.inline_lists) inline_lists.insert(stored.key);
+    loaded.push_back(std::move(stored.trial).value());
+    return true;
+  }));
+  RETURN_IF_ERROR(damaged);
+  if (stored_schema.has_value() && *stored_schema != std::to_string(storage::kSchemaVersion)) {
+    // RocksDbStore::Open refused a newer or unreadable one.
+    spdlog::info("store schema {} -> {}: moving the checkpoint records and error logs of {} "
+                 "trials to records of their own",
+                 *stored_schema, storage::kSchemaVersion, inline_lists.size());
+    batch_.Put(storage::Family::kMeta, storage::kMetaSchema,
+               std::to_string(storage::kSchemaVersion));
+  }
   std::sort(loaded.begin(), loaded.end(), [](const Trial& a, const Trial& b) { return a.seq < b.seq; });
   for (Trial& t : loaded) {
     auto eit = experiments_.find(t.experiment_id);
@@ -114,6 +141,10 @@ Status TrialRunner::Load() {
     } else {
       Enqueue(stored);
       if (stored_status != TrialStatus::kPending) MarkDirty(stored);
+    }
+    if (inline_lists.count(id) > 0) {
+      PutChildRecords(batch_, stored);
+      MarkDirty(stored);  // rewritten without the lists at this turn's FlushTo
     }
   }
   for (auto& [id, e] : experiments_) {

@@ -14,7 +14,10 @@ namespace ztune::storage {
 inline constexpr char kMetaSchema[] = "schema";
 inline constexpr char kMetaHeadEpoch[] = "head_epoch";
 inline constexpr char kMetaNextExperiment[] = "next_experiment";
-inline constexpr int kSchemaVersion = 1;
+// 2: a trial's checkpoint records and error_log entries are records of their
+// own (TrialChildKey) instead of lists inside the trial record. A head
+// migrates a schema-1 store when it loads it.
+inline constexpr int kSchemaVersion = 2;
 
 // trial_id + '\0': the prefix of every result / checkpoint of one trial.
 std::string TrialPrefix(std::string_view trial_id);
@@ -24,5 +27,23 @@ std::string ResultKey(std::string_view trial_id, uint64_t iteration);
 std::string CheckpointKey(std::string_view trial_id, uint64_t checkpoint_id);
 // The integer suffix of a ResultKey / CheckpointKey, or nullopt if malformed.
 std::optional<uint64_t> KeySuffixNumber(std::string_view key);
+
+// Trials family: a trial's record is at its trial_id; its child records at
+// trial_id + '\0' + kind + 8-byte big-endian number, so that a prefix scan
+// gives a trial's record and then its children in order.
+inline constexpr char kTrialCheckpointRecord = 'c';  // number: the checkpoint id
+inline constexpr char kTrialErrorRecord = 'e';       // number: the failure (1-based)
+std::string TrialChildKey(std::string_view trial_id, char kind, uint64_t n);
+// Whether a trials-family key names a child record rather than a trial.
+inline bool IsTrialChildKey(std::string_view key) {
+  return key.find('\0') != std::string_view::npos;
+}
+struct TrialChildKeyParts {
+  std::string_view trial_id;
+  char kind = 0;
+  uint64_t n = 0;
+};
+// The parts of a TrialChildKey; nullopt if malformed (length, unknown kind).
+std::optional<TrialChildKeyParts> ParseTrialChildKey(std::string_view key);
 
 }  // namespace ztune::storage

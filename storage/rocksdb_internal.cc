@@ -110,8 +110,8 @@ const std::string& DefaultFamilyName() {
 }
 
 std::vector<std::string> FamiliesOfSchema(int /*schema*/) {
-  // Schema 1 is the only one; a later schema that adds a family lists the
-  // families of each version here.
+  // Schemas 1 and 2 have the same families (2 changed a record layout); a
+  // later schema that adds a family lists the families of each version here.
   std::vector<std::string> names;
   for (int i = 0; i < kNumFamilies; ++i) names.emplace_back(FamilyName(static_cast<Family>(i)));
   return names;

@@ -49,7 +49,7 @@ enum class WalRecovery {
 };
 
 const std::string& DefaultFamilyName();
-// The families a store of schema `schema` has (all of them for schema 1).
+// The families a store of schema `schema` has (all of them for schemas 1 and 2).
 std::vector<std::string> FamiliesOfSchema(int schema);
 
 rocksdb::Slice ToSlice(std::string_view s);

@@ -269,8 +269,10 @@ Result<std::optional<int>> Judge(const std::string& dir, const Inspection& found
         "see ztune-head --salvage." +
         SalvageHint(dir));
   }
-  // Only schema 1 exists; an older schema would be migrated after the
-  // read-write open.
+  // An older schema is accepted as it is: the store keeps its schema record
+  // and the head migrates the records it changed when it loads them
+  // (TrialRunner::Load, schema 1 -> 2), writing the new schema value with the
+  // migrated records in one commit.
   return schema;
 }
 

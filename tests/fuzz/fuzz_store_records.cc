@@ -3,7 +3,8 @@
 // (mod 5) so that one corpus and one campaign cover it:
 //   0  a trial record (JSON text)       Trial::FromJson, as Load and --check read it
 //   1  an experiment record (JSON text) Experiment::FromJson (spec, search space)
-//   2  a result / checkpoint key        storage::KeySuffixNumber
+//   2  a result / checkpoint key        storage::KeySuffixNumber, and as a
+//      trial child record key         storage::ParseTrialChildKey
 //   3  a checkpoint's bytes             worker::DecodeEnvelope (what RESTORE hands a worker)
 //   4  a whole store image              CheckStore (ztune-head --check), then
 //      TrialRunner::Load, a worker re-registering with the live actors the
@@ -63,6 +64,12 @@ void RecordRoundTrip(std::string_view text) {
 }
 
 void KeyRoundTrip(std::string_view key) {
+  if (auto child = storage::ParseTrialChildKey(key)) {
+    if (!storage::IsTrialChildKey(key) ||
+        storage::TrialChildKey(child->trial_id, child->kind, child->n) != key) {
+      Fail("a decoded trial child key does not re-encode to itself", std::string(key));
+    }
+  }
   auto n = storage::KeySuffixNumber(key);
   if (!n) return;
   const std::string_view trial = key.substr(0, key.size() - 9);

@@ -343,9 +343,15 @@ void StoreRecords() {
   for (int fi = 0; fi < storage::kNumFamilies; ++fi) {
     auto f = static_cast<storage::Family>(fi);
     int n = 0;
+    int children = 0;
     store.Scan(f, "", [&](std::string_view k, std::string_view v) {
       std::string key(k), value(v);
-      if (f == storage::Family::kTrials) record('\0', "trial_" + key, value);
+      if (f == storage::Family::kTrials && !storage::IsTrialChildKey(k)) {
+        record('\0', "trial_" + key, value);
+      }
+      if (f == storage::Family::kTrials && storage::IsTrialChildKey(k) && children < 2) {
+        record('\2', "trial_child_key_" + std::to_string(children++), key);  // keys hold a '\0'
+      }
       if (f == storage::Family::kExperiments) record('\1', "experiment_" + key, value);
       if ((f == storage::Family::kResults || f == storage::Family::kCheckpoints) && n < 2) {
         record('\2', std::string(storage::FamilyName(f)) + "_key_" + std::to_string(n), key);

@@ -169,7 +169,7 @@ TEST_F(RocksDbStoreTest, CreatesDirectoryAndSchemaWhenDirectoryIsMissing) {
   auto store = OpenOrDie(nested);
   ASSERT_NE(store, nullptr);
   EXPECT_TRUE(fs::exists(nested + "/CURRENT"));
-  EXPECT_EQ(*store->Get(Family::kMeta, kMetaSchema), "1");
+  EXPECT_EQ(*store->Get(Family::kMeta, kMetaSchema), std::to_string(kSchemaVersion));
   EXPECT_EQ(store->dir(), nested);
 }
 
@@ -177,7 +177,7 @@ TEST_F(RocksDbStoreTest, InitializesStoreWhenDirectoryIsEmpty) {
   fs::create_directories(dir_);
   auto store = OpenOrDie(dir_);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->Get(Family::kMeta, kMetaSchema), "1");
+  EXPECT_EQ(*store->Get(Family::kMeta, kMetaSchema), std::to_string(kSchemaVersion));
   store.reset();
   EXPECT_EQ(RawFamilies(dir_), (std::vector<std::string>{"checkpoints", "default", "experiments",
                                                          "meta", "results", "trials"}));
@@ -252,7 +252,7 @@ TEST_F(RocksDbStoreTest, FinishesInitializationWhenCreationWasInterrupted) {
   MakeRawRocksDb(dir_, {"meta", "experiments", "trials", "results", "checkpoints"}, "", "");
   auto store = OpenOrDie(dir_);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->Get(Family::kMeta, kMetaSchema), "1");
+  EXPECT_EQ(*store->Get(Family::kMeta, kMetaSchema), std::to_string(kSchemaVersion));
 }
 
 TEST_F(RocksDbStoreTest, RefusesStoreWhenSchemaIsNewer) {
@@ -266,10 +266,25 @@ TEST_F(RocksDbStoreTest, RefusesStoreWhenSchemaIsNewer) {
   auto r = RocksDbStore::Open(dir_);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(
-      Contains(r.status().message(), "store schema 99 is newer than this ztune (supports 1)"))
+  EXPECT_TRUE(Contains(r.status().message(), "store schema 99 is newer than this ztune (supports " +
+                                                 std::to_string(kSchemaVersion) + ")"))
       << r.status().ToString();
   EXPECT_TRUE(Contains(r.status().message(), "upgrade ztune")) << r.status().ToString();
+}
+
+// A store of an older schema opens as it is (the head migrates its records
+// when it loads them): its schema record is left alone.
+TEST_F(RocksDbStoreTest, OpensAStoreOfAnOlderSchemaUnchanged) {
+  {
+    auto store = OpenOrDie(dir_);
+    ASSERT_NE(store, nullptr);
+    WriteBatch b;
+    b.Put(Family::kMeta, kMetaSchema, "1");
+    CommitOrDie(*store, b);
+  }
+  auto r = RocksDbStore::Open(dir_);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*(*r)->Get(Family::kMeta, kMetaSchema), "1");
 }
 
 TEST_F(RocksDbStoreTest, ReportsCorruptionWhenSchemaIsUnreadable) {

@@ -1,0 +1,290 @@
+// How a trial is stored (head/trial_records.h): the record without the
+// growing lists, one child record per checkpoint and per error, schema-1
+// records with inline lists, and damage in any of them.
+#include "head/trial_records.h"
+
+#include <functional>
+#include <limits>
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "head/store_check.h"
+#include "storage/in_memory_store.h"
+#include "storage/keys.h"
+#include "tests/head/trial_runner_fixture.h"
+
+namespace ztune::head {
+namespace {
+
+Trial MakeTrial(const std::string& id, int checkpoints, int errors) {
+  Trial t;
+  t.trial_id = id;
+  t.experiment_id = "e0001";
+  t.seq = 1;
+  t.config = Json{{"lr", 0.1}};
+  t.status = TrialStatus::kTerminated;
+  t.iteration = 7;
+  for (int i = 1; i <= checkpoints; ++i) {
+    t.checkpoints.push_back(CheckpointRecord{static_cast<uint64_t>(i), i, true, -0.5 * i});
+  }
+  t.next_checkpoint_id = static_cast<uint64_t>(checkpoints) + 1;
+  for (int i = 1; i <= errors; ++i) {
+    t.error_log.push_back("Failure # " + std::to_string(i) + " (occurred at x)\nboom");
+  }
+  t.num_failures = errors;
+  return t;
+}
+
+void Store(storage::Store& store, const Trial& t) {
+  storage::WriteBatch b;
+  PutTrialRecord(b, t);
+  PutChildRecords(b, t);
+  ASSERT_TRUE(store.Commit(b).ok());
+}
+
+std::vector<StoredTrial> ScanAll(storage::Store& store) {
+  std::vector<StoredTrial> out;
+  EXPECT_TRUE(ScanTrials(store, [&](StoredTrial& s) {
+                out.push_back(std::move(s));
+                return true;
+              }).ok());
+  return out;
+}
+
+void Put(storage::Store& store, const std::string& key, const std::string& value) {
+  storage::WriteBatch b;
+  b.Put(storage::Family::kTrials, key, value);
+  ASSERT_TRUE(store.Commit(b).ok());
+}
+
+TEST(TrialRecordsTest, ATrialComesBackWithItsCheckpointsAndErrors) {
+  storage::InMemoryStore store;
+  Trial t = MakeTrial("e0001_00000", 3, 2);
+  t.checkpoints[1].score = -std::numeric_limits<double>::infinity();  // a loss of +inf, mode min
+  Store(store, t);
+  Store(store, MakeTrial("e0001_00001", 0, 0));
+  auto all = ScanAll(store);
+  ASSERT_EQ(all.size(), 2u);
+  ASSERT_TRUE(all[0].trial.ok()) << all[0].trial.status().ToString();
+  EXPECT_FALSE(all[0].inline_lists);
+  const Trial& back = *all[0].trial;
+  ASSERT_EQ(back.checkpoints.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(back.checkpoints[i].id, t.checkpoints[i].id);
+    EXPECT_EQ(back.checkpoints[i].iteration, t.checkpoints[i].iteration);
+    EXPECT_EQ(back.checkpoints[i].score, t.checkpoints[i].score);
+  }
+  EXPECT_EQ(back.error_log, t.error_log);
+  ASSERT_TRUE(all[1].trial.ok());
+  EXPECT_TRUE(all[1].trial->checkpoints.empty());
+}
+
+// The record a result rewrites does not grow with the trial's checkpoints
+// and failures (it held both lists: a trial's life was quadratic).
+TEST(TrialRecordsTest, TheTrialRecordDoesNotGrowWithItsLists) {
+  Trial few = MakeTrial("e0001_00000", 1, 1);
+  Trial many = MakeTrial("e0001_00000", 5000, 1);
+  many.error_log.resize(1);
+  few.next_checkpoint_id = many.next_checkpoint_id;
+  EXPECT_EQ(few.ToJson().dump().size(), many.ToJson().dump().size());
+  EXPECT_FALSE(many.ToJson().contains("checkpoints"));
+  EXPECT_FALSE(many.ToJson().contains("error_log"));
+}
+
+TEST(TrialRecordsTest, ASchemaOneRecordWithInlineListsIsRead) {
+  storage::InMemoryStore store;
+  Trial t = MakeTrial("e0001_00000", 2, 1);
+  Json legacy = t.ToJson();
+  legacy["checkpoints"] = Json::array();
+  for (const auto& c : t.checkpoints) legacy["checkpoints"].push_back(CheckpointRecordToJson(c));
+  legacy["checkpoints"][1]["score"] = nullptr;  // how schema 1 wrote an infinite score
+  legacy["error_log"] = t.error_log;
+  Put(store, t.trial_id, legacy.dump());
+  auto all = ScanAll(store);
+  ASSERT_EQ(all.size(), 1u);
+  ASSERT_TRUE(all[0].trial.ok()) << all[0].trial.status().ToString();
+  EXPECT_TRUE(all[0].inline_lists);
+  ASSERT_EQ(all[0].trial->checkpoints.size(), 2u);
+  EXPECT_FALSE(all[0].trial->checkpoints[1].score_valid) << "its sign is lost: no score";
+  EXPECT_EQ(all[0].trial->error_log, t.error_log);
+}
+
+struct Damage {
+  const char* name;
+  std::function<void(storage::Store&)> apply;
+  const char* message;
+};
+
+TEST(TrialRecordsTest, DamagedChildrenMakeTheirTrialCorruptAndTheScanGoesOn) {
+  const std::string id = "e0001_00000";
+  auto child = [&](char kind, uint64_t n) { return storage::TrialChildKey(id, kind, n); };
+  const std::vector<Damage> cases = {
+      {"orphan", [&](storage::Store& s) { Put(s, child('c', 1), CheckpointRecordToJson({1, 1, false, 0}).dump()); },
+       "without their trial record"},
+      {"not json", [&](storage::Store& s) { Store(s, MakeTrial(id, 1, 0)); Put(s, child('c', 1), "{x"); },
+       "is not a JSON object"},
+      {"id past next", [&](storage::Store& s) {
+         Store(s, MakeTrial(id, 1, 0));
+         Put(s, child('c', 9), CheckpointRecordToJson({9, 1, false, 0}).dump()); },
+       "next checkpoint id"},
+      {"id differs from key", [&](storage::Store& s) {
+         Store(s, MakeTrial(id, 2, 0));
+         Put(s, child('c', 1), CheckpointRecordToJson({2, 1, false, 0}).dump()); },
+       "names checkpoint 2"},
+      {"missing error", [&](storage::Store& s) {
+         Store(s, MakeTrial(id, 0, 0));
+         Put(s, child('e', 2), Json{{"entry", "x"}}.dump()); },
+       "an entry is missing"},
+      {"error not a string", [&](storage::Store& s) {
+         Store(s, MakeTrial(id, 0, 0));
+         Put(s, child('e', 1), Json{{"entry", 5}}.dump()); },
+       "no string"},
+      {"malformed key", [&](storage::Store& s) { Store(s, MakeTrial(id, 0, 0)); Put(s, id + std::string("\0z", 2), "{}"); },
+       "malformed child record key"},
+      {"inline and children", [&](storage::Store& s) {
+         Trial t = MakeTrial(id, 1, 0);
+         Json legacy = t.ToJson();
+         legacy["error_log"] = Json::array();
+         Put(s, id, legacy.dump());
+         Put(s, child('c', 1), CheckpointRecordToJson(t.checkpoints[0]).dump()); },
+       "both inline lists"},
+      {"record under another key", [&](storage::Store& s) {
+         Put(s, id, MakeTrial("e0001_00009", 0, 0).ToJson().dump()); },
+       "names trial e0001_00009"},
+  };
+  for (const Damage& d : cases) {
+    storage::InMemoryStore store;
+    d.apply(store);
+    Store(store, MakeTrial("e0001_00001", 1, 1));  // an intact trial after it
+    auto all = ScanAll(store);
+    ASSERT_EQ(all.size(), 2u) << d.name;
+    EXPECT_EQ(all[0].key, id) << d.name;
+    ASSERT_FALSE(all[0].trial.ok()) << d.name;
+    EXPECT_EQ(all[0].trial.status().code(), StatusCode::kCorruption) << d.name;
+    EXPECT_NE(all[0].trial.status().message().find(d.message), std::string::npos)
+        << d.name << ": " << all[0].trial.status().message();
+    EXPECT_TRUE(all[1].trial.ok()) << d.name << ": " << all[1].trial.status().ToString();
+  }
+}
+
+class TrialStorageTest : public TrialRunnerTest {
+ protected:
+  // Child records of `id` of `kind` in the store.
+  size_t Children(const std::string& id, char kind) {
+    size_t n = 0;
+    EXPECT_TRUE(store_
+                    .Scan(storage::Family::kTrials, storage::TrialPrefix(id),
+                          [&](std::string_view k, std::string_view) {
+                            auto parts = storage::ParseTrialChildKey(k);
+                            n += parts && parts->kind == kind ? 1 : 0;
+                            return true;
+                          })
+                    .ok());
+    return n;
+  }
+  Json Record(const std::string& id) {
+    auto v = store_.Get(storage::Family::kTrials, id);
+    EXPECT_TRUE(v.ok() && v->has_value());
+    return v.ok() && v->has_value() ? Json::parse(**v) : Json();
+  }
+};
+
+// A result rewrites the trial record only, and that record stays the same
+// size however many checkpoints the trial keeps.
+TEST_F(TrialStorageTest, AResultRewritesARecordOfConstantSize) {
+  fleet_->Register("w1", 1);
+  const std::string exp = Submit(R"({"trainable": "quadratic",
+      "stop": {"training_iteration": 300}, "checkpoint": {"frequency": 1}})");
+  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  RunUntilIteration(id, 20);
+  Commit();
+  const size_t early = Record(id).dump().size();
+  RunToEnd(exp);
+  EXPECT_EQ(runner_->FindTrial(id)->checkpoints.size(), 300u);
+  EXPECT_EQ(Children(id, storage::kTrialCheckpointRecord), 300u);
+  // Only the numbers in it grow (iteration 20 -> 300, times, ids).
+  EXPECT_LT(Record(id).dump().size(), early + 64);
+}
+
+// Retention deletes a dropped checkpoint's record with its bytes, and each
+// failure adds one error record.
+TEST_F(TrialStorageTest, RetentionAndFailuresKeepTheChildRecordsExact) {
+  fleet_->Register("w1", 1);
+  const std::string exp = Submit(R"({"trainable": "quadratic", "max_failures": 2,
+      "stop": {"training_iteration": 12},
+      "checkpoint": {"frequency": 2, "num_to_keep": 2}})");
+  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  fleet_->FailAt(id, 11, /*once=*/false);  // 5 checkpoints, then 3 failures: ERROR
+  RunToEnd(exp);
+  const Trial* t = runner_->FindTrial(id);
+  EXPECT_EQ(t->status, TrialStatus::kError);
+  EXPECT_EQ(t->num_failures, 3);
+  EXPECT_EQ(Children(id, storage::kTrialErrorRecord), 3u);
+  ASSERT_EQ(t->checkpoints.size(), 2u);
+  EXPECT_EQ(Children(id, storage::kTrialCheckpointRecord), 2u);
+  auto report = CheckStore(store_);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->ToText();
+}
+
+// A schema-1 store (lists inline, schema "1"): the next head moves every
+// trial's lists to records of their own in its first commit, with schema 2;
+// nothing is lost and --check agrees.
+TEST_F(TrialStorageTest, ALoadMigratesASchemaOneStore) {
+  fleet_->Register("w1", 2);
+  const std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 2,
+      "max_failures": 2, "stop": {"training_iteration": 8}, "checkpoint": {"frequency": 2}})");
+  const auto ids = runner_->FindExperiment(exp)->trial_ids;
+  fleet_->FailAt(ids[0], 3);
+  RunToEnd(exp);
+  std::map<std::string, Trial> before;
+  storage::WriteBatch legacy;
+  for (const auto& id : ids) {
+    const Trial& t = *runner_->FindTrial(id);
+    before.emplace(id, t);
+    Json j = t.ToJson();
+    j["checkpoints"] = Json::array();
+    for (const auto& c : t.checkpoints) j["checkpoints"].push_back(CheckpointRecordToJson(c));
+    j["error_log"] = t.error_log;
+    legacy.Put(storage::Family::kTrials, id, j.dump());
+    for (const auto& c : t.checkpoints) {
+      legacy.Delete(storage::Family::kTrials,
+                    storage::TrialChildKey(id, storage::kTrialCheckpointRecord, c.id));
+    }
+    for (size_t n = 1; n <= t.error_log.size(); ++n) {
+      legacy.Delete(storage::Family::kTrials,
+                    storage::TrialChildKey(id, storage::kTrialErrorRecord, n));
+    }
+  }
+  legacy.Put(storage::Family::kMeta, storage::kMetaSchema, "1");
+  ASSERT_TRUE(store_.Commit(legacy).ok());
+  ASSERT_EQ(Children(ids[0], storage::kTrialCheckpointRecord), 0u);
+
+  for (int restart = 0; restart < 2; ++restart) {
+    Reset();  // a new head on the same store (its Load is committed)
+    EXPECT_EQ(*store_.Get(storage::Family::kMeta, storage::kMetaSchema),
+              std::to_string(storage::kSchemaVersion));
+    for (const auto& id : ids) {
+      const Trial& was = before.at(id);
+      const Trial& now = *runner_->FindTrial(id);
+      EXPECT_EQ(now.error_log, was.error_log) << id;
+      ASSERT_EQ(now.checkpoints.size(), was.checkpoints.size()) << id;
+      for (size_t i = 0; i < was.checkpoints.size(); ++i) {
+        EXPECT_EQ(now.checkpoints[i].id, was.checkpoints[i].id) << id;
+      }
+      EXPECT_FALSE(Record(id).contains("checkpoints")) << id;
+      EXPECT_FALSE(Record(id).contains("error_log")) << id;
+      EXPECT_EQ(Children(id, storage::kTrialCheckpointRecord), was.checkpoints.size()) << id;
+      EXPECT_EQ(Children(id, storage::kTrialErrorRecord), was.error_log.size()) << id;
+    }
+  }
+  EXPECT_EQ(before.at(ids[0]).error_log.size(), 1u);
+  auto report = CheckStore(store_);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->ToText();
+}
+
+}  // namespace
+}  // namespace ztune::head
