@@ -48,6 +48,36 @@ TEST(KeysTest, KeySuffixNumberRejectsMalformedKeys) {
   EXPECT_EQ(KeySuffixNumber("t1x\0\0\0\0\0\0\0\x01"s), std::nullopt);  // 7-byte suffix
 }
 
+TEST(KeysTest, TrialChildKeysRoundTripAndSortAfterTheirTrial) {
+  for (char kind : {kTrialCheckpointRecord, kTrialErrorRecord}) {
+    for (uint64_t n : {uint64_t{1}, uint64_t{256}, UINT64_MAX}) {
+      const std::string key = TrialChildKey("e0001_00003", kind, n);
+      EXPECT_TRUE(IsTrialChildKey(key));
+      auto parts = ParseTrialChildKey(key);
+      ASSERT_TRUE(parts.has_value());
+      EXPECT_EQ(parts->trial_id, "e0001_00003");
+      EXPECT_EQ(parts->kind, kind);
+      EXPECT_EQ(parts->n, n);
+      // After the trial's record, before the next trial's.
+      EXPECT_LT(std::string("e0001_00003"), key);
+      EXPECT_LT(key, std::string("e0001_00004"));
+      EXPECT_LT(key, std::string("e0001_000030"));
+    }
+  }
+  // Checkpoints by id, then errors; numbers in numeric order.
+  EXPECT_LT(TrialChildKey("t", kTrialCheckpointRecord, UINT64_MAX),
+            TrialChildKey("t", kTrialErrorRecord, 0));
+  EXPECT_LT(TrialChildKey("t", kTrialErrorRecord, 255), TrialChildKey("t", kTrialErrorRecord, 256));
+  EXPECT_FALSE(IsTrialChildKey("e0001_00003"));
+}
+
+TEST(KeysTest, ParseTrialChildKeyRejectsMalformedKeys) {
+  EXPECT_EQ(ParseTrialChildKey("e0001_00003"), std::nullopt);  // a trial record
+  EXPECT_EQ(ParseTrialChildKey("t\0x\0\0\0\0\0\0\0\x01"s), std::nullopt);   // unknown kind
+  EXPECT_EQ(ParseTrialChildKey("t\0c\0\0\0\0\0\0\x01"s), std::nullopt);      // 7-byte number
+  EXPECT_EQ(ParseTrialChildKey("t\0c\0\0\0\0\0\0\0\0\x01"s), std::nullopt);  // 9 bytes
+}
+
 TEST(KeysTest, FamilyNamesAreTheColumnFamilyNames) {
   EXPECT_STREQ(FamilyName(Family::kMeta), "meta");
   EXPECT_STREQ(FamilyName(Family::kExperiments), "experiments");
