@@ -73,6 +73,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  app.add_flag("--strict-invariants", options.runner.strict_invariants,
+               "for tests: an illegal trial phase change or a broken trial invariant aborts the "
+               "head (default: it is logged as an error and refused)");
   CLI11_PARSE(app, argc, argv);
   options.runner.force_cleanup_ms = force_cleanup_s * 1000;
   options.runner.insufficient_resources_warn_ms = warn_s * 1000;

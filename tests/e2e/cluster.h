@@ -45,7 +45,9 @@ class LocalCluster {
                                      "--endpoints-file", endpoints,
                                      "--heartbeat-ms", std::to_string(timing_.heartbeat_ms),
                                      "--liveness", std::to_string(timing_.liveness),
-                                     "--log-level", "debug"};
+                                     "--log-level", "debug",
+                                     // A ztune defect aborts the head: the test fails.
+                                     "--strict-invariants"};
     args.insert(args.end(), extra.begin(), extra.end());
     head_ = std::make_unique<Process>(ZTUNE_HEAD_BIN, args, dir_ + "/logs/head.log");
     ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(endpoints); }))
