@@ -38,6 +38,11 @@ void FifoScheduler::ForEachWaitingRequest(
   for (const auto& [key, q] : queues_) fn(key, q.request, q.waiting.size());
 }
 
+void FifoScheduler::ForgetRequest(const std::string& request_key) {
+  auto q = queues_.find(request_key);
+  if (q != queues_.end() && q->second.waiting.empty()) queues_.erase(q);
+}
+
 size_t FifoScheduler::NumWaiting(const std::string& request_key) const {
   auto q = queues_.find(request_key);
   return q == queues_.end() ? 0 : q->second.waiting.size();

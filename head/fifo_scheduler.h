@@ -33,6 +33,7 @@ class FifoScheduler final : public TrialScheduler {
       const std::function<void(const std::string& key, const PlacementRequest& request,
                                size_t waiting)>& fn) const override;
   size_t NumWaiting(const std::string& request_key) const override;
+  void ForgetRequest(const std::string& request_key) override;
 
  private:
   // (paused?, seq, trial_id): PENDING trials before PAUSED ones, then FIFO.
@@ -45,7 +46,8 @@ class FifoScheduler final : public TrialScheduler {
     std::string key;
     Entry entry;
   };
-  // By request key; a queue stays when it empties (see ForEachWaitingRequest).
+  // By request key; an emptied queue stays until ForgetRequest (the runner
+  // unstages its shape's groups from ForEachWaitingRequest).
   std::unordered_map<std::string, Queue> queues_;
   std::unordered_map<std::string, Position> positions_;  // by trial id: where it waits
 };

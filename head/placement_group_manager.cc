@@ -80,6 +80,7 @@ std::optional<uint64_t> PlacementGroupManager::TakeReady(const std::string& key,
   if (it == pools_.end() || it->second.ready.empty()) return std::nullopt;
   uint64_t id = it->second.ready.front();
   it->second.ready.pop_front();
+  PruneIfEmpty(it);
   Group& g = groups_.at(id);
   g.state = State::kInUse;
   g.trial_id = trial_id;
@@ -148,6 +149,7 @@ bool PlacementGroupManager::UnstageOne(const std::string& key) {
       groups_.erase(*it);
       staging_order_.erase(std::next(it).base());
       pool.staging--;
+      PruneIfEmpty(pit);
       return true;
     }
   }
@@ -158,9 +160,14 @@ bool PlacementGroupManager::UnstageOne(const std::string& key) {
     g.state = State::kRemoving;
     g.remove_at = clock_.NowMs() + options_.removal_delay_ms;
     removals_.emplace(g.remove_at, id);
+    PruneIfEmpty(pit);
     return true;
   }
   return false;
+}
+
+void PlacementGroupManager::PruneIfEmpty(std::unordered_map<std::string, Pool>::iterator it) {
+  if (it->second.staging == 0 && it->second.ready.empty()) pools_.erase(it);
 }
 
 std::vector<uint64_t> PlacementGroupManager::OnWorkerRemoved(const std::string& worker_id) {

@@ -87,6 +87,8 @@ class PlacementGroupManager {
   std::vector<uint64_t> OnWorkerRemoved(const std::string& worker_id);
 
   const Group* Find(uint64_t group_id) const;
+  // Request shapes with staging or ready groups.
+  size_t NumPools() const { return pools_.size(); }
   // Resources held by in-use groups (Ray's occupied_resources()).
   ResourceSet OccupiedResources() const;
 
@@ -96,12 +98,15 @@ class PlacementGroupManager {
     std::deque<uint64_t> ready;
   };
   void RemoveNow(Group& g);
+  // Drops the pool of `it` once it has neither staging nor ready groups.
+  void PruneIfEmpty(std::unordered_map<std::string, Pool>::iterator it);
 
   ResourceLedger& ledger_;
   const Clock& clock_;
   PlacementGroupOptions options_;
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, Group> groups_;
+  // By request key; a pool exists only while it has staging or ready groups.
   std::unordered_map<std::string, Pool> pools_;
   std::list<uint64_t> staging_order_;  // FIFO of staging group ids
   std::multimap<TimeMs, uint64_t> removals_;

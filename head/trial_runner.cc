@@ -271,6 +271,7 @@ void TrialRunner::GenerateTrials() {
 }
 
 void TrialRunner::StageAndReconcile() {
+  std::vector<std::string> idle;  // shapes with nothing waiting, staged or cached
   scheduler_->ForEachWaitingRequest(
       [&](const std::string& key, const PlacementRequest& request, size_t waiting) {
         const int64_t cached = static_cast<int64_t>(cache_.Count(key));
@@ -281,7 +282,9 @@ void TrialRunner::StageAndReconcile() {
           ++have;
         }
         while (have > want && groups_.UnstageOne(key)) --have;  // cached actors: Reconcile
+        if (want == 0 && have == 0) idle.push_back(key);
       });
+  for (const std::string& key : idle) scheduler_->ForgetRequest(key);
 }
 
 void TrialRunner::StartReadyTrials() {

@@ -121,6 +121,7 @@ class TrialRunner {
   const ResourceLedger& ledger() const { return ledger_; }
   const PlacementGroupManager& groups() const { return groups_; }
   const Executor& executor() const { return executor_; }
+  const TrialScheduler& scheduler() const { return *scheduler_; }
   storage::Store& store() { return store_; }
   // Name of the worker hosting the trial's actor, or empty.
   std::string WorkerNameOf(const Trial& t) const;

@@ -57,6 +57,10 @@ class TrialScheduler {
       const std::function<void(const std::string& key, const PlacementRequest& request,
                                size_t waiting)>& fn) const = 0;
   virtual size_t NumWaiting(const std::string& request_key) const = 0;
+  // The runner has nothing of `request_key` staged, ready or cached any more:
+  // its queue goes if no trial waits in it, so that the shapes of finished
+  // experiments cost neither memory nor time in the calls above.
+  virtual void ForgetRequest(const std::string& request_key) = 0;
 };
 
 }  // namespace ztune::head

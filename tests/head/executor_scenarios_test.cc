@@ -95,6 +95,12 @@ class ExecutorScenarioTest : public ::testing::Test {
     Turn(3);
     EXPECT_EQ(runner_->groups().NumInUse(), 0);
     EXPECT_EQ(runner_->groups().NumStagingTotal(), 0);
+    // Nothing is kept per request shape once no trial of it waits.
+    EXPECT_EQ(runner_->groups().NumPools(), 0u);
+    size_t shapes = 0;
+    runner_->scheduler().ForEachWaitingRequest(
+        [&](const std::string&, const PlacementRequest&, size_t) { ++shapes; });
+    EXPECT_EQ(shapes, 0u);
     for (const auto& [id, w] : runner_->registry().workers()) {
       if (w.alive) {
         EXPECT_EQ(runner_->ledger().AvailableOf(id), w.total) << id;

@@ -2,6 +2,10 @@
 // decisions (STOP and PAUSE after a result).
 #include "head/fifo_scheduler.h"
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "head/trial_runner.h"
@@ -48,6 +52,31 @@ TEST(FifoSchedulerTest, FirstPendingWithResourcesThenFirstPausedAcrossShapes) {
   EXPECT_EQ(s.OnTrialResult(T("a", 10), Json::object()), SchedulerDecision::kContinue);
 }
 
+// An emptied queue stays (the runner still unstages its groups from it) until
+// the runner forgets the shape; a shape with a waiting trial is never dropped.
+TEST(FifoSchedulerTest, AnEmptiedShapeIsListedUntilForgotten) {
+  FifoScheduler s;
+  const auto one = Req(R"({"bundles": [{"CPU": 1}]})");
+  const auto two = Req(R"({"bundles": [{"CPU": 2}]})");
+  s.OnTrialAdd(T("a", 1), one.Key(), one);
+  s.OnTrialAdd(T("b", 2), two.Key(), two);
+  s.OnTrialRemove(T("a", 1));
+  auto shapes = [&] {
+    std::vector<std::pair<std::string, size_t>> out;
+    s.ForEachWaitingRequest(
+        [&](const std::string& key, const PlacementRequest&, size_t n) { out.emplace_back(key, n); });
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  auto expected = std::vector<std::pair<std::string, size_t>>{{one.Key(), 0}, {two.Key(), 1}};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(shapes(), expected);
+  s.ForgetRequest(one.Key());
+  s.ForgetRequest(two.Key());  // b waits: kept
+  EXPECT_EQ(shapes(), (std::vector<std::pair<std::string, size_t>>{{two.Key(), 1}}));
+  s.ForgetRequest("never seen");
+}
+
 // A scheduler that stops or pauses a trial at a given iteration.
 class ScriptedScheduler final : public TrialScheduler {
  public:
@@ -76,6 +105,7 @@ class ScriptedScheduler final : public TrialScheduler {
     fifo_.ForEachWaitingRequest(fn);
   }
   size_t NumWaiting(const std::string& key) const override { return fifo_.NumWaiting(key); }
+  void ForgetRequest(const std::string& key) override { fifo_.ForgetRequest(key); }
 
   int results = 0, completed = 0, errored = 0;
 
