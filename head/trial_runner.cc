@@ -215,11 +215,6 @@ void TrialRunner::OnWorkerDead(const std::string& worker_id, const std::string& 
   }
 }
 
-void TrialRunner::EndSearch(const Experiment& e) {
-  searching_.erase(e.experiment_id);
-  spaces_.erase(e.experiment_id);
-}
-
 void TrialRunner::MaybeFinishExperiment(Experiment& e) {
   if (e.finished) return;
   if (e.live_trials == 0 && e.SearchFinished()) {
@@ -248,24 +243,18 @@ void TrialRunner::StopExperiment(Experiment& e, std::vector<std::string>* stoppe
 // ---------------------------------------------------------------- turn
 
 void TrialRunner::GenerateTrials() {
-  for (auto it = searching_.begin(); it != searching_.end();) {
-    Experiment& e = experiments_.at(*it);
-    auto sit = spaces_.find(e.experiment_id);
-    CHECK(sit != spaces_.end());  // searching_ implies a space (EndSearch drops both)
-    const SearchSpace& space = sit->second;
+  for (const std::string& id : searcher_.SearchingNow()) {
+    auto eit = experiments_.find(id);
+    CHECK(eit != experiments_.end());  // experiments are never removed
+    Experiment& e = eit->second;
     while (!e.SearchFinished() && num_pending_ < max_pending_ &&
            (e.spec.max_concurrent_trials == 0 || e.live_trials < e.spec.max_concurrent_trials)) {
-      Json config = space.Variant(e.spec.seed, e.next_variant);
-      e.next_variant++;
-      NewTrial(e, std::move(config));
+      NewTrial(e, searcher_.Next(e));
     }
     if (e.SearchFinished()) {
       MarkDirty(e);
-      spaces_.erase(e.experiment_id);  // the searcher is done with it (EndSearch, in place)
-      it = searching_.erase(it);
+      EndSearch(e);
       MaybeFinishExperiment(e);
-    } else {
-      ++it;
     }
   }
 }

@@ -35,6 +35,7 @@
 #include "head/resource_ledger.h"
 #include "head/result_processor.h"
 #include "head/search_space.h"
+#include "head/searcher.h"
 #include "head/trial.h"
 #include "head/worker_registry.h"
 #include "storage/store.h"
@@ -243,7 +244,7 @@ class TrialRunner {
   void ClearActor(Trial& t);
   void MaybeFinishExperiment(Experiment& e);
   // The experiment's searcher yields no more trials: its search space goes.
-  void EndSearch(const Experiment& e);
+  void EndSearch(const Experiment& e) { searcher_.End(e.experiment_id); }
   void StopExperiment(Experiment& e, std::vector<std::string>* stopped);
   void RecomputeMaxPending();
   void CheckInsufficientResources();
@@ -266,8 +267,7 @@ class TrialRunner {
   std::unordered_map<std::string, CachedActor> resetting_;
   std::unordered_map<std::string, std::string> request_key_of_experiment_;
   std::unordered_map<std::string, std::unordered_set<std::string>> actors_by_worker_;
-  std::unordered_map<std::string, SearchSpace> spaces_;  // by experiment id
-  std::set<std::string> searching_;  // experiments whose searcher may yield more
+  Searcher searcher_;  // the search spaces of the experiments that may yield more
   std::set<std::string> awaiting_reattach_;  // the trials in kAwaitingReattach
   std::set<std::string> awaiting_replay_;    // the trials in kAwaitingReplay
   uint64_t next_seq_ = 1;

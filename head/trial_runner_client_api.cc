@@ -48,9 +48,8 @@ Result<Json> TrialRunner::Submit(const Json& spec_json) {
   e.total_variants = *total;
   std::string id = e.experiment_id;
   request_key_of_experiment_[id] = e.spec.resources.Key();
-  spaces_.emplace(id, std::move(space).value());
+  searcher_.Start(id, std::move(space).value());
   Experiment& stored = experiments_.emplace(id, std::move(e)).first->second;
-  searching_.insert(id);
   MarkDirty(stored);
   batch_.Put(storage::Family::kMeta, storage::kMetaNextExperiment, std::to_string(next_experiment_));
   spdlog::info("experiment {} ({}) submitted: trainable {}, {} trials, resources {}", id,

@@ -70,7 +70,7 @@ Status TrialRunner::Load() {
     if (!space.ok()) {
       return Status::Corruption("experiment " + e.experiment_id + ": " + space.status().message());
     }
-    if (!e.finished && !e.SearchFinished()) spaces_.emplace(e.experiment_id, std::move(space).value());
+    if (!e.finished && !e.SearchFinished()) searcher_.Start(e.experiment_id, std::move(space).value());
     uint64_t n = std::strtoull(e.experiment_id.c_str() + 1, nullptr, 10);
     next_experiment_ = std::max(next_experiment_, n + 1);
     std::string id = e.experiment_id;
@@ -149,7 +149,6 @@ Status TrialRunner::Load() {
   }
   for (auto& [id, e] : experiments_) {
     request_key_of_experiment_[id] = e.spec.resources.Key();
-    if (!e.finished && !e.SearchFinished()) searching_.insert(id);
     MaybeFinishExperiment(e);
   }
   spdlog::info("head epoch {}: loaded {} experiments and {} trials from the store", epoch_,
@@ -435,8 +434,9 @@ Result<Json> TrialRunner::ResumeExperiment(const std::string& experiment_id,
     }
   }
   if (!retried.empty() || !restarted.empty()) {
+    // Its search, if unfinished, never stopped (the searcher drops a space
+    // only when the search or the experiment ends).
     e.finished = false;
-    if (!e.stopped && !e.SearchFinished()) searching_.insert(e.experiment_id);
   }
   MarkDirty(e);
   MaybeFinishExperiment(e);
