@@ -32,48 +32,20 @@ TrialRunner::TrialRunner(storage::Store& store, CommandSink& sink, const Clock& 
 // ---------------------------------------------------------------- lifecycle
 
 Trial& TrialRunner::NewTrial(Experiment& e, Json config) {
-  Trial t;
-  t.trial_id = TrialIdFor(e.experiment_id, e.next_trial_index++);
-  t.experiment_id = e.experiment_id;
-  t.seq = next_seq_++;
-  t.config = std::move(config);
-  t.status = TrialStatus::kPending;
-  std::string id = t.trial_id;
-  Trial& stored = trials_.emplace(id, std::move(t)).first->second;
-  e.trial_ids.push_back(id);
-  e.counts[TrialStatus::kPending]++;
-  e.live_trials++;
-  num_pending_++;
-  Enqueue(stored);
-  MarkDirty(stored);
-  MarkDirty(e);
-  return stored;
-}
-
-void TrialRunner::SetStatus(Trial& t, TrialStatus s) {
-  if (t.status == s) return;
-  Experiment& e = experiments_.at(t.experiment_id);
-  e.counts[t.status]--;
-  e.counts[s]++;
-  if (t.status == TrialStatus::kPending) num_pending_--;
-  if (s == TrialStatus::kPending) num_pending_++;
-  if (t.status == TrialStatus::kRunning) num_running_--;
-  if (s == TrialStatus::kRunning) num_running_++;
-  if (!IsFinished(t.status) && IsFinished(s)) e.live_trials--;
-  if (IsFinished(t.status) && !IsFinished(s)) e.live_trials++;
-  t.status = s;
-  MarkDirty(t);
+  Trial& t = book_.AddTrial(e, std::move(config));
+  Enqueue(t);
+  return t;
 }
 
 const std::string& TrialRunner::RequestKeyOf(const Trial& t) {
   auto it = request_key_of_experiment_.find(t.experiment_id);
   if (it != request_key_of_experiment_.end()) return it->second;
   return request_key_of_experiment_[t.experiment_id] =
-             experiments_.at(t.experiment_id).spec.resources.Key();
+             book_.ExperimentOf(t).spec.resources.Key();
 }
 
 void TrialRunner::Enqueue(Trial& t) {
-  scheduler_->OnTrialAdd(t, RequestKeyOf(t), experiments_.at(t.experiment_id).spec.resources);
+  scheduler_->OnTrialAdd(t, RequestKeyOf(t), book_.ExperimentOf(t).spec.resources);
 }
 
 void TrialRunner::Dequeue(Trial& t) { scheduler_->OnTrialRemove(t); }
@@ -84,7 +56,7 @@ int64_t TrialRunner::KillAfterMs(const Experiment& e) const {
 }
 
 TrainBuffer TrialRunner::BufferFor(const Trial& t) const {
-  const ExperimentSpec& spec = experiments_.at(t.experiment_id).spec;
+  const ExperimentSpec& spec = book_.ExperimentOf(t).spec;
   TrainBuffer b;
   b.length = spec.result_buffer_length;
   if (b.length > 1 && spec.checkpoint.at_end) b.length = 1;
@@ -96,14 +68,14 @@ TrainBuffer TrialRunner::BufferFor(const Trial& t) const {
 }
 
 RequestTimeouts TrialRunner::TimeoutsFor(const Trial& t) const {
-  const RequestTimeoutsSpec& spec = experiments_.at(t.experiment_id).spec.timeouts;
+  const RequestTimeoutsSpec& spec = book_.ExperimentOf(t).spec.timeouts;
   auto ms = [](double s) { return static_cast<TimeMs>(s * 1000.0); };  // s <= 1e7: exact
   return RequestTimeouts{ms(spec.setup_s), ms(spec.step_s), ms(spec.checkpoint_s)};
 }
 
 void TrialRunner::FailExpiredRequests() {
   for (const Future& f : executor_.TakeExpiredRequests()) {
-    Trial* t = MutableTrial(f.trial_id);
+    Trial* t = book_.FindTrial(f.trial_id);
     if (t == nullptr || !PhaseHoldsActor(t->phase) || t->attempt != f.attempt) continue;
     const char* key = f.type == FutureType::kTrain  ? "step_s"
                       : f.type == FutureType::kSave ? "checkpoint_s"
@@ -125,7 +97,7 @@ void TrialRunner::ContinueTraining(Trial& t) {
 
 void TrialRunner::StartTrial(Trial& t, uint64_t group_id) {
   const auto* g = groups_.Find(group_id);
-  Experiment& e = experiments_.at(t.experiment_id);
+  Experiment& e = book_.ExperimentOf(t);
   if (!SetPhase(t, TrialPhase::kStarting)) {
     groups_.ReturnInUse(group_id);
     return;
@@ -149,7 +121,7 @@ void TrialRunner::StartTrial(Trial& t, uint64_t group_id) {
   std::string checkpoint_bytes;
   std::string* checkpoint = CheckpointFor(t, checkpoint_bytes);
   if (t.start_time == 0) t.start_time = WallSeconds();
-  SetStatus(t, TrialStatus::kRunning);
+  book_.SetStatus(t, TrialStatus::kRunning);
   executor_.StartTrial(t, e.spec.trainable, t.worker_id, bundle0, gpu_ids, checkpoint, BufferFor(t),
                        TimeoutsFor(t));
 }
@@ -199,7 +171,7 @@ void TrialRunner::OnWorkerDead(const std::string& worker_id, const std::string& 
     actors_by_worker_.erase(it);
   }
   for (const auto& id : victims) {
-    Trial* t = MutableTrial(id);
+    Trial* t = book_.FindTrial(id);
     if (t == nullptr || !PhaseHoldsActor(t->phase)) continue;
     groups_.ReturnInUse(t->group_id);  // nothing to stop: the worker is gone
     FailTrial(*t, "worker " + who + " died: " + cause, true, ActorEnd::kGone);
@@ -207,7 +179,7 @@ void TrialRunner::OnWorkerDead(const std::string& worker_id, const std::string& 
   for (uint64_t gid : broken) {
     const auto* g = groups_.Find(gid);
     if (g == nullptr || g->state != PlacementGroupManager::State::kInUse) continue;
-    Trial* t = MutableTrial(g->trial_id);
+    Trial* t = book_.FindTrial(g->trial_id);
     // A group whose actor is already stopping is returned by its STOP.
     if (t == nullptr || !PhaseHoldsActor(t->phase) || t->group_id != gid) continue;
     FailTrial(*t, "worker " + who + ", which held a bundle of its placement group, died: " + cause,
@@ -220,7 +192,7 @@ void TrialRunner::MaybeFinishExperiment(Experiment& e) {
   if (e.live_trials == 0 && e.SearchFinished()) {
     e.finished = true;
     EndSearch(e);
-    MarkDirty(e);
+    book_.MarkDirty(e);
     spdlog::info("experiment {} ({}) finished: {} trials, {} TERMINATED, {} ERROR",
                  e.experiment_id, e.spec.name, e.trial_ids.size(), e.counts[TrialStatus::kTerminated],
                  e.counts[TrialStatus::kError]);
@@ -230,9 +202,9 @@ void TrialRunner::MaybeFinishExperiment(Experiment& e) {
 void TrialRunner::StopExperiment(Experiment& e, std::vector<std::string>* stopped) {
   e.stopped = true;
   EndSearch(e);
-  MarkDirty(e);
+  book_.MarkDirty(e);
   for (const auto& id : e.trial_ids) {
-    Trial& t = trials_.at(id);
+    Trial& t = book_.TrialRef(id);
     if (IsFinished(t.status)) continue;
     FinishTrial(t, TrialStatus::kTerminated);
     if (stopped != nullptr) stopped->push_back(id);
@@ -244,15 +216,15 @@ void TrialRunner::StopExperiment(Experiment& e, std::vector<std::string>* stoppe
 
 void TrialRunner::GenerateTrials() {
   for (const std::string& id : searcher_.SearchingNow()) {
-    auto eit = experiments_.find(id);
-    CHECK(eit != experiments_.end());  // experiments are never removed
-    Experiment& e = eit->second;
-    while (!e.SearchFinished() && num_pending_ < max_pending_ &&
+    Experiment* found = book_.FindExperiment(id);
+    CHECK(found != nullptr);  // the searcher knows only experiments of the book
+    Experiment& e = *found;
+    while (!e.SearchFinished() && book_.num_pending() < max_pending_ &&
            (e.spec.max_concurrent_trials == 0 || e.live_trials < e.spec.max_concurrent_trials)) {
       NewTrial(e, searcher_.Next(e));
     }
     if (e.SearchFinished()) {
-      MarkDirty(e);
+      book_.MarkDirty(e);
       EndSearch(e);
       MaybeFinishExperiment(e);
     }
@@ -288,13 +260,13 @@ void TrialRunner::StartReadyTrials() {
     std::optional<std::string> chosen = scheduler_->ChooseTrialToRun(has_resources);
     if (!chosen) return;
     const std::string trial_id = *chosen;
-    const std::string best_key = RequestKeyOf(trials_.at(trial_id));
+    const std::string best_key = RequestKeyOf(book_.TrialRef(trial_id));
     if (std::optional<CachedActor> actor = cache_.Take(best_key)) {
-      StartTrialOnCachedActor(trials_.at(trial_id), *actor);
+      StartTrialOnCachedActor(book_.TrialRef(trial_id), *actor);
       continue;
     }
     auto gid = groups_.TakeReady(best_key, trial_id);
-    StartTrial(trials_.at(trial_id), *gid);
+    StartTrial(book_.TrialRef(trial_id), *gid);
   }
 }
 
@@ -337,8 +309,8 @@ void TrialRunner::Tick() {
 
 void TrialRunner::CheckInsufficientResources() {
   TimeMs now = clock_.NowMs();
-  bool waiting = num_pending_ > 0;
-  if (num_running_ > 0 || !waiting) {
+  bool waiting = book_.num_pending() > 0;
+  if (book_.num_running() > 0 || !waiting) {
     no_running_since_ = -1;
     return;
   }
@@ -376,20 +348,11 @@ void TrialRunner::RecomputeMaxPending() {
 
 void TrialRunner::FlushTo(storage::WriteBatch& batch) {
   if (options_.strict_invariants) {
-    for (const auto& [id, t] : trials_) CheckInvariants(t);
-  }
-  for (const auto& id : dirty_experiments_) {
-    auto it = experiments_.find(id);
-    if (it != experiments_.end()) {
-      batch_.Put(storage::Family::kExperiments, id, it->second.ToJson().dump());
+    for (const auto& [id, e] : book_.experiments()) {
+      for (const std::string& tid : e.trial_ids) CheckInvariants(book_.TrialRef(tid));
     }
   }
-  dirty_experiments_.clear();
-  for (const auto& id : dirty_trials_) {
-    auto it = trials_.find(id);
-    if (it != trials_.end()) PutTrialRecord(batch_, it->second);
-  }
-  dirty_trials_.clear();
+  book_.WriteDirty(batch_);
   if (batch.empty()) {
     batch = std::move(batch_);  // the usual case: no copy of result bytes
   } else {

@@ -36,6 +36,7 @@
 #include "head/result_processor.h"
 #include "head/search_space.h"
 #include "head/searcher.h"
+#include "head/trial_book.h"
 #include "head/trial.h"
 #include "head/worker_registry.h"
 #include "storage/store.h"
@@ -115,9 +116,11 @@ class TrialRunner {
   void FlushTo(storage::WriteBatch& batch);
 
   // ---- reads (client service) ----
-  const std::map<std::string, Experiment>& experiments() const { return experiments_; }
-  const Trial* FindTrial(const std::string& trial_id) const;
-  const Experiment* FindExperiment(const std::string& experiment_id) const;
+  const std::map<std::string, Experiment>& experiments() const { return book_.experiments(); }
+  const Trial* FindTrial(const std::string& trial_id) const { return book_.FindTrial(trial_id); }
+  const Experiment* FindExperiment(const std::string& experiment_id) const {
+    return book_.FindExperiment(experiment_id);
+  }
   const WorkerRegistry& registry() const { return registry_; }
   const ResourceLedger& ledger() const { return ledger_; }
   const PlacementGroupManager& groups() const { return groups_; }
@@ -141,13 +144,10 @@ class TrialRunner {
 
  private:
 
+  // A new PENDING trial of `e` (TrialBook::AddTrial), queued.
   Trial& NewTrial(Experiment& e, Json config);
-  void SetStatus(Trial& t, TrialStatus s);
   void Enqueue(Trial& t);
   void Dequeue(Trial& t);
-  void MarkDirty(const Trial& t) { dirty_trials_.insert(t.trial_id); }
-  void MarkDirty(const Experiment& e) { dirty_experiments_.insert(e.experiment_id); }
-  Trial* MutableTrial(const std::string& trial_id);
   // The trial a message is about, if it is the current attempt with an actor.
   Trial* CurrentTrial(const std::string& trial_id, uint64_t attempt);
 
@@ -257,9 +257,8 @@ class TrialRunner {
   ResourceLedger ledger_;
   PlacementGroupManager groups_;
   Executor executor_;
+  TrialBook book_;  // experiments, trials, their counts, the turn's changed records
 
-  std::map<std::string, Experiment> experiments_;
-  std::unordered_map<std::string, Trial> trials_;
   // Owns the queue of waiting trials and chooses which starts (FIFO today).
   std::unique_ptr<TrialScheduler> scheduler_;
   ActorCache cache_;  // actors kept for reuse, by request shape
@@ -270,16 +269,10 @@ class TrialRunner {
   Searcher searcher_;  // the search spaces of the experiments that may yield more
   std::set<std::string> awaiting_reattach_;  // the trials in kAwaitingReattach
   std::set<std::string> awaiting_replay_;    // the trials in kAwaitingReplay
-  uint64_t next_seq_ = 1;
-  uint64_t next_experiment_ = 1;
-  int64_t num_pending_ = 0;  // trials in PENDING (Ray's max_pending_trials bound)
-  int64_t num_running_ = 0;
   int64_t max_pending_ = 16;
 
   storage::WriteBatch batch_;
   CheckpointManager checkpoints_{store_, batch_, sink_};  // after batch_: writes into it
-  std::unordered_set<std::string> dirty_trials_;
-  std::unordered_set<std::string> dirty_experiments_;
   // (worker, trial, attempt) -> highest result seq of the turn, ACKed after commit.
   std::map<std::tuple<std::string, std::string, uint64_t>, uint64_t> acks_;
 

@@ -17,7 +17,7 @@ void TrialRunner::StartTrialOnCachedActor(Trial& t, const CachedActor& actor) {
   if (!SetPhase(t, TrialPhase::kResetting)) {
     resetting_.erase(t.trial_id);
     executor_.StopActorKey(actor.worker_id, actor.trial_id, actor.attempt, actor.group_id,
-                           KillAfterMs(experiments_.at(t.experiment_id)));
+                           KillAfterMs(book_.ExperimentOf(t)));
     return;
   }
   Dequeue(t);
@@ -29,7 +29,7 @@ void TrialRunner::StartTrialOnCachedActor(Trial& t, const CachedActor& actor) {
   actors_by_worker_[t.worker_id].insert(t.trial_id);
   groups_.AssignCached(actor.group_id, t.trial_id);
   if (t.start_time == 0) t.start_time = WallSeconds();
-  SetStatus(t, TrialStatus::kRunning);
+  book_.SetStatus(t, TrialStatus::kRunning);
   executor_.Reset(t, actor.trial_id, actor.attempt, TimeoutsFor(t));
 }
 
@@ -48,7 +48,7 @@ void TrialRunner::OnResetReply(Trial& t, const protocol::Reply& reply) {
   // The actor kept its old key (or is gone): stop it under that key, which
   // frees its group when done.
   executor_.StopActorKey(old.worker_id, old.trial_id, old.attempt, old.group_id,
-                         KillAfterMs(experiments_.at(t.experiment_id)));
+                         KillAfterMs(book_.ExperimentOf(t)));
   std::string why = reply.ok ? std::string("Trainable runner reuse requires reset_config() to be "
                                            "implemented and return True.")
                              : "actor reuse failed: " + reply.error;
@@ -57,7 +57,7 @@ void TrialRunner::OnResetReply(Trial& t, const protocol::Reply& reply) {
 
 void TrialRunner::ReleaseActor(Trial& t, bool reusable) {
   if (t.worker_id.empty()) return;
-  const int64_t kill = KillAfterMs(experiments_.at(t.experiment_id));
+  const int64_t kill = KillAfterMs(book_.ExperimentOf(t));
   if (!(reusable && TryCacheActor(t))) executor_.StopActor(t, kill);
   if (auto r = resetting_.find(t.trial_id); r != resetting_.end()) {
     // Whichever key the actor has when the RESET settles, one STOP finds it.
@@ -74,7 +74,7 @@ void TrialRunner::ClearActor(Trial& t) {
   t.group_id = 0;
   t.actor_worker.clear();
   t.placement = Placement{};
-  MarkDirty(t);
+  book_.MarkDirty(t);
 }
 
 bool TrialRunner::TryCacheActor(Trial& t) {
@@ -98,13 +98,13 @@ void TrialRunner::ReconcileCachedActors() {
   for (const CachedActor& a : unwanted) {
     const Trial* owner = FindTrial(a.trial_id);
     int64_t kill = owner == nullptr ? options_.force_cleanup_ms
-                                    : KillAfterMs(experiments_.at(owner->experiment_id));
+                                    : KillAfterMs(book_.ExperimentOf(*owner));
     executor_.StopActorKey(a.worker_id, a.trial_id, a.attempt, a.group_id, kill);
   }
 }
 
 Status TrialRunner::PauseTrial(const std::string& trial_id, bool hold) {
-  Trial* t = MutableTrial(trial_id);
+  Trial* t = book_.FindTrial(trial_id);
   if (t == nullptr) return Status::NotFound("unknown trial '" + trial_id + "'");
   switch (t->status) {
     case TrialStatus::kTerminated:
@@ -113,27 +113,27 @@ Status TrialRunner::PauseTrial(const std::string& trial_id, bool hold) {
     case TrialStatus::kRunning:
       t->pause_requested = true;
       t->held = hold;
-      MarkDirty(*t);
+      book_.MarkDirty(*t);
       return Status::Ok();
     case TrialStatus::kPending:
     case TrialStatus::kPaused:
       if (!hold) return Status::Ok();
       Dequeue(*t);
-      SetStatus(*t, TrialStatus::kPaused);
+      book_.SetStatus(*t, TrialStatus::kPaused);
       t->held = true;
-      MarkDirty(*t);
+      book_.MarkDirty(*t);
       return Status::Ok();
   }
   return Status::Ok();
 }
 
 Status TrialRunner::Resume(const std::string& trial_id) {
-  Trial* t = MutableTrial(trial_id);
+  Trial* t = book_.FindTrial(trial_id);
   if (t == nullptr) return Status::NotFound("unknown trial '" + trial_id + "'");
   if (t->status == TrialStatus::kRunning && t->pause_requested) {
     t->pause_requested = false;  // not paused yet: carry on
     t->held = false;
-    MarkDirty(*t);  // `held` is stored: a restart would bring the pause back
+    book_.MarkDirty(*t);  // `held` is stored: a restart would bring the pause back
     return Status::Ok();
   }
   if (t->status != TrialStatus::kPaused) {
@@ -142,7 +142,7 @@ Status TrialRunner::Resume(const std::string& trial_id) {
   }
   if (t->held) {
     t->held = false;
-    MarkDirty(*t);
+    book_.MarkDirty(*t);
     Enqueue(*t);
   }
   return Status::Ok();
@@ -155,10 +155,10 @@ void TrialRunner::StartPause(Trial& t, SendTiming timing) {
 }
 
 void TrialRunner::OnPauseSaved(Trial& t, const std::string& payload) {
-  const Experiment& e = experiments_.at(t.experiment_id);
+  const Experiment& e = book_.ExperimentOf(t);
   EndAttempt(t, e.spec.reuse_actors ? ActorEnd::kReuseOrStop : ActorEnd::kStop);
   t.memory_checkpoint = payload;
-  SetStatus(t, TrialStatus::kPaused);
+  book_.SetStatus(t, TrialStatus::kPaused);
   if (!t.held) Enqueue(t);
 }
 

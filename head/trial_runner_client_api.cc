@@ -42,16 +42,16 @@ Result<Json> TrialRunner::Submit(const Json& spec_json) {
         "; ztune-head --max-trials-per-experiment)");
   }
   Experiment e;
-  e.experiment_id = ExperimentIdFor(next_experiment_++);
+  e.experiment_id = book_.NextExperimentId();
   e.spec = std::move(spec).value();
   e.created_at = WallSeconds();
   e.total_variants = *total;
   std::string id = e.experiment_id;
   request_key_of_experiment_[id] = e.spec.resources.Key();
   searcher_.Start(id, std::move(space).value());
-  Experiment& stored = experiments_.emplace(id, std::move(e)).first->second;
-  MarkDirty(stored);
-  batch_.Put(storage::Family::kMeta, storage::kMetaNextExperiment, std::to_string(next_experiment_));
+  Experiment& stored = book_.AddExperiment(std::move(e));
+  book_.MarkDirty(stored);
+  batch_.Put(storage::Family::kMeta, storage::kMetaNextExperiment, std::to_string(book_.next_experiment()));
   spdlog::info("experiment {} ({}) submitted: trainable {}, {} trials, resources {}", id,
                stored.spec.name, stored.spec.trainable, stored.total_variants,
                stored.spec.resources.ToString());
@@ -61,10 +61,10 @@ Result<Json> TrialRunner::Submit(const Json& spec_json) {
 
 Result<std::string> TrialRunner::AddTrial(const std::string& experiment_id, const Json& config,
                                           const std::string& restore_from) {
-  auto it = experiments_.find(experiment_id);
-  if (it == experiments_.end()) return Status::NotFound("unknown experiment '" + experiment_id + "'");
+  Experiment* found = book_.FindExperiment(experiment_id);
+  if (found == nullptr) return Status::NotFound("unknown experiment '" + experiment_id + "'");
   if (!config.is_object()) return Status::InvalidArgument("config must be a JSON object");
-  Experiment& e = it->second;
+  Experiment& e = *found;
   if (e.finished || e.stopped) {
     return Status::FailedPrecondition("experiment " + experiment_id + " is " +
                                       (e.stopped ? "stopped" : "finished"));
@@ -82,9 +82,9 @@ Result<std::string> TrialRunner::AddTrial(const std::string& experiment_id, cons
       return Status::FailedPrecondition("restore_from: trial " + restore_from +
                                         " has no persistent checkpoint");
     }
-    if (experiments_.at(source->experiment_id).spec.trainable != e.spec.trainable) {
+    if (book_.ExperimentOf(*source).spec.trainable != e.spec.trainable) {
       return Status::InvalidArgument("restore_from: trial " + restore_from + " runs trainable '" +
-                                     experiments_.at(source->experiment_id).spec.trainable +
+                                     book_.ExperimentOf(*source).spec.trainable +
                                      "', not '" + e.spec.trainable + "'");
     }
   }
@@ -92,17 +92,17 @@ Result<std::string> TrialRunner::AddTrial(const std::string& experiment_id, cons
   t.restore_from = restore_from;
   e.total_variants++;
   e.next_variant++;  // an added trial counts as a variant the searcher produced
-  MarkDirty(e);
+  book_.MarkDirty(e);
   return t.trial_id;
 }
 
 Result<std::vector<std::string>> TrialRunner::Stop(const std::string& id) {
   std::vector<std::string> stopped;
-  if (auto it = experiments_.find(id); it != experiments_.end()) {
-    StopExperiment(it->second, &stopped);
+  if (Experiment* e = book_.FindExperiment(id)) {
+    StopExperiment(*e, &stopped);
     return stopped;
   }
-  Trial* t = MutableTrial(id);
+  Trial* t = book_.FindTrial(id);
   if (t == nullptr) return Status::NotFound("no experiment or trial '" + id + "'");
   if (!IsFinished(t->status)) {
     FinishTrial(*t, TrialStatus::kTerminated);
@@ -112,16 +112,6 @@ Result<std::vector<std::string>> TrialRunner::Stop(const std::string& id) {
 }
 
 // ---------------------------------------------------------------- reads
-
-const Trial* TrialRunner::FindTrial(const std::string& trial_id) const {
-  auto it = trials_.find(trial_id);
-  return it == trials_.end() ? nullptr : &it->second;
-}
-
-const Experiment* TrialRunner::FindExperiment(const std::string& experiment_id) const {
-  auto it = experiments_.find(experiment_id);
-  return it == experiments_.end() ? nullptr : &it->second;
-}
 
 std::string TrialRunner::WorkerNameOf(const Trial& t) const {
   if (!PhaseHoldsActor(t.phase)) return {};
@@ -135,7 +125,7 @@ const Trial* TrialRunner::BestTrial(const Experiment& e) const {
   double best_v = 0;
   bool maximize = e.spec.mode == "max";
   for (const auto& id : e.trial_ids) {
-    const Trial& t = trials_.at(id);
+    const Trial& t = book_.TrialRef(id);
     if (t.last_result.is_null()) continue;
     const Json* v = FindFlatKey(t.last_result, e.spec.metric);
     if (v == nullptr || !v->is_number()) continue;

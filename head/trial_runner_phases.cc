@@ -83,7 +83,7 @@ void TrialRunner::EndAttempt(Trial& t, ActorEnd end) {
   SetPhase(t, TrialPhase::kIdle);
   t.pause_requested = false;
   t.stop_after_save = false;
-  MarkDirty(t);
+  book_.MarkDirty(t);
 }
 
 void TrialRunner::CheckInvariants(const Trial& t) const {
@@ -117,7 +117,7 @@ void TrialRunner::CheckInvariants(const Trial& t) const {
 
 void TrialRunner::FinishTrial(Trial& t, TrialStatus final_status, ActorEnd end) {
   if (IsFinished(t.status)) return;
-  const Experiment& e = experiments_.at(t.experiment_id);
+  const Experiment& e = book_.ExperimentOf(t);
   const bool ok = final_status == TrialStatus::kTerminated;
   if (ok && end == ActorEnd::kStop && PhaseHoldsActor(t.phase) &&
       t.phase != TrialPhase::kResetting && !e.spec.export_formats.empty()) {
@@ -131,18 +131,18 @@ void TrialRunner::FinishTrial(Trial& t, TrialStatus final_status, ActorEnd end) 
                                                                     : end);
   t.memory_checkpoint.clear();
   t.end_time = WallSeconds();
-  SetStatus(t, final_status);
+  book_.SetStatus(t, final_status);
   if (final_status == TrialStatus::kError) {
     scheduler_->OnTrialError(t);
   } else {
     scheduler_->OnTrialComplete(t);
   }
-  MaybeFinishExperiment(experiments_.at(t.experiment_id));
+  MaybeFinishExperiment(book_.ExperimentOf(t));
 }
 
 void TrialRunner::FailTrial(Trial& t, const std::string& error, bool retry, ActorEnd end) {
   if (IsFinished(t.status)) return;
-  Experiment& e = experiments_.at(t.experiment_id);
+  Experiment& e = book_.ExperimentOf(t);
   t.num_failures++;
   t.error = error;
   t.error_log.push_back("Failure # " + std::to_string(t.num_failures) + " (occurred at " +
@@ -166,9 +166,9 @@ void TrialRunner::FailTrial(Trial& t, const std::string& error, bool retry, Acto
   // group is freed only once its STOP completes, so the end is the usual case.
   const std::string& key = RequestKeyOf(t);
   const bool resources_now = groups_.HasReady(key) || cache_.Has(key);
-  if (!resources_now) t.seq = next_seq_++;
+  if (!resources_now) t.seq = book_.NextSeq();
   scheduler_->OnTrialError(t);  // Ray's _requeue_trial: on_trial_error, then on_trial_add
-  SetStatus(t, TrialStatus::kPending);
+  book_.SetStatus(t, TrialStatus::kPending);
   Enqueue(t);
 }
 

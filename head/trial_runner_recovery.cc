@@ -71,10 +71,10 @@ Status TrialRunner::Load() {
       return Status::Corruption("experiment " + e.experiment_id + ": " + space.status().message());
     }
     if (!e.finished && !e.SearchFinished()) searcher_.Start(e.experiment_id, std::move(space).value());
-    uint64_t n = std::strtoull(e.experiment_id.c_str() + 1, nullptr, 10);
-    next_experiment_ = std::max(next_experiment_, n + 1);
-    std::string id = e.experiment_id;
-    experiments_.emplace(id, std::move(e));
+    if (book_.FindExperiment(e.experiment_id) != nullptr) {
+      return Status::Corruption("experiment " + e.experiment_id + " is stored twice");
+    }
+    book_.AddExperiment(std::move(e), /*loaded=*/true);
   }
   // The schema the store was written with: a schema-1 store's trials carry
   // their checkpoint records and error_log inline and are moved to records of
@@ -105,54 +105,46 @@ Status TrialRunner::Load() {
   }
   std::sort(loaded.begin(), loaded.end(), [](const Trial& a, const Trial& b) { return a.seq < b.seq; });
   for (Trial& t : loaded) {
-    auto eit = experiments_.find(t.experiment_id);
-    if (eit == experiments_.end()) {
+    if (book_.FindExperiment(t.experiment_id) == nullptr) {
       return Status::Corruption("trial " + t.trial_id + " belongs to unknown experiment " +
                                 t.experiment_id);
     }
-    Experiment& e = eit->second;
-    next_seq_ = std::max(next_seq_, t.seq + 1);
     const TrialStatus stored_status = t.status;
-    // A RUNNING trial's actor is gone with the old head, and a PAUSED trial's
-    // memory checkpoint too: both restart from their newest persistent
-    // checkpoint (Ray's resume of RUNNING trials).
-    t.status = TrialStatus::kPending;  // SetStatus below does the accounting
-    std::string id = t.trial_id;
-    e.trial_ids.push_back(id);
-    Trial& stored = trials_.emplace(id, std::move(t)).first->second;
-    e.counts[TrialStatus::kPending]++;
-    e.live_trials++;
-    num_pending_++;
-    if (IsFinished(stored_status)) {
-      SetStatus(stored, stored_status);
-      dirty_trials_.erase(id);
-    } else if (stored_status == TrialStatus::kRunning && !stored.actor_worker.empty()) {
-      // Its worker may still host the live actor: wait for it to re-attach.
-      SetStatus(stored, TrialStatus::kRunning);
-      dirty_trials_.erase(id);
+    // Finished trials, a RUNNING trial whose worker may still host its live
+    // actor (it waits for the re-attach) and a user's pause keep their
+    // status. Any other RUNNING trial's actor is gone with the old head, and
+    // a scheduler-PAUSED trial's memory checkpoint too: both restart from
+    // their newest persistent checkpoint (Ray's resume of RUNNING trials).
+    const bool reattach = stored_status == TrialStatus::kRunning && !t.actor_worker.empty();
+    const bool keeps = IsFinished(stored_status) || reattach ||
+                       (stored_status == TrialStatus::kPaused && t.held);
+    if (!keeps) t.status = TrialStatus::kPending;
+    const std::string id = t.trial_id;
+    const bool changed = t.status != stored_status;
+    Trial& stored = book_.AddLoadedTrial(std::move(t), changed);
+    if (reattach) {
       TimeMs grace = options_.reattach_grace_ms > 0
                          ? options_.reattach_grace_ms
                          : 2 * options_.heartbeat_ms * options_.liveness;
       stored.reattach_deadline = clock_.NowMs() + grace;
       SetPhase(stored, TrialPhase::kAwaitingReattach);
-    } else if (stored_status == TrialStatus::kPaused && stored.held) {
-      SetStatus(stored, TrialStatus::kPaused);  // a user's pause outlives the head
-      dirty_trials_.erase(id);
-    } else {
+    } else if (!keeps) {
       Enqueue(stored);
-      if (stored_status != TrialStatus::kPending) MarkDirty(stored);
     }
     if (inline_lists.count(id) > 0) {
       PutChildRecords(batch_, stored);
-      MarkDirty(stored);  // rewritten without the lists at this turn's FlushTo
+      book_.MarkDirty(stored);  // rewritten without the lists at this turn's FlushTo
     }
   }
-  for (auto& [id, e] : experiments_) {
+  std::vector<std::string> ids;
+  for (const auto& [id, e] : book_.experiments()) ids.push_back(id);
+  for (const std::string& id : ids) {
+    Experiment& e = *book_.FindExperiment(id);
     request_key_of_experiment_[id] = e.spec.resources.Key();
     MaybeFinishExperiment(e);
   }
   spdlog::info("head epoch {}: loaded {} experiments and {} trials from the store", epoch_,
-               experiments_.size(), trials_.size());
+               book_.experiments().size(), book_.num_trials());
   return Status::Ok();
 }
 
@@ -196,8 +188,7 @@ void TrialRunner::HandleRegister(const protocol::Register& reg) {
   }
   if (reconnected) ReconcileAfterReconnect(reg);
   for (const auto& a : reg.live_actors) {
-    auto it = trials_.find(a.trial_id);
-    Trial* t = it == trials_.end() ? nullptr : &it->second;
+    Trial* t = book_.FindTrial(a.trial_id);
     bool ours = t != nullptr && PhaseHoldsActor(t->phase) && t->attempt == a.attempt &&
                 t->worker_id == reg.worker_id;
     ours = ours || IsCachedActor(reg.worker_id, a.trial_id, a.attempt);
@@ -213,7 +204,7 @@ void TrialRunner::HandleRegister(const protocol::Register& reg) {
       spdlog::info("trial {}: worker {} holds attempt {}, which was never stored; the next "
                    "start uses a later one", t->trial_id, reg.worker_id, a.attempt);
       t->attempt = a.attempt;
-      MarkDirty(*t);
+      book_.MarkDirty(*t);
     }
     if (!ours) {
       // An actor the head does not own (its trial moved on, finished, or is
@@ -237,7 +228,7 @@ void TrialRunner::ReconcileAfterReconnect(const protocol::Register& reg) {
     ids.assign(it->second.begin(), it->second.end());
   }
   for (const auto& id : ids) {
-    Trial* t = MutableTrial(id);
+    Trial* t = book_.FindTrial(id);
     if (t == nullptr || !PhaseHoldsActor(t->phase) || t->worker_id != worker_id) continue;
     auto l = live.find({id, t->attempt});
     if (l == live.end()) {
@@ -302,9 +293,9 @@ void TrialRunner::RequeueLostStart(Trial& t, const std::string& why) {
                t.attempt, why);
   EndAttempt(t, ActorEnd::kStop);
   if (t.held) {
-    SetStatus(t, TrialStatus::kPaused);  // an acknowledged pause outlives the lost start
+    book_.SetStatus(t, TrialStatus::kPaused);  // an acknowledged pause outlives the lost start
   } else {
-    SetStatus(t, TrialStatus::kPending);
+    book_.SetStatus(t, TrialStatus::kPending);
     Enqueue(t);
   }
 }
@@ -312,7 +303,7 @@ void TrialRunner::RequeueLostStart(Trial& t, const std::string& why) {
 bool TrialRunner::Reattach(Trial& t, const std::string& worker_id,
                            const protocol::LiveActor& live) {
   const int64_t live_iteration = live.iteration;
-  const Experiment& e = experiments_.at(t.experiment_id);
+  const Experiment& e = book_.ExperimentOf(t);
   std::optional<uint64_t> group = groups_.AdoptInUse(e.spec.resources, t.placement, t.trial_id);
   if (!group) {
     // Its recorded placement no longer fits (the worker came back with less):
@@ -353,9 +344,9 @@ void TrialRunner::GiveUpReattach(Trial& t, const std::string& why) {
   spdlog::info("trial {}: {}; restarting it from its newest checkpoint", t.trial_id, why);
   EndAttempt(t, ActorEnd::kStop);  // no actor was adopted: nothing to stop
   if (t.held) {
-    SetStatus(t, TrialStatus::kPaused);  // an acknowledged pause outlives the lost actor
+    book_.SetStatus(t, TrialStatus::kPaused);  // an acknowledged pause outlives the lost actor
   } else {
-    SetStatus(t, TrialStatus::kPending);
+    book_.SetStatus(t, TrialStatus::kPending);
     Enqueue(t);
   }
 }
@@ -381,7 +372,7 @@ void TrialRunner::ExpireReattachWaits() {
   // Collected first: leaving the phase takes the trial out of the set.
   std::vector<Trial*> expired;
   for (const std::string& id : awaiting_reattach_) {
-    Trial* t = MutableTrial(id);
+    Trial* t = book_.FindTrial(id);
     CHECK(t != nullptr);  // awaiting_reattach_ holds ids of known trials (SetPhase)
     if (t->reattach_deadline <= now) expired.push_back(t);
   }
@@ -390,7 +381,7 @@ void TrialRunner::ExpireReattachWaits() {
   }
   expired.clear();
   for (const std::string& id : awaiting_replay_) {
-    Trial* t = MutableTrial(id);
+    Trial* t = book_.FindTrial(id);
     CHECK(t != nullptr);  // as above
     if (t->replay_deadline <= now) expired.push_back(t);
   }
@@ -399,15 +390,13 @@ void TrialRunner::ExpireReattachWaits() {
 
 Result<Json> TrialRunner::ResumeExperiment(const std::string& experiment_id,
                                            const std::string& errored, bool unfinished) {
-  auto eit = experiments_.find(experiment_id);
-  if (eit == experiments_.end()) {
-    return Status::NotFound("unknown experiment '" + experiment_id + "'");
-  }
+  Experiment* found = book_.FindExperiment(experiment_id);
+  if (found == nullptr) return Status::NotFound("unknown experiment '" + experiment_id + "'");
   if (!errored.empty() && errored != "retry" && errored != "restart") {
     return Status::InvalidArgument("errored must be \"retry\" or \"restart\", got '" + errored +
                                    "'");
   }
-  Experiment& e = eit->second;
+  Experiment& e = *found;
   Json retried = Json::array(), restarted = Json::array(), terminated = Json::array();
   if (!unfinished) {
     std::vector<std::string> stopped;
@@ -416,14 +405,14 @@ Result<Json> TrialRunner::ResumeExperiment(const std::string& experiment_id,
   }
   const std::vector<std::string> ids = e.trial_ids;  // NewTrial appends
   for (const auto& id : ids) {
-    Trial& t = trials_.at(id);
+    Trial& t = book_.TrialRef(id);
     if (t.status != TrialStatus::kError || errored.empty()) continue;
     if (errored == "retry") {
       t.error.clear();
       t.end_time = 0;
       t.memory_checkpoint.clear();
-      t.seq = next_seq_++;
-      SetStatus(t, TrialStatus::kPending);
+      t.seq = book_.NextSeq();
+      book_.SetStatus(t, TrialStatus::kPending);
       Enqueue(t);
       retried.push_back(id);
     } else {
@@ -438,7 +427,7 @@ Result<Json> TrialRunner::ResumeExperiment(const std::string& experiment_id,
     // only when the search or the experiment ends).
     e.finished = false;
   }
-  MarkDirty(e);
+  book_.MarkDirty(e);
   MaybeFinishExperiment(e);
   return Json{{"experiment_id", experiment_id},
               {"retried", retried},

@@ -21,7 +21,7 @@ bool TrialRunner::IsKnownWorker(const std::string& worker_id) const {
 }
 
 bool TrialRunner::CheckpointDue(const Trial& t) const {
-  return CheckpointManager::Due(t, experiments_.at(t.experiment_id).spec.checkpoint);
+  return CheckpointManager::Due(t, book_.ExperimentOf(t).spec.checkpoint);
 }
 
 void TrialRunner::HandleHeartbeat(const std::string& worker_id) { registry_.Touch(worker_id); }
@@ -32,13 +32,8 @@ void TrialRunner::HandleDisconnect(const std::string& worker_id, const std::stri
   OnWorkerDead(worker_id, "worker disconnected" + (reason.empty() ? "" : ": " + reason));
 }
 
-Trial* TrialRunner::MutableTrial(const std::string& trial_id) {
-  auto it = trials_.find(trial_id);
-  return it == trials_.end() ? nullptr : &it->second;
-}
-
 Trial* TrialRunner::CurrentTrial(const std::string& trial_id, uint64_t attempt) {
-  Trial* t = MutableTrial(trial_id);
+  Trial* t = book_.FindTrial(trial_id);
   if (t == nullptr || t->attempt != attempt || !PhaseHoldsActor(t->phase)) return nullptr;
   return t;
 }
@@ -63,7 +58,7 @@ void TrialRunner::HandleReply(const std::string& worker_id, const protocol::Repl
     return;
   }
   if (f->type == FutureType::kExport) {
-    Trial* owner = MutableTrial(f->trial_id);
+    Trial* owner = book_.FindTrial(f->trial_id);
     if (owner == nullptr) return;
     if (!reply.ok) {
       spdlog::warn("export of trial {} failed: {}", f->trial_id, reply.error);
@@ -73,7 +68,7 @@ void TrialRunner::HandleReply(const std::string& worker_id, const protocol::Repl
                            ? reply.data["exports"]
                            : Json::object();
     }
-    MarkDirty(*owner);
+    book_.MarkDirty(*owner);
     return;
   }
   Trial* t = CurrentTrial(f->trial_id, f->attempt);
@@ -107,7 +102,7 @@ void TrialRunner::OnCreateReply(Trial& t, const protocol::Reply& reply) {
   // through _process_trial_failure). A worker that does not host the
   // trainable is a configuration error no retry mends: ERROR at once.
   const WorkerInfo* w = registry_.Find(t.worker_id);
-  const std::string& trainable = experiments_.at(t.experiment_id).spec.trainable;
+  const std::string& trainable = book_.ExperimentOf(t).spec.trainable;
   const bool hosted = w != nullptr && w->trainables.count(trainable) > 0;
   FailTrial(t, "failed to start: " + reply.error +
                    (hosted ? "" : " (worker " + t.worker_id + " does not host '" + trainable +
@@ -164,7 +159,7 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
   auto f = executor_.Take(batch.rid, Answer{true, batch.trial_id, batch.attempt, worker_id},
                           &mismatch);
   if (!mismatch.empty()) peer_warnings_.Warn(mismatch + "; its results are kept as a replay");
-  Experiment& e = experiments_.at(t->experiment_id);
+  Experiment& e = book_.ExperimentOf(*t);
   BatchOutcome outcome = ResultProcessor::Process(t->trial_id, t->iteration, t->resume_iteration,
                                                   e.spec, batch.results);
   bool stop = outcome.stop;
@@ -192,7 +187,7 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
     }
     t->iteration = accepted.back().first;
     t->last_result = std::move(accepted.back().second);
-    MarkDirty(*t);
+    book_.MarkDirty(*t);
   }
   if (max_seq > 0) acks_[{worker_id, t->trial_id, t->attempt}] = max_seq;
   if (!error.empty()) {
@@ -260,8 +255,8 @@ void TrialRunner::OnSaveReply(Trial& t, const protocol::Reply& reply, const std:
 }
 
 void TrialRunner::AddCheckpoint(Trial& t, const std::string& bytes, int64_t iteration) {
-  checkpoints_.Add(t, experiments_.at(t.experiment_id).spec.checkpoint, bytes, iteration);
-  MarkDirty(t);
+  checkpoints_.Add(t, book_.ExperimentOf(t).spec.checkpoint, bytes, iteration);
+  book_.MarkDirty(t);
 }
 
 }  // namespace ztune::head

@@ -1,0 +1,127 @@
+#include "head/trial_book.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <utility>
+
+#include "common/check.h"
+#include "head/trial_records.h"
+
+namespace ztune::head {
+
+std::string TrialBook::NextExperimentId() { return ExperimentIdFor(next_experiment_++); }
+
+Experiment& TrialBook::AddExperiment(Experiment e, bool loaded) {
+  // "e0001": counted past, so that a new id never repeats a stored one.
+  const uint64_t n = std::strtoull(e.experiment_id.c_str() + 1, nullptr, 10);
+  next_experiment_ = std::max(next_experiment_, n + 1);
+  const std::string id = e.experiment_id;
+  auto [it, inserted] = experiments_.emplace(id, std::move(e));
+  CHECK(inserted);  // ids come from NextExperimentId or from distinct store keys
+  if (!loaded) MarkDirty(it->second);
+  return it->second;
+}
+
+Experiment* TrialBook::FindExperiment(const std::string& experiment_id) {
+  auto it = experiments_.find(experiment_id);
+  return it == experiments_.end() ? nullptr : &it->second;
+}
+
+const Experiment* TrialBook::FindExperiment(const std::string& experiment_id) const {
+  auto it = experiments_.find(experiment_id);
+  return it == experiments_.end() ? nullptr : &it->second;
+}
+
+Experiment& TrialBook::ExperimentOf(const Trial& t) {
+  Experiment* e = FindExperiment(t.experiment_id);
+  CHECK(e != nullptr);  // added before its trials, never removed
+  return *e;
+}
+
+const Experiment& TrialBook::ExperimentOf(const Trial& t) const {
+  const Experiment* e = FindExperiment(t.experiment_id);
+  CHECK(e != nullptr);  // as above
+  return *e;
+}
+
+void TrialBook::Count(Experiment& e, TrialStatus s, int delta) {
+  e.counts[s] += delta;
+  if (s == TrialStatus::kPending) num_pending_ += delta;
+  if (s == TrialStatus::kRunning) num_running_ += delta;
+  if (!IsFinished(s)) e.live_trials += delta;
+}
+
+Trial& TrialBook::AddTrial(Experiment& e, Json config) {
+  Trial t;
+  t.trial_id = TrialIdFor(e.experiment_id, e.next_trial_index++);
+  t.experiment_id = e.experiment_id;
+  t.seq = NextSeq();
+  t.config = std::move(config);
+  t.status = TrialStatus::kPending;
+  const std::string id = t.trial_id;
+  auto [it, inserted] = trials_.emplace(id, std::move(t));
+  CHECK(inserted);  // next_trial_index is stored with the experiment
+  e.trial_ids.push_back(id);
+  Count(e, TrialStatus::kPending, +1);
+  MarkDirty(it->second);
+  MarkDirty(e);
+  return it->second;
+}
+
+Trial& TrialBook::AddLoadedTrial(Trial t, bool changed) {
+  Experiment& e = ExperimentOf(t);
+  next_seq_ = std::max(next_seq_, t.seq + 1);
+  const std::string id = t.trial_id;
+  auto [it, inserted] = trials_.emplace(id, std::move(t));
+  CHECK(inserted);  // one record per key
+  e.trial_ids.push_back(id);
+  Count(e, it->second.status, +1);
+  if (changed) MarkDirty(it->second);
+  return it->second;
+}
+
+Trial* TrialBook::FindTrial(const std::string& trial_id) {
+  auto it = trials_.find(trial_id);
+  return it == trials_.end() ? nullptr : &it->second;
+}
+
+const Trial* TrialBook::FindTrial(const std::string& trial_id) const {
+  auto it = trials_.find(trial_id);
+  return it == trials_.end() ? nullptr : &it->second;
+}
+
+Trial& TrialBook::TrialRef(const std::string& trial_id) {
+  Trial* t = FindTrial(trial_id);
+  CHECK(t != nullptr);  // callers hold ids of the book's trials
+  return *t;
+}
+
+const Trial& TrialBook::TrialRef(const std::string& trial_id) const {
+  const Trial* t = FindTrial(trial_id);
+  CHECK(t != nullptr);  // as above
+  return *t;
+}
+
+void TrialBook::SetStatus(Trial& t, TrialStatus s) {
+  if (t.status == s) return;
+  Experiment& e = ExperimentOf(t);
+  Count(e, t.status, -1);
+  Count(e, s, +1);
+  t.status = s;
+  MarkDirty(t);
+}
+
+void TrialBook::WriteDirty(storage::WriteBatch& batch) {
+  for (const auto& id : dirty_experiments_) {
+    if (const Experiment* e = FindExperiment(id)) {
+      batch.Put(storage::Family::kExperiments, id, e->ToJson().dump());
+    }
+  }
+  dirty_experiments_.clear();
+  for (const auto& id : dirty_trials_) {
+    if (const Trial* t = FindTrial(id)) PutTrialRecord(batch, *t);
+  }
+  dirty_trials_.clear();
+}
+
+}  // namespace ztune::head

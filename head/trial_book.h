@@ -1,0 +1,81 @@
+// TrialBook: the head's records of experiments and trials, the counts kept
+// with them (per experiment and status, PENDING and RUNNING overall), and
+// which records changed in the current loop turn. The runner decides every
+// change; the book applies it, keeps the counts exact and writes the changed
+// records into the turn's batch (WriteDirty), so that one commit stores the
+// whole turn.
+//
+// Lives on the head loop thread; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "common/json.h"
+#include "head/trial.h"
+#include "storage/store.h"
+
+namespace ztune::head {
+
+class TrialBook {
+ public:
+  // ---- experiments ----
+  // The id of the next new experiment ("e0001", ...), after every stored one.
+  std::string NextExperimentId();
+  // What the meta record next_experiment stores.
+  uint64_t next_experiment() const { return next_experiment_; }
+  // Adds an experiment (new, or loaded: its number is counted past) and
+  // marks it changed unless `loaded`. Its id must be new (CHECKed).
+  Experiment& AddExperiment(Experiment e, bool loaded = false);
+  Experiment* FindExperiment(const std::string& experiment_id);
+  const Experiment* FindExperiment(const std::string& experiment_id) const;
+  // The experiment of a trial of the book (CHECKed: a trial's experiment is
+  // added first and never removed).
+  Experiment& ExperimentOf(const Trial& t);
+  const Experiment& ExperimentOf(const Trial& t) const;
+  const std::map<std::string, Experiment>& experiments() const { return experiments_; }
+
+  // ---- trials ----
+  // A new PENDING trial of `e` with the next id and queue position (seq);
+  // both records are marked changed.
+  Trial& AddTrial(Experiment& e, Json config);
+  // A trial read from the store, with the status the loader decided (counted
+  // as such; marked changed only if `changed`). Its experiment must be in the
+  // book (CHECKed); its seq is counted past.
+  Trial& AddLoadedTrial(Trial t, bool changed);
+  Trial* FindTrial(const std::string& trial_id);
+  const Trial* FindTrial(const std::string& trial_id) const;
+  // A trial of the book (CHECKed).
+  Trial& TrialRef(const std::string& trial_id);
+  const Trial& TrialRef(const std::string& trial_id) const;
+  size_t num_trials() const { return trials_.size(); }
+  // Changes the status and every count that depends on it; marks the trial.
+  void SetStatus(Trial& t, TrialStatus s);
+  // The next queue position: a trial requeued at the end of the queue.
+  uint64_t NextSeq() { return next_seq_++; }
+  int64_t num_pending() const { return num_pending_; }
+  int64_t num_running() const { return num_running_; }
+
+  // ---- the turn ----
+  void MarkDirty(const Trial& t) { dirty_trials_.insert(t.trial_id); }
+  void MarkDirty(const Experiment& e) { dirty_experiments_.insert(e.experiment_id); }
+  // Puts every changed record into `batch` and forgets the changes.
+  void WriteDirty(storage::WriteBatch& batch);
+
+ private:
+  void Count(Experiment& e, TrialStatus s, int delta);
+
+  std::map<std::string, Experiment> experiments_;
+  std::unordered_map<std::string, Trial> trials_;
+  std::unordered_set<std::string> dirty_trials_;
+  std::unordered_set<std::string> dirty_experiments_;
+  uint64_t next_seq_ = 1;
+  uint64_t next_experiment_ = 1;
+  int64_t num_pending_ = 0;  // trials in PENDING (Ray's max_pending_trials bound)
+  int64_t num_running_ = 0;
+};
+
+}  // namespace ztune::head

@@ -1,0 +1,108 @@
+// TrialBook: ids, counts through every status change, and the turn's changed
+// records.
+#include "head/trial_book.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "storage/in_memory_store.h"
+#include "storage/keys.h"
+
+namespace ztune::head {
+namespace {
+
+Experiment Exp(const std::string& id) {
+  Experiment e;
+  e.experiment_id = id;
+  return e;
+}
+
+int64_t CountOf(const Experiment& e, TrialStatus s) {
+  auto it = e.counts.find(s);
+  return it == e.counts.end() ? 0 : it->second;
+}
+
+std::vector<std::string> Written(TrialBook& book, storage::Family family) {
+  storage::WriteBatch batch;
+  book.WriteDirty(batch);
+  std::vector<std::string> keys;
+  for (const auto& op : batch.ops()) {
+    if (op.family == family) keys.push_back(op.key);
+  }
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+TEST(TrialBookTest, CountsFollowEveryStatusChange) {
+  TrialBook book;
+  Experiment& e = book.AddExperiment(Exp(book.NextExperimentId()));
+  EXPECT_EQ(e.experiment_id, "e0001");
+  Trial& a = book.AddTrial(e, Json{{"lr", 0.1}});
+  Trial& b = book.AddTrial(e, Json{{"lr", 0.2}});
+  EXPECT_EQ(a.trial_id, "e0001_00000");
+  EXPECT_EQ(b.trial_id, "e0001_00001");
+  EXPECT_LT(a.seq, b.seq);
+  EXPECT_EQ(book.num_pending(), 2);
+  EXPECT_EQ(e.live_trials, 2);
+  book.SetStatus(a, TrialStatus::kRunning);
+  EXPECT_EQ(book.num_pending(), 1);
+  EXPECT_EQ(book.num_running(), 1);
+  book.SetStatus(a, TrialStatus::kTerminated);
+  book.SetStatus(b, TrialStatus::kError);
+  EXPECT_EQ(book.num_running(), 0);
+  EXPECT_EQ(book.num_pending(), 0);
+  EXPECT_EQ(e.live_trials, 0);
+  EXPECT_EQ(CountOf(e, TrialStatus::kTerminated), 1);
+  EXPECT_EQ(CountOf(e, TrialStatus::kError), 1);
+  book.SetStatus(b, TrialStatus::kPending);  // resume --errored retry
+  EXPECT_EQ(e.live_trials, 1);
+  EXPECT_EQ(book.num_pending(), 1);
+  EXPECT_EQ(CountOf(e, TrialStatus::kError), 0);
+  EXPECT_GT(book.NextSeq(), b.seq);
+}
+
+TEST(TrialBookTest, LoadedRecordsAreCountedAndIdsGoOnPastThem) {
+  TrialBook book;
+  book.AddExperiment(Exp("e0007"), /*loaded=*/true);
+  Trial t;
+  t.trial_id = "e0007_00003";
+  t.experiment_id = "e0007";
+  t.seq = 41;
+  t.status = TrialStatus::kRunning;
+  book.AddLoadedTrial(t, /*changed=*/false);
+  EXPECT_EQ(book.num_running(), 1);
+  EXPECT_EQ(book.FindExperiment("e0007")->live_trials, 1);
+  EXPECT_TRUE(Written(book, storage::Family::kTrials).empty()) << "a loaded record is not rewritten";
+  EXPECT_TRUE(Written(book, storage::Family::kExperiments).empty());
+  EXPECT_EQ(book.NextExperimentId(), "e0008");
+  EXPECT_EQ(book.next_experiment(), 9u);
+  EXPECT_EQ(book.NextSeq(), 42u);
+}
+
+TEST(TrialBookTest, WriteDirtyWritesEachChangedRecordOnceAndForgetsThem) {
+  TrialBook book;
+  Experiment& e = book.AddExperiment(Exp(book.NextExperimentId()));
+  Trial& a = book.AddTrial(e, Json::object());
+  book.AddTrial(e, Json::object());
+  book.SetStatus(a, TrialStatus::kRunning);
+  EXPECT_EQ(Written(book, storage::Family::kTrials),
+            (std::vector<std::string>{"e0001_00000", "e0001_00001"}));
+  EXPECT_TRUE(Written(book, storage::Family::kTrials).empty()) << "forgotten after the write";
+  book.SetStatus(a, TrialStatus::kRunning);  // no change: nothing to write
+  EXPECT_TRUE(Written(book, storage::Family::kTrials).empty());
+  book.MarkDirty(a);
+  EXPECT_EQ(Written(book, storage::Family::kTrials), (std::vector<std::string>{"e0001_00000"}));
+}
+
+TEST(TrialBookTest, LookupsOfUnknownIdsAreNullAndTheCheckedOnesAbort) {
+  TrialBook book;
+  EXPECT_EQ(book.FindTrial("nope"), nullptr);
+  EXPECT_EQ(book.FindExperiment("nope"), nullptr);
+  EXPECT_DEATH(book.TrialRef("nope"), "");
+}
+
+}  // namespace
+}  // namespace ztune::head
