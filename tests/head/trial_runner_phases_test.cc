@@ -2,6 +2,7 @@
 // answer, and the single exit path (TrialRunner::EndAttempt). The fixture runs
 // with strict invariants: an illegal change or a broken invariant aborts.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -27,6 +28,16 @@ class TrialRunnerPhasesTest : public TrialRunnerTest {
     return ids.empty() ? "" : ids[0];
   }
   bool Finished(const std::string& exp) { return runner_->FindExperiment(exp)->finished; }
+  // One worker with one CPU, one quadratic trial stopping at `stop_at`, run
+  // until it stored `iterations` results. Returns (experiment, trial).
+  std::pair<std::string, std::string> OneTrialAt(int64_t iterations, int64_t stop_at = 1000) {
+    fleet_->Register("w1", 1);
+    const std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": )" +
+                                   std::to_string(stop_at) + "}}");
+    const std::string id = FirstTrial(exp);
+    PhaseTrace(id, [&] { return runner_->FindTrial(id)->iteration >= iterations; });
+    return {exp, id};
+  }
 };
 
 // CREATE and the first TRAIN go out together (starting); each result asks
@@ -66,11 +77,7 @@ TEST_F(TrialRunnerPhasesTest, TheTrialsReplyShowsThePhase) {
 // A user's pause takes a memory checkpoint after the step in flight (pausing),
 // then the actor goes (idle, PAUSED); resume starts it again from there.
 TEST_F(TrialRunnerPhasesTest, APauseGoesThroughPausingAndTheResumeStartsAgain) {
-  fleet_->Register("w1", 1);
-  const std::string exp =
-      Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 6}})");
-  const std::string id = FirstTrial(exp);
-  PhaseTrace(id, [&] { return runner_->FindTrial(id)->iteration >= 2; });
+  const auto [exp, id] = OneTrialAt(2, 6);
   ASSERT_EQ(runner_->FindTrial(id)->phase, TrialPhase::kTraining);
   ASSERT_TRUE(runner_->PauseTrial(id, /*hold=*/true).ok());
   EXPECT_EQ(Names(PhaseTrace(id, [&] {
@@ -103,11 +110,7 @@ TEST_F(TrialRunnerPhasesTest, AReusedActorIsResetBeforeTheTrialStarts) {
 // re-attach, RUNNING, no actor); when the grace runs out it is queued again
 // and no index of the wait is left behind.
 TEST_F(TrialRunnerPhasesTest, AReattachWaitEndsIdleWhenTheGraceRunsOut) {
-  fleet_->Register("w1", 1);
-  const std::string exp =
-      Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 1000}})");
-  const std::string id = FirstTrial(exp);
-  PhaseTrace(id, [&] { return runner_->FindTrial(id)->iteration >= 2; });
+  const auto [exp, id] = OneTrialAt(2, 1000);
   CrashHead();
   const Trial* t = runner_->FindTrial(id);
   EXPECT_EQ(t->status, TrialStatus::kRunning);
@@ -128,11 +131,7 @@ TEST_F(TrialRunnerPhasesTest, AReattachWaitEndsIdleWhenTheGraceRunsOut) {
 // stored waits for them (awaiting replay: its REGISTER says the actor is
 // ahead), then trains on from the last one.
 TEST_F(TrialRunnerPhasesTest, AReattachedActorAwaitsItsReplayThenTrains) {
-  fleet_->Register("w1", 1);
-  const std::string exp =
-      Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 1000}})");
-  const std::string id = FirstTrial(exp);
-  PhaseTrace(id, [&] { return runner_->FindTrial(id)->iteration >= 3; });
+  const auto [exp, id] = OneTrialAt(3, 1000);
   fleet_->Turn();  // its results are answered, never committed: the crash comes first
   CrashHead();
   std::vector<TrialPhase> trace{runner_->FindTrial(id)->phase};

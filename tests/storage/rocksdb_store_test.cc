@@ -121,6 +121,15 @@ std::vector<std::string> RawFamilies(const std::string& dir) {
   return names;
 }
 
+// A store in `dir` whose schema record says `schema`.
+void CreateWithSchema(const std::string& dir, const std::string& schema) {
+  auto store = OpenOrDie(dir);
+  ASSERT_NE(store, nullptr);
+  WriteBatch b;
+  b.Put(Family::kMeta, kMetaSchema, schema);
+  CommitOrDie(*store, b);
+}
+
 class RocksDbStoreTest : public ::testing::Test {
  protected:
   TempDir tmp_;
@@ -256,13 +265,7 @@ TEST_F(RocksDbStoreTest, FinishesInitializationWhenCreationWasInterrupted) {
 }
 
 TEST_F(RocksDbStoreTest, RefusesStoreWhenSchemaIsNewer) {
-  {
-    auto store = OpenOrDie(dir_);
-    ASSERT_NE(store, nullptr);
-    WriteBatch b;
-    b.Put(Family::kMeta, kMetaSchema, "99");
-    CommitOrDie(*store, b);
-  }
+  CreateWithSchema(dir_, "99");
   auto r = RocksDbStore::Open(dir_);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
@@ -275,13 +278,7 @@ TEST_F(RocksDbStoreTest, RefusesStoreWhenSchemaIsNewer) {
 // A store of an older schema opens as it is (the head migrates its records
 // when it loads them): its schema record is left alone.
 TEST_F(RocksDbStoreTest, OpensAStoreOfAnOlderSchemaUnchanged) {
-  {
-    auto store = OpenOrDie(dir_);
-    ASSERT_NE(store, nullptr);
-    WriteBatch b;
-    b.Put(Family::kMeta, kMetaSchema, "1");
-    CommitOrDie(*store, b);
-  }
+  CreateWithSchema(dir_, "1");
   auto r = RocksDbStore::Open(dir_);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*(*r)->Get(Family::kMeta, kMetaSchema), "1");
@@ -290,13 +287,7 @@ TEST_F(RocksDbStoreTest, OpensAStoreOfAnOlderSchemaUnchanged) {
 TEST_F(RocksDbStoreTest, ReportsCorruptionWhenSchemaIsUnreadable) {
   for (const char* bad : {"abc", "", "1x", "0", "-3"}) {
     TempDir tmp;
-    {
-      auto store = OpenOrDie(tmp.path());
-      ASSERT_NE(store, nullptr);
-      WriteBatch b;
-      b.Put(Family::kMeta, kMetaSchema, bad);
-      CommitOrDie(*store, b);
-    }
+    CreateWithSchema(tmp.path(), bad);
     auto r = RocksDbStore::Open(tmp.path());
     ASSERT_FALSE(r.ok()) << "schema '" << bad << "'";
     EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << r.status().ToString();
