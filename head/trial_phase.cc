@@ -28,13 +28,15 @@ bool IsLegalTransition(TrialPhase from, TrialPhase to) {
              to == P::kAwaitingReattach;
     case P::kResetting:
       return to == P::kStarting || to == P::kIdle;
+    case P::kAwaitingReattach:
+      // Adopting the actor enters kAwaitingReplay (even with nothing to
+      // replay): from here the trial holds no actor.
+      return to == P::kAwaitingReplay || to == P::kIdle;
     case P::kStarting:
     case P::kTraining:
     case P::kSaving:
     case P::kAwaitingReplay:
-    case P::kAwaitingReattach:
       if (to == from) return from == P::kTraining;
-      if (to == P::kAwaitingReplay) return from == P::kAwaitingReattach;
       return to == P::kTraining || to == P::kSaving || to == P::kPausing || to == P::kIdle;
     case P::kPausing:
       return to == P::kIdle;

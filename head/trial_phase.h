@@ -23,6 +23,7 @@ enum class TrialPhase : uint8_t {
   kPausing,           // a memory SAVE in flight; then the actor goes and the trial is PAUSED
   kAwaitingReattach,  // RUNNING at a head restart; its worker has not reported the actor yet
   kAwaitingReplay,    // re-attached; the results its actor made meanwhile are not all in
+                      // (entered at every adoption, left at once when none are due)
 };
 inline constexpr int kNumTrialPhases = 8;
 
@@ -39,7 +40,7 @@ bool PhaseHoldsActor(TrialPhase p);
 //   kResetting        -> kStarting (reset accepted), kIdle
 //   kStarting, kTraining, kSaving, kAwaitingReplay
 //                     -> kTraining, kSaving, kPausing, kIdle
-//   kAwaitingReattach -> kAwaitingReplay, kTraining, kSaving, kPausing, kIdle
+//   kAwaitingReattach -> kAwaitingReplay (the actor adopted), kIdle
 //   kPausing          -> kIdle
 // (kStarting and kAwaitingReplay are not re-entered: a later TRAIN is kTraining.)
 bool IsLegalTransition(TrialPhase from, TrialPhase to);

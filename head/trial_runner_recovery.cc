@@ -325,17 +325,19 @@ bool TrialRunner::Reattach(Trial& t, const std::string& worker_id,
                t.attempt, worker_id, t.iteration, live_iteration);
   // A user's pause that the crash interrupted still applies.
   if (t.held) t.pause_requested = true;
+  // The actor is adopted: the trial holds it from here on, whatever comes
+  // next (an exit now releases it).
+  if (!SetPhase(t, TrialPhase::kAwaitingReplay)) return true;
   if (live_iteration > t.iteration || live.training) {
     // The actor is ahead (its unacknowledged results come back from its
     // outbox right after REGISTERED) or mid-TRAIN (its batch will follow):
     // decide once they are stored, as the TRAIN's own reply would have.
-    const int64_t until = std::max(live_iteration, t.iteration + (live.training ? 1 : 0));
-    if (!SetPhase(t, TrialPhase::kAwaitingReplay)) return true;
-    t.replay_until = until;
+    t.replay_until = std::max(live_iteration, t.iteration + (live.training ? 1 : 0));
     t.replay_deadline = clock_.NowMs() + 2 * options_.heartbeat_ms * options_.liveness;
     return true;
   }
-  // After the commit, so that everything follows REGISTERED.
+  // Nothing to wait for. After the commit, so that everything follows
+  // REGISTERED.
   DriveAfterReattach(t, SendTiming::kAfterCommit);
   return true;
 }

@@ -38,9 +38,6 @@ TEST(TrialPhaseTest, OnlyTheDocumentedChangesAreLegal) {
       {P::kAwaitingReplay, P::kPausing},
       {P::kAwaitingReplay, P::kIdle},
       {P::kAwaitingReattach, P::kAwaitingReplay},
-      {P::kAwaitingReattach, P::kTraining},
-      {P::kAwaitingReattach, P::kSaving},
-      {P::kAwaitingReattach, P::kPausing},
       {P::kAwaitingReattach, P::kIdle},
       {P::kPausing, P::kIdle},
   };

@@ -9,6 +9,7 @@
 
 #include "head/client_service.h"
 #include "head/trial_phase.h"
+#include "storage/keys.h"
 #include "tests/head/trial_runner_fixture.h"
 
 namespace ztune::head {
@@ -145,6 +146,42 @@ TEST_F(TrialRunnerPhasesTest, AReattachedActorAwaitsItsReplayThenTrains) {
   trace.insert(trace.end(), rest.begin() + 1, rest.end());
   EXPECT_EQ(Names(trace), "awaiting_reattach awaiting_replay training");
   EXPECT_EQ(runner_->FindTrial(id)->attempt, 1u);
+}
+
+// A re-attached actor whose trial's stored last result was its last (done)
+// is stopped and its group returned: the re-attach adopted them, so ending
+// the trial must release them (the adoption happened in a phase that holds no
+// actor, and the exit left both behind).
+TEST_F(TrialRunnerPhasesTest, AReattachedTrialThatWasDoneReleasesItsActor) {
+  const auto [exp, id] = OneTrialAt(3);
+  Commit();  // iteration 3 stored; the actor is at 3 too
+  sink_.TakeAll();
+  auto actors = fleet_->actors;
+  auto outbox = fleet_->outbox;
+  {
+    // Its last stored result said done (a head that stored it and crashed
+    // before ending the trial).
+    auto record = store_.Get(storage::Family::kTrials, id);
+    ASSERT_TRUE(record.ok() && record->has_value());
+    Json j = Json::parse(**record);
+    j["last_result"]["done"] = true;
+    storage::WriteBatch b;
+    b.Put(storage::Family::kTrials, id, j.dump());
+    ASSERT_TRUE(store_.Commit(b).ok());
+  }
+  Reset();
+  fleet_->actors = actors;
+  fleet_->outbox = outbox;
+  ASSERT_EQ(runner_->FindTrial(id)->phase, TrialPhase::kAwaitingReattach);
+  const int64_t stops = fleet_->stops;
+  fleet_->Reregister("w1", 1);
+  for (int i = 0; i < 3; ++i) fleet_->Turn();  // commits: strict invariants check every trial
+  const Trial* t = runner_->FindTrial(id);
+  EXPECT_EQ(t->status, TrialStatus::kTerminated);
+  EXPECT_EQ(t->phase, TrialPhase::kIdle);
+  EXPECT_EQ(t->worker_id, "");
+  EXPECT_EQ(fleet_->stops, stops + 1) << "the adopted actor is stopped";
+  EXPECT_DOUBLE_EQ(runner_->ledger().Available().Get("CPU"), 1) << "its group is returned";
 }
 
 // A worker dies with a TRAIN of its trial in flight. The exit path forgets
