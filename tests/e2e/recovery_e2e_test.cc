@@ -1,6 +1,11 @@
 // Head crash recovery through the real binaries.
+#include <map>
+#include <string>
+
 #include <gtest/gtest.h>
 
+#include "storage/keys.h"
+#include "storage/rocksdb_store.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/trial_queries.h"
 
@@ -87,6 +92,86 @@ TEST(RecoveryE2ETest, TrialsOfAWorkerThatNeverReturnsRestartFromCheckpoints) {
   Json results = cluster.CliJson("results " + t["trial_id"].get<std::string>());
   ASSERT_EQ(results["results"].size(), 40u);
   for (int64_t i = 1; i <= 40; ++i) EXPECT_EQ(results["results"][i - 1]["training_iteration"], i);
+}
+
+// A store written by a ztune of schema 1 (a trial's checkpoint records and
+// error_log inside its record) -> a head of schema 2 starts on it, moves them
+// to records of their own in its first commit and writes schema 2; the
+// client sees the same checkpoints and errors, and --check finds the store
+// consistent.
+TEST(RecoveryE2ETest, AHeadMigratesASchemaOneStore) {
+  LocalCluster cluster("schema-1");
+  cluster.StartHead();
+  cluster.StartWorker("a", 2);
+  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  // Each trial fails once at iteration 3 and retries from its checkpoint.
+  const std::string exp = SubmitSpec(cluster, R"({"trainable": "fail", "num_samples": 2,
+      "param_space": {"fail_at": 3}, "max_failures": 1,
+      "stop": {"training_iteration": 6}, "checkpoint": {"frequency": 2}})",
+                                     "fail");
+  ASSERT_FALSE(exp.empty());
+  ASSERT_TRUE(WaitFinished(cluster, exp, 60)) << cluster.Logs();
+  std::map<std::string, Json> before;
+  for (const auto& t : TrialsOf(cluster, exp)) before[t["trial_id"]] = t;
+  ASSERT_EQ(before.size(), 2u);
+  for (const auto& [id, t] : before) {
+    ASSERT_EQ(t["error_log"].size(), 1u) << t.dump();
+    ASSERT_EQ(t["checkpoints"].size(), 3u) << t.dump();
+  }
+  ASSERT_EQ(cluster.head().Stop(), 0) << cluster.Logs();
+  cluster.worker(0).Stop();
+
+  {  // Written back as schema 1 would have written it.
+    auto store = storage::RocksDbStore::Open(cluster.data_dir());
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    storage::WriteBatch b;
+    for (const auto& [id, doc] : before) {
+      auto record = (*store)->Get(storage::Family::kTrials, id);
+      ASSERT_TRUE(record.ok() && record->has_value()) << id;
+      Json j = Json::parse(**record);
+      j["checkpoints"] = Json::array();
+      j["error_log"] = Json::array();
+      ASSERT_TRUE((*store)
+                      ->Scan(storage::Family::kTrials, storage::TrialPrefix(id),
+                             [&](std::string_view k, std::string_view v) {
+                               auto parts = storage::ParseTrialChildKey(k);
+                               if (!parts) return true;
+                               Json child = Json::parse(v);
+                               if (parts->kind == storage::kTrialCheckpointRecord) {
+                                 j["checkpoints"].push_back(child);
+                               } else {
+                                 j["error_log"].push_back(child["entry"]);
+                               }
+                               b.Delete(storage::Family::kTrials, std::string(k));
+                               return true;
+                             })
+                      .ok());
+      b.Put(storage::Family::kTrials, id, j.dump());
+    }
+    b.Put(storage::Family::kMeta, storage::kMetaSchema, "1");
+    ASSERT_TRUE((*store)->Commit(b).ok());
+  }
+
+  cluster.StartHead();
+  std::map<std::string, Json> after;
+  for (const auto& t : TrialsOf(cluster, exp)) after[t["trial_id"]] = t;
+  for (const auto& [id, t] : before) {
+    EXPECT_EQ(after[id]["checkpoints"], t["checkpoints"]) << id;
+    EXPECT_EQ(after[id]["error_log"], t["error_log"]) << id;
+    EXPECT_EQ(after[id]["status"], "TERMINATED") << id;
+  }
+  ASSERT_EQ(cluster.head().Stop(), 0) << cluster.Logs();
+  auto check = e2e::Run(std::string(ZTUNE_HEAD_BIN) + " --check --data-dir " + cluster.data_dir());
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+  auto store = storage::RocksDbStore::OpenReadOnly(cluster.data_dir());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ(*(*store)->Get(storage::Family::kMeta, storage::kMetaSchema),
+            std::to_string(storage::kSchemaVersion));
+  for (const auto& [id, t] : before) {
+    Json record = Json::parse(**(*store)->Get(storage::Family::kTrials, id));
+    EXPECT_FALSE(record.contains("checkpoints")) << id;
+    EXPECT_FALSE(record.contains("error_log")) << id;
+  }
 }
 
 }  // namespace
