@@ -1,10 +1,15 @@
-// TrialRunner: experiments, trials and the step loop of Ray's TrialRunner.
-// Turns protocol input (registrations, replies, results) and client requests
-// into trial transitions, drives the Executor and the PlacementGroupManager,
-// and records every state change in the current loop turn's WriteBatch. The
-// HeadServer commits that batch (one fsync) before sending anything that
-// depends on it. Scheduling is FIFO (Ray's FIFOScheduler) over per-request
-// queues, so a turn costs O(request shapes + staging groups), never O(trials).
+// TrialRunner: the step loop of Ray's TrialRunner. Turns protocol input
+// (registrations, replies, results) and client requests into trial
+// transitions: each trial's phase changes only through SetPhase (checked
+// against trial_phase.h) and every attempt ends through EndAttempt. It drives
+// the Executor and the PlacementGroupManager, applies its decisions to the
+// TrialBook, and records every state change in the current loop turn's
+// WriteBatch. The HeadServer commits that batch (one fsync) before sending
+// anything that depends on it. The TrialScheduler (FIFO by default) keeps
+// per-request queues, so a turn costs O(request shapes + staging groups),
+// never O(trials). The .cc is split by job: trial_runner.cc (the turn),
+// _phases.cc (the state machine, finish, failure), _worker_input.cc,
+// _actors.cc (reuse, pause), _recovery.cc, _client_api.cc.
 //
 // Lives on the head loop thread; not thread-safe.
 #pragma once
