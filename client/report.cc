@@ -106,6 +106,15 @@ Json LastMetric(const Json& trial, const std::string& metric) {
 
 std::string WorkerCell(const Json& trial) { return StringField(trial, "worker", "-"); }
 
+// "RUNNING", or "RUNNING (saving)" while its attempt is in a phase worth
+// seeing: any but training (and idle, the phase of every other status).
+std::string StatusCell(const Json& trial) {
+  std::string status = StringField(trial, "status", "?");
+  const std::string phase = StringField(trial, "phase");
+  if (!phase.empty() && phase != "idle" && phase != "training") status += " (" + phase + ")";
+  return status;
+}
+
 // Trial, status, worker, <params...>, iter, <metric>[, failures].
 Table TrialTable(const std::vector<const Json*>& trials, const std::string& metric,
                  bool with_failures) {
@@ -124,8 +133,7 @@ Table TrialTable(const std::vector<const Json*>& trials, const std::string& metr
   Table table(headers);
   for (size_t i = 0; i < trials.size(); ++i) {
     const Json& t = *trials[i];
-    std::vector<std::string> row = {StringField(t, "trial_id", "?"), StringField(t, "status", "?"),
-                                    WorkerCell(t)};
+    std::vector<std::string> row = {StringField(t, "trial_id", "?"), StatusCell(t), WorkerCell(t)};
     for (const std::string& k : param_keys) {
       auto it = configs[i].find(k);
       row.push_back(it == configs[i].end() ? "" : Cell(it->second));

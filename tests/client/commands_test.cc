@@ -54,6 +54,8 @@ Json Trial(const std::string& id, const std::string& status, Json config, int it
       {"trial_id", id},
       {"experiment_id", "e0001"},
       {"status", status},
+      // What the head reports: an attempt saving its checkpoint.
+      {"phase", status == "RUNNING" ? "saving" : "idle"},
       {"config", std::move(config)},
       {"num_failures", status == "ERROR" ? 1 : 0},
       {"attempt", 1},
@@ -204,6 +206,9 @@ TEST_F(CommandsTest, StatusShowsResourcesLineAndParameterColumns) {
   EXPECT_LT(header.find("lr"), header.find("iter"));
   EXPECT_NE(out_.str().find("1e-05"), std::string::npos);
   EXPECT_NE(out_.str().find("worker-b"), std::string::npos);
+  // A RUNNING trial's phase shows unless it is training; idle never shows.
+  EXPECT_NE(out_.str().find("RUNNING (saving)"), std::string::npos) << out_.str();
+  EXPECT_EQ(out_.str().find("(idle)"), std::string::npos) << out_.str();
   EXPECT_EQ(head_.requests()[0]["op"], "status");
   EXPECT_FALSE(head_.requests()[0].contains("experiment_id"));
 }
