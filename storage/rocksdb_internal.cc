@@ -2,7 +2,6 @@
 // rocksdb_internal.h).
 #include "storage/rocksdb_internal.h"
 
-#include <pthread.h>
 #include <rocksdb/cache.h>
 #include <rocksdb/convenience.h>
 #include <rocksdb/filter_policy.h>
@@ -12,13 +11,10 @@
 #include <rocksdb/write_batch.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cinttypes>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -27,12 +23,8 @@
 namespace ztune::storage::internal {
 namespace {
 
-namespace fs = std::filesystem;
-
 // Values at least this large go to blob files in the checkpoints family.
 constexpr uint64_t kMinBlobSize = 64 * kKiB;
-// Old info logs kept next to LOG (RocksDB's keep_log_file_num, as before).
-constexpr size_t kKeepOldInfoLogs = 5;
 
 bool IsLockError(const rocksdb::Status& s) {
   // PosixEnv::LockFile reports either "lock hold by current process ..." (a
@@ -48,58 +40,6 @@ rocksdb::CompressionType PickCompression(rocksdb::CompressionType wanted) {
   const auto supported = rocksdb::GetSupportedCompressions();
   if (std::find(supported.begin(), supported.end(), wanted) != supported.end()) return wanted;
   return rocksdb::kNoCompression;
-}
-
-uint64_t NowMicros() {
-  struct timeval tv {};
-  ::gettimeofday(&tv, nullptr);
-  return static_cast<uint64_t>(tv.tv_sec) * 1000000u + static_cast<uint64_t>(tv.tv_usec);
-}
-
-// Renames dir/LOG to dir/LOG.old.<micros> and removes all but the newest
-// kKeepOldInfoLogs old logs. Best effort: a log is not worth failing for.
-void RotateInfoLog(const std::string& dir) {
-  std::error_code ec;
-  const fs::path log = fs::path(dir) / "LOG";
-  if (fs::exists(log, ec) && fs::file_size(log, ec) > 0 && !ec) {
-    fs::rename(log, fs::path(dir) / ("LOG.old." + std::to_string(NowMicros())), ec);
-  }
-  std::vector<std::string> old;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.rfind("LOG.old.", 0) == 0) old.push_back(name);
-  }
-  // Same-width microsecond stamps: name order is age order.
-  std::sort(old.begin(), old.end());
-  for (size_t i = 0; i + kKeepOldInfoLogs < old.size(); ++i) {
-    fs::remove(fs::path(dir) / old[i], ec);
-  }
-}
-
-const char* LevelName(rocksdb::InfoLogLevel level) {
-  switch (level) {
-    case rocksdb::InfoLogLevel::DEBUG_LEVEL:
-      return "DEBUG";
-    case rocksdb::InfoLogLevel::INFO_LEVEL:
-      return "INFO";
-    case rocksdb::InfoLogLevel::WARN_LEVEL:
-      return "WARN";
-    case rocksdb::InfoLogLevel::ERROR_LEVEL:
-      return "ERROR";
-    case rocksdb::InfoLogLevel::FATAL_LEVEL:
-      return "FATAL";
-    default:
-      return "HEADER";
-  }
-}
-
-// INFO lines that describe WAL recovery or repair: worth quoting in a report.
-bool IsNotableInfo(const std::string& line) {
-  for (const char* needle : {"Point in time", "dropping", "Archiving", "ops saved", "Repaired",
-                             "ignoring", "Recovering log", "Log #"}) {
-    if (line.find(needle) != std::string::npos) return true;
-  }
-  return false;
 }
 
 }  // namespace
@@ -270,198 +210,6 @@ std::optional<long> LockHolder(const std::string& dir) {
   return std::nullopt;
 }
 
-// ---- InfoLog ----
-
-std::shared_ptr<InfoLog> InfoLog::ToFile(const std::string& dir) {
-  std::shared_ptr<InfoLog> log(new InfoLog(dir));
-  std::lock_guard<std::mutex> lock(log->mu_);
-  RotateInfoLog(dir);
-  log->OpenFile();
-  return log;
-}
-
-std::shared_ptr<InfoLog> InfoLog::InMemory() { return std::shared_ptr<InfoLog>(new InfoLog("")); }
-
-InfoLog::InfoLog(std::string dir)
-    : rocksdb::Logger(rocksdb::InfoLogLevel::INFO_LEVEL), dir_(std::move(dir)) {}
-
-InfoLog::~InfoLog() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (file_ != nullptr) std::fclose(file_);
-  file_ = nullptr;
-}
-
-void InfoLog::OpenFile() {
-  if (dir_.empty()) return;
-  file_ = std::fopen((dir_ + "/LOG").c_str(), "ae");
-  file_bytes_ = 0;
-}
-
-void InfoLog::Logv(const char* format, va_list ap) {
-  Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap);
-}
-
-void InfoLog::Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) {
-  if (level < GetInfoLogLevel()) return;
-  char stack[512];
-  va_list copy;
-  va_copy(copy, ap);
-  const int n = std::vsnprintf(stack, sizeof(stack), format, copy);
-  va_end(copy);
-  if (n < 0) return;
-  std::string message;
-  if (static_cast<size_t>(n) < sizeof(stack)) {
-    message.assign(stack, static_cast<size_t>(n));
-  } else {
-    message.resize(static_cast<size_t>(n) + 1);
-    std::vsnprintf(message.data(), message.size(), format, ap);
-    message.resize(static_cast<size_t>(n));
-  }
-  while (!message.empty() && message.back() == '\n') message.pop_back();
-  std::lock_guard<std::mutex> lock(mu_);
-  Write(level, message);
-}
-
-void InfoLog::Write(rocksdb::InfoLogLevel level, const std::string& message) {
-  // (RocksDB 7.8 warns about every table file it opens without a unique id
-  // to verify, e.g. those its own recovery just wrote: noise in a report.)
-  const bool notable = ((level >= rocksdb::InfoLogLevel::WARN_LEVEL &&
-                         level != rocksdb::InfoLogLevel::HEADER_LEVEL) ||
-                        (level == rocksdb::InfoLogLevel::INFO_LEVEL && IsNotableInfo(message))) &&
-                       message.find("without unique ID to verify") == std::string::npos;
-  if (notable) {
-    // Without RocksDB's "[db/db_impl/db_impl_open.cc:982] " source prefix.
-    const size_t close = message.find("] ");
-    notable_.push_back(message.size() > 1 && message[0] == '[' && close != std::string::npos
-                           ? message.substr(close + 2)
-                           : message);
-    if (notable_.size() > kMaxNotable) notable_.pop_front();
-  }
-  if (file_ == nullptr) return;
-  if (file_bytes_ > kMaxFileBytes) {
-    std::fclose(file_);
-    file_ = nullptr;
-    RotateInfoLog(dir_);
-    OpenFile();
-    if (file_ == nullptr) return;
-  }
-  const uint64_t micros = NowMicros();
-  const time_t secs = static_cast<time_t>(micros / 1000000);
-  struct tm t {};
-  ::localtime_r(&secs, &t);
-  char prefix[96];
-  std::snprintf(prefix, sizeof(prefix), "%04d/%02d/%02d-%02d:%02d:%02d.%06llu %llx [%s] ",
-                t.tm_year + 1900, t.tm_mon + 1, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec,
-                static_cast<unsigned long long>(micros % 1000000),
-                static_cast<unsigned long long>(::pthread_self()), LevelName(level));
-  const std::string line = prefix + message + "\n";
-  // A failed write (a full disk) ends file logging for this store; RocksDB
-  // must never see it.
-  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
-    std::fclose(file_);
-    file_ = nullptr;
-    return;
-  }
-  file_bytes_ += line.size();
-}
-
-void InfoLog::Flush() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (file_ != nullptr && std::fflush(file_) != 0) {
-    std::fclose(file_);
-    file_ = nullptr;
-  }
-}
-
-rocksdb::Status InfoLog::CloseImpl() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (file_ != nullptr) std::fclose(file_);
-  file_ = nullptr;
-  return rocksdb::Status::OK();
-}
-
-std::vector<std::string> InfoLog::Notable() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return std::vector<std::string>(notable_.begin(), notable_.end());
-}
-
-// ---- WalWatcher ----
-
-void WalWatcher::ColumnFamilyLogNumberMap(const std::map<uint32_t, uint64_t>& cf_lognumber_map,
-                                          const std::map<std::string, uint32_t>& cf_name_id_map) {
-  cf_log_number_ = cf_lognumber_map;
-  for (const auto& [name, id] : cf_name_id_map) cf_name_[id] = name;
-}
-
-rocksdb::WalFilter::WalProcessingOption WalWatcher::LogRecordFound(
-    unsigned long long log_number, const std::string& log_file_name,
-    const rocksdb::WriteBatch& batch, rocksdb::WriteBatch* /*new_batch*/, bool* /*batch_changed*/) {
-  if (mode_ == Mode::kStopAtFirstRecord) return WalProcessingOption::kStopReplay;
-  // A WriteBatch's data starts with its sequence number, fixed64 little
-  // endian (LevelDB's WAL format, kept by RocksDB); every entry takes one
-  // sequence number (no two-phase commit, no seq_per_batch).
-  const std::string& data = batch.Data();
-  if (!dropping_ && data.size() >= 12) {
-    uint64_t sequence = 0;
-    for (int i = 7; i >= 0; --i) sequence = sequence << 8 | static_cast<unsigned char>(data[i]);
-    if (next_sequence_ != 0 && sequence > next_sequence_ && mode_ != Mode::kCount) {
-      gap_ = log_file_name + ": the records jump from sequence " + std::to_string(next_sequence_) +
-             " to " + std::to_string(sequence) + " (" + std::to_string(sequence - next_sequence_) +
-             " entries of committed batches are missing: a WAL was cut or deleted)";
-      if (mode_ == Mode::kFailAtGap) return WalProcessingOption::kCorruptedRecord;
-      dropping_ = true;
-      gap_from_ = next_sequence_;
-    }
-    if (!dropping_) next_sequence_ = std::max(next_sequence_, sequence + batch.Count());
-  }
-  if (dropping_) {
-    ++dropped_batches_;
-  } else {
-    ++batches_;
-  }
-
-  struct Counter final : rocksdb::WriteBatch::Handler {
-    WalWatcher* self;
-    uint64_t log;
-    void Count(uint32_t cf) {
-      const auto flushed = self->cf_log_number_.find(cf);
-      // An entry in a WAL older than the family's log number is in its SST
-      // files already.
-      if (flushed != self->cf_log_number_.end() && log < flushed->second) return;
-      const auto name = self->cf_name_.find(cf);
-      auto& counts = self->dropping_ ? self->dropped_entries_ : self->entries_;
-      ++counts[name == self->cf_name_.end() ? "#" + std::to_string(cf) : name->second];
-    }
-    rocksdb::Status PutCF(uint32_t cf, const rocksdb::Slice&, const rocksdb::Slice&) override {
-      Count(cf);
-      return rocksdb::Status::OK();
-    }
-    rocksdb::Status DeleteCF(uint32_t cf, const rocksdb::Slice&) override {
-      Count(cf);
-      return rocksdb::Status::OK();
-    }
-    rocksdb::Status SingleDeleteCF(uint32_t cf, const rocksdb::Slice&) override {
-      Count(cf);
-      return rocksdb::Status::OK();
-    }
-    rocksdb::Status DeleteRangeCF(uint32_t cf, const rocksdb::Slice&,
-                                  const rocksdb::Slice&) override {
-      Count(cf);
-      return rocksdb::Status::OK();
-    }
-    rocksdb::Status MergeCF(uint32_t cf, const rocksdb::Slice&, const rocksdb::Slice&) override {
-      Count(cf);
-      return rocksdb::Status::OK();
-    }
-  } counter;
-  counter.self = this;
-  counter.log = log_number;
-  // Counting is best effort: a batch we cannot walk is still replayed.
-  batch.Iterate(&counter).PermitUncheckedError();
-  return dropping_ ? WalProcessingOption::kIgnoreCurrentRecord
-                   : WalProcessingOption::kContinueProcessing;
-}
-
 // ---- RawDb ----
 
 Result<std::unique_ptr<RawDb>> RawDb::Open(
@@ -581,22 +329,6 @@ Status CheckOrphanTables(RawDb& db, const std::string& dir, const std::string& f
       "(recovered up to sequence " + std::to_string(recovered.GetSequenceNumber()) +
       "); the MANIFEST may be damaged (it lost the records that named them); see ztune-head "
       "--salvage");
-}
-
-std::string RocksDbSaid(const InfoLog& log) {
-  std::vector<std::string> picked;
-  for (const std::string& line : log.Notable()) {
-    if (line.find(".log") != std::string::npos || line.find("MANIFEST") != std::string::npos ||
-        line.find(".sst") != std::string::npos || line.find("dropping") != std::string::npos) {
-      picked.push_back(line);
-    }
-  }
-  if (picked.empty()) return "";
-  // The last few are the ones that ended the open.
-  if (picked.size() > 3) picked.erase(picked.begin(), picked.end() - 3);
-  std::string s = " RocksDB said: ";
-  for (size_t i = 0; i < picked.size(); ++i) s += (i ? " | " : "") + picked[i];
-  return s + ".";
 }
 
 }  // namespace ztune::storage::internal
