@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 #include <vector>
+#include <utility>
 
 namespace ztune::head {
 namespace {
@@ -138,7 +139,7 @@ Result<Trial> Trial::FromJson(const Json& j) {
     }
     if (j.contains("checkpoints")) {  // schema 1: inline
       for (const auto& c : j["checkpoints"]) {
-        ASSIGN_OR_RETURN(CheckpointRecord record, CheckpointFromJson(c));
+        ASSIGN_OR_RETURN(CheckpointRecord record, CheckpointRecordFromJson(c));
         t.checkpoints.push_back(record);
       }
     }
@@ -167,7 +168,13 @@ Result<Trial> Trial::FromJson(const Json& j) {
   }
 }
 
-Result<CheckpointRecord> Trial::CheckpointFromJson(const Json& c) {
+Json CheckpointRecordToJson(const CheckpointRecord& c) {
+  Json score = std::isinf(c.score) ? Json(c.score > 0 ? "inf" : "-inf") : Json(c.score);
+  return Json{{"id", c.id}, {"iteration", c.iteration}, {"score_valid", c.score_valid},
+              {"score", std::move(score)}};
+}
+
+Result<CheckpointRecord> CheckpointRecordFromJson(const Json& c) {
   try {
     CheckpointRecord r{StoredInt<uint64_t>(c.at("id")), StoredInt<int64_t>(c.at("iteration")),
                        c.at("score_valid").get<bool>(), 0};

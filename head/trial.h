@@ -32,6 +32,12 @@ struct CheckpointRecord {
   double score = 0;          // already multiplied by the order sign (higher is better)
 };
 
+// A checkpoint record's JSON (its own record in the trials family; inline in
+// a schema-1 trial record). An infinite score is written "inf" / "-inf" (JSON
+// has no infinity); a null score (how schema 1 wrote one) reads as no score.
+Json CheckpointRecordToJson(const CheckpointRecord& c);
+Result<CheckpointRecord> CheckpointRecordFromJson(const Json& j);
+
 // Id formats: experiments "e0001", trials "e0001_00003" (sortable by creation).
 std::string ExperimentIdFor(uint64_t n);
 std::string TrialIdFor(const std::string& experiment_id, uint64_t index);
@@ -97,7 +103,6 @@ struct Trial {
   // Reads a trial record; inline `checkpoints` and `error_log` (a schema-1
   // record) are read too.
   static Result<Trial> FromJson(const Json& j);
-  static Result<CheckpointRecord> CheckpointFromJson(const Json& j);
   // Newest retained persistent checkpoint, or nullptr.
   const CheckpointRecord* NewestCheckpoint() const;
 };

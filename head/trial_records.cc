@@ -1,6 +1,5 @@
 #include "head/trial_records.h"
 
-#include <cmath>
 #include <optional>
 #include <utility>
 
@@ -48,18 +47,6 @@ Status AttachChild(Trial& t, std::string_view key, std::string_view value, bool 
 }
 
 }  // namespace
-
-Json CheckpointRecordToJson(const CheckpointRecord& c) {
-  // JSON has no infinity (nlohmann writes null): a loss of -inf under mode
-  // "min" is a legitimate best score.
-  Json score = std::isinf(c.score) ? Json(c.score > 0 ? "inf" : "-inf") : Json(c.score);
-  return Json{{"id", c.id}, {"iteration", c.iteration}, {"score_valid", c.score_valid},
-              {"score", std::move(score)}};
-}
-
-Result<CheckpointRecord> CheckpointRecordFromJson(const Json& j) {
-  return Trial::CheckpointFromJson(j);
-}
 
 void PutTrialRecord(storage::WriteBatch& batch, const Trial& t) {
   batch.Put(storage::Family::kTrials, t.trial_id, t.ToJson().dump());

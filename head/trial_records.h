@@ -33,9 +33,6 @@ void PutErrorRecord(storage::WriteBatch& batch, const std::string& trial_id, uin
 // lists inline, to the current layout (with PutTrialRecord in the same batch).
 void PutChildRecords(storage::WriteBatch& batch, const Trial& t);
 
-Json CheckpointRecordToJson(const CheckpointRecord& c);
-Result<CheckpointRecord> CheckpointRecordFromJson(const Json& j);
-
 struct StoredTrial {
   std::string key;  // the trial's key (its id, as stored)
   // The trial with its checkpoint records and error_log, or Corruption: a

@@ -152,13 +152,14 @@ void TrialRunner::FailTrial(Trial& t, const std::string& error, bool retry, Acto
                t.num_failures, EscapeControl(error));
   const int64_t max_failures = e.spec.max_failures;
   const bool recover = retry && (max_failures < 0 || t.num_failures <= max_failures);
+  // An actor is never reused after an error.
+  const ActorEnd actor_end = end == ActorEnd::kGone ? end : ActorEnd::kStop;
   if (!recover) {
-    FinishTrial(t, TrialStatus::kError, end == ActorEnd::kGone ? end : ActorEnd::kStop);
+    FinishTrial(t, TrialStatus::kError, actor_end);
     if (e.spec.fail_fast) StopExperiment(e, nullptr);
     return;
   }
-  // An actor is never reused after an error.
-  EndAttempt(t, end == ActorEnd::kGone ? end : ActorEnd::kStop);
+  EndAttempt(t, actor_end);
   t.memory_checkpoint.clear();  // retry from the newest persistent checkpoint
   // Ray's _try_recover: restart at once when resources for it are there now
   // (a ready group or a cached actor of its request: it keeps its place, so
