@@ -80,7 +80,7 @@ struct Trial {
   // ---- runtime only (the actor of the current attempt) ----
   // What the attempt is doing (trial_phase.h). Written only by
   // TrialRunner::SetPhase, which checks the change and keeps the runner's
-  // per-phase indexes (recovery waits, resets in flight) in step with it.
+  // per-phase indexes (RecoveryWaits, resets in flight) in step with it.
   TrialPhase phase = TrialPhase::kIdle;
   // Set exactly while PhaseHoldsActor(phase).
   std::string worker_id;
@@ -88,11 +88,6 @@ struct Trial {
   bool stop_after_save = false;   // kSaving: the decision of the result that asked for it
   std::string memory_checkpoint;  // PAUSE checkpoint bytes (never persisted)
   bool pause_requested = false;   // pause at the end of the in-flight TRAIN / SAVE
-  TimeMs reattach_deadline = 0;   // kAwaitingReattach: when the trial stops waiting
-  // kAwaitingReplay: the trial is driven once the replay of the results its
-  // actor made meanwhile reaches this iteration (or at the deadline).
-  int64_t replay_until = 0;
-  TimeMs replay_deadline = 0;
   // Iteration of the checkpoint the current actor was started from (0: from
   // scratch). Its first new result must be max(iteration, this) + 1.
   int64_t resume_iteration = 0;

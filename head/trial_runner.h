@@ -37,6 +37,7 @@
 #include "head/executor.h"
 #include "head/fifo_scheduler.h"
 #include "head/placement_group_manager.h"
+#include "head/recovery_waits.h"
 #include "head/resource_ledger.h"
 #include "head/result_processor.h"
 #include "head/search_space.h"
@@ -146,6 +147,8 @@ class TrialRunner {
   TimeMs NextTimerMs() const;
   // This head's epoch (1 at the first start of a store; Load bumps it).
   uint64_t epoch() const { return epoch_; }
+  // The trials held back for a re-attach or a replay, with their deadlines.
+  const RecoveryWaits& recovery_waits() const { return waits_; }
 
  private:
 
@@ -166,9 +169,9 @@ class TrialRunner {
   const std::string& RequestKeyOf(const Trial& t);
   int64_t KillAfterMs(const Experiment& e) const;
   // The only writer of Trial::phase. Checks the change (IsLegalTransition)
-  // and keeps the per-phase indexes in step with it: awaiting_reattach_,
-  // awaiting_replay_ and resetting_ hold a trial exactly while it is in that
-  // phase (the caller fills resetting_ and the deadlines before entering).
+  // and keeps the per-phase indexes in step with it: waits_ (re-attach,
+  // replay) and resetting_ hold a trial exactly while it is in that phase
+  // (the caller fills resetting_ before entering and waits_ after).
   // An illegal change is IllegalState and is refused (returns false).
   bool SetPhase(Trial& t, TrialPhase to);
   // How EndAttempt disposes of the attempt's actor.
@@ -203,7 +206,7 @@ class TrialRunner {
   // What a trial does when its TRAIN or SAVE completes without stopping.
   void ContinueOrPause(Trial& t);
   TrainBuffer BufferFor(const Trial& t) const;
-  // A trial out of awaiting_reattach_ whose actor will not be re-attached:
+  // A trial awaiting a re-attach whose actor will not be re-attached:
   // it starts again (or stays paused when a user paused it).
   void GiveUpReattach(Trial& t, const std::string& why);
   RequestTimeouts TimeoutsFor(const Trial& t) const;
@@ -272,8 +275,7 @@ class TrialRunner {
   std::unordered_map<std::string, std::string> request_key_of_experiment_;
   std::unordered_map<std::string, std::unordered_set<std::string>> actors_by_worker_;
   Searcher searcher_;  // the search spaces of the experiments that may yield more
-  std::set<std::string> awaiting_reattach_;  // the trials in kAwaitingReattach
-  std::set<std::string> awaiting_replay_;    // the trials in kAwaitingReplay
+  RecoveryWaits waits_;  // the trials in kAwaitingReattach and kAwaitingReplay
   int64_t max_pending_ = 16;
 
   storage::WriteBatch batch_;

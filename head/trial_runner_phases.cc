@@ -45,21 +45,9 @@ bool TrialRunner::SetPhase(Trial& t, TrialPhase to) {
   if (from == to) return true;
   switch (from) {
     case TrialPhase::kAwaitingReattach:
-      awaiting_reattach_.erase(t.trial_id);
-      t.reattach_deadline = 0;
-      break;
-    case TrialPhase::kAwaitingReplay:
-      awaiting_replay_.erase(t.trial_id);
-      t.replay_until = 0;
-      t.replay_deadline = 0;
-      break;
+    case TrialPhase::kAwaitingReplay: waits_.Leave(t.trial_id); break;
     case TrialPhase::kResetting: resetting_.erase(t.trial_id); break;
     case TrialPhase::kSaving: t.stop_after_save = false; break;
-    default: break;
-  }
-  switch (to) {
-    case TrialPhase::kAwaitingReattach: awaiting_reattach_.insert(t.trial_id); break;
-    case TrialPhase::kAwaitingReplay: awaiting_replay_.insert(t.trial_id); break;
     default: break;
   }
   t.phase = to;
@@ -98,11 +86,11 @@ void TrialRunner::CheckInvariants(const Trial& t) const {
   if (holds != !t.worker_id.empty() || holds != (t.group_id != 0)) {
     broken("a worker and a group are set exactly while the phase holds an actor");
   }
-  if ((t.phase == TrialPhase::kAwaitingReattach) != (awaiting_reattach_.count(t.trial_id) > 0)) {
-    broken("awaiting_reattach_ holds exactly the trials awaiting a re-attach");
+  if ((t.phase == TrialPhase::kAwaitingReattach) != waits_.AwaitingReattach(t.trial_id)) {
+    broken("waits_ holds a re-attach wait exactly for the trials awaiting a re-attach");
   }
-  if ((t.phase == TrialPhase::kAwaitingReplay) != (awaiting_replay_.count(t.trial_id) > 0)) {
-    broken("awaiting_replay_ holds exactly the trials awaiting a replay");
+  if ((t.phase == TrialPhase::kAwaitingReplay) != waits_.AwaitingReplay(t.trial_id)) {
+    broken("waits_ holds a replay wait exactly for the trials awaiting a replay");
   }
   if ((t.phase == TrialPhase::kResetting) != (resetting_.count(t.trial_id) > 0)) {
     broken("resetting_ holds exactly the trials whose RESET is in flight");

@@ -5,7 +5,6 @@
 #include "head/trial_runner.h"
 
 #include <algorithm>
-#include <charconv>
 #include <map>
 #include <set>
 #include <string>
@@ -14,124 +13,47 @@
 
 #include "common/check.h"
 #include "common/printable.h"
+#include "head/recovery_policy.h"
+#include "head/store_loader.h"
 #include "head/trial_records.h"
 #include "storage/keys.h"
 
 namespace ztune::head {
 
-namespace {
-
-// Device ids one worker may report (more than any machine has).
-constexpr size_t kMaxGpuIds = 1024;
-
-// Reads every record of `family` as T::FromJson(JSON text), in key order.
-template <class T>
-Result<std::vector<T>> LoadRecords(storage::Store& store, storage::Family family) {
-  std::vector<T> out;
-  Status inner;
-  RETURN_IF_ERROR(store.Scan(family, "", [&](std::string_view key, std::string_view v) {
-    Json j = Json::parse(v, nullptr, false);
-    auto record = j.is_discarded()
-                      ? Result<T>(Status::Corruption("record is not JSON"))
-                      : T::FromJson(j);
-    if (!record.ok()) {
-      inner = Status::Corruption(std::string(storage::FamilyName(family)) + " record '" +
-                                 std::string(key) + "': " + record.status().message());
-      return false;
-    }
-    out.push_back(std::move(record).value());
-    return true;
-  }));
-  RETURN_IF_ERROR(inner);
-  return out;
-}
-
-}  // namespace
-
 Status TrialRunner::Load() {
-  // A new epoch, committed (HeadServer::Start) before any request goes out.
-  ASSIGN_OR_RETURN(std::optional<std::string> stored_epoch,
-                   store_.Get(storage::Family::kMeta, storage::kMetaHeadEpoch));
-  uint64_t previous = 0;
-  if (stored_epoch.has_value()) {
-    const std::string& text = *stored_epoch;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), previous);
-    if (ec != std::errc() || end != text.data() + text.size()) {
-      return Status::Corruption("meta record head_epoch is not a number: '" + text + "'");
-    }
-  }
-  epoch_ = previous + 1;
+  ASSIGN_OR_RETURN(LoadedStore loaded, LoadStore(store_));
+  // The new epoch is committed (HeadServer::Start) before any request goes out.
+  epoch_ = loaded.epoch;
   executor_.SetEpoch(epoch_);
   batch_.Put(storage::Family::kMeta, storage::kMetaHeadEpoch, std::to_string(epoch_));
-  ASSIGN_OR_RETURN(std::vector<Experiment> experiments,
-                   LoadRecords<Experiment>(store_, storage::Family::kExperiments));
-  for (Experiment& e : experiments) {
-    auto space = SearchSpace::Parse(e.spec.param_space);
-    if (!space.ok()) {
-      return Status::Corruption("experiment " + e.experiment_id + ": " + space.status().message());
-    }
-    if (!e.finished && !e.SearchFinished()) searcher_.Start(e.experiment_id, std::move(space).value());
-    if (book_.FindExperiment(e.experiment_id) != nullptr) {
-      return Status::Corruption("experiment " + e.experiment_id + " is stored twice");
-    }
-    book_.AddExperiment(std::move(e), /*loaded=*/true);
-  }
-  // The schema the store was written with: a schema-1 store's trials carry
-  // their checkpoint records and error_log inline and are moved to records of
-  // their own below, in this first commit together with the new schema value.
-  ASSIGN_OR_RETURN(std::optional<std::string> stored_schema,
-                   store_.Get(storage::Family::kMeta, storage::kMetaSchema));
-  std::vector<Trial> loaded;
-  std::set<std::string> inline_lists;
-  Status damaged;
-  RETURN_IF_ERROR(ScanTrials(store_, [&](StoredTrial& stored) {
-    if (!stored.trial.ok()) {
-      damaged = Status::Corruption("trials record '" + stored.key +
-                                   "': " + stored.trial.status().message());
-      return false;
-    }
-    if (stored.inline_lists) inline_lists.insert(stored.key);
-    loaded.push_back(std::move(stored.trial).value());
-    return true;
-  }));
-  RETURN_IF_ERROR(damaged);
-  if (stored_schema.has_value() && *stored_schema != std::to_string(storage::kSchemaVersion)) {
-    // RocksDbStore::Open refused a newer or unreadable one.
+  for (auto& [id, space] : loaded.searching) searcher_.Start(id, std::move(space));
+  for (Experiment& e : loaded.experiments) book_.AddExperiment(std::move(e), /*loaded=*/true);
+  if (loaded.schema_upgrade_from.has_value()) {
+    // A schema-1 store's trials carry their checkpoint records and error_log
+    // inline: they move to records of their own below, in this first commit
+    // together with the new schema value.
     spdlog::info("store schema {} -> {}: moving the checkpoint records and error logs of {} "
                  "trials to records of their own",
-                 *stored_schema, storage::kSchemaVersion, inline_lists.size());
+                 *loaded.schema_upgrade_from, storage::kSchemaVersion, loaded.inline_lists.size());
     batch_.Put(storage::Family::kMeta, storage::kMetaSchema,
                std::to_string(storage::kSchemaVersion));
   }
-  std::sort(loaded.begin(), loaded.end(), [](const Trial& a, const Trial& b) { return a.seq < b.seq; });
-  for (Trial& t : loaded) {
-    if (book_.FindExperiment(t.experiment_id) == nullptr) {
-      return Status::Corruption("trial " + t.trial_id + " belongs to unknown experiment " +
-                                t.experiment_id);
-    }
-    const TrialStatus stored_status = t.status;
-    // Finished trials, a RUNNING trial whose worker may still host its live
-    // actor (it waits for the re-attach) and a user's pause keep their
-    // status. Any other RUNNING trial's actor is gone with the old head, and
-    // a scheduler-PAUSED trial's memory checkpoint too: both restart from
-    // their newest persistent checkpoint (Ray's resume of RUNNING trials).
-    const bool reattach = stored_status == TrialStatus::kRunning && !t.actor_worker.empty();
-    const bool keeps = IsFinished(stored_status) || reattach ||
-                       (stored_status == TrialStatus::kPaused && t.held);
-    if (!keeps) t.status = TrialStatus::kPending;
-    const std::string id = t.trial_id;
-    const bool changed = t.status != stored_status;
+  const TimeMs grace =
+      ReattachGraceMs(options_.reattach_grace_ms, options_.heartbeat_ms, options_.liveness);
+  for (Trial& t : loaded.trials) {
+    const RestartDisposition disposition = DispositionAfterRestart(t);
+    const bool changed = disposition == RestartDisposition::kRequeue &&
+                         t.status != TrialStatus::kPending;
+    if (disposition == RestartDisposition::kRequeue) t.status = TrialStatus::kPending;
+    const bool move_lists = loaded.inline_lists.count(t.trial_id) > 0;
     Trial& stored = book_.AddLoadedTrial(std::move(t), changed);
-    if (reattach) {
-      TimeMs grace = options_.reattach_grace_ms > 0
-                         ? options_.reattach_grace_ms
-                         : 2 * options_.heartbeat_ms * options_.liveness;
-      stored.reattach_deadline = clock_.NowMs() + grace;
+    if (disposition == RestartDisposition::kAwaitReattach) {
       SetPhase(stored, TrialPhase::kAwaitingReattach);
-    } else if (!keeps) {
+      waits_.AwaitReattach(stored.trial_id, clock_.NowMs() + grace);
+    } else if (disposition == RestartDisposition::kRequeue) {
       Enqueue(stored);
     }
-    if (inline_lists.count(id) > 0) {
+    if (move_lists) {
       PutChildRecords(batch_, stored);
       book_.MarkDirty(stored);  // rewritten without the lists at this turn's FlushTo
     }
@@ -151,18 +73,10 @@ Status TrialRunner::Load() {
 void TrialRunner::HandleRegister(const protocol::Register& reg) {
   // Refused registrations change nothing; the worker keeps asking (every
   // heartbeat interval) and the warning says why.
-  Result<ResourceSet> offered = ResourceSet::FromDoublesChecked(reg.resources);
+  Result<ResourceSet> offered = WorkerRegistry::CheckOffer(reg);
   if (!offered.ok()) {
     peer_warnings_.Warn("REGISTER of worker '" + reg.worker_id + "' refused: " +
                         offered.status().message());
-    return;
-  }
-  std::set<int64_t> gpu_ids(reg.gpu_ids.begin(), reg.gpu_ids.end());
-  if (gpu_ids.size() != reg.gpu_ids.size() || reg.gpu_ids.size() > kMaxGpuIds ||
-      (!gpu_ids.empty() && *gpu_ids.begin() < 0)) {
-    peer_warnings_.Warn("REGISTER of worker '" + reg.worker_id +
-                        "' refused: gpu_ids must be distinct, >= 0 and at most " +
-                        std::to_string(kMaxGpuIds));
     return;
   }
   const WorkerInfo* before = registry_.Find(reg.worker_id);
@@ -237,42 +151,23 @@ void TrialRunner::ReconcileAfterReconnect(const protocol::Register& reg) {
         l = live.find({r->second.trial_id, r->second.attempt});
       }
     }
-    const std::vector<uint64_t> rids = executor_.DriverRidsOf(id);
-    bool create_unanswered = false;
-    for (uint64_t rid : rids) {
-      create_unanswered = create_unanswered || executor_.Find(rid)->type == FutureType::kCreate;
+    std::vector<std::pair<uint64_t, FutureType>> requests;
+    for (uint64_t rid : executor_.DriverRidsOf(id)) {
+      requests.emplace_back(rid, executor_.Find(rid)->type);
     }
-    if (l == live.end()) {
-      if (create_unanswered) {
-        RequeueLostStart(*t, "its CREATE_ACTOR did not reach worker " + worker_id +
-                                 " while it reconnected");
-      } else {
-        FailTrial(*t, "actor of attempt " + std::to_string(t->attempt) + " is gone from worker " +
-                          worker_id + " after it reconnected", true);
-      }
-      continue;
-    }
-    const std::set<uint64_t> accepted(l->second->rids.begin(), l->second->rids.end());
-    bool lost_restore = false;
-    for (uint64_t rid : rids) {
-      lost_restore = lost_restore ||
-                     (executor_.Find(rid)->type == FutureType::kRestore && accepted.count(rid) == 0);
-    }
-    if (lost_restore) {
-      // Its checkpoint is not kept here (megabytes): the attempt starts again.
-      RequeueLostStart(*t, "its RESTORE did not reach worker " + worker_id +
-                               " while it reconnected");
-      continue;
-    }
-    for (uint64_t rid : rids) {
-      const Future* f = executor_.Find(rid);
-      if (f->type == FutureType::kCreate) {
-        // The actor exists: it was created (a failed setup leaves none).
-        executor_.Take(rid, Answer{false, f->trial_id, f->attempt, f->worker_id});
-      } else {
-        executor_.Resend(rid);  // a worker answers a rid it has seen from what it has
-        ++resent;
-      }
+    const ReconnectPlan plan = PlanAfterReconnect(l == live.end() ? nullptr : l->second,
+                                                  requests, worker_id, t->attempt);
+    switch (plan.action) {
+      case ReconnectPlan::Action::kRequeueLostStart: RequeueLostStart(*t, plan.why); break;
+      case ReconnectPlan::Action::kFail: FailTrial(*t, plan.why, true); break;
+      case ReconnectPlan::Action::kContinue:
+        for (uint64_t rid : plan.created) {
+          const Future* f = executor_.Find(rid);
+          executor_.Take(rid, Answer{false, f->trial_id, f->attempt, f->worker_id});
+        }
+        for (uint64_t rid : plan.resend) executor_.Resend(rid);
+        resent += plan.resend.size();
+        break;
     }
   }
   for (uint64_t rid : executor_.StopRidsOn(worker_id)) {
@@ -328,12 +223,12 @@ bool TrialRunner::Reattach(Trial& t, const std::string& worker_id,
   // The actor is adopted: the trial holds it from here on, whatever comes
   // next (an exit now releases it).
   if (!SetPhase(t, TrialPhase::kAwaitingReplay)) return true;
-  if (live_iteration > t.iteration || live.training) {
-    // The actor is ahead (its unacknowledged results come back from its
-    // outbox right after REGISTERED) or mid-TRAIN (its batch will follow):
-    // decide once they are stored, as the TRAIN's own reply would have.
-    t.replay_until = std::max(live_iteration, t.iteration + (live.training ? 1 : 0));
-    t.replay_deadline = clock_.NowMs() + 2 * options_.heartbeat_ms * options_.liveness;
+  if (std::optional<int64_t> until = ReplayTarget(t.iteration, live)) {
+    // Its results come back from its outbox right after REGISTERED, or its
+    // TRAIN's batch follows: decide once they are stored, as the TRAIN's own
+    // reply would have.
+    waits_.AwaitReplay(t.trial_id, *until,
+                       clock_.NowMs() + 2 * options_.heartbeat_ms * options_.liveness);
     return true;
   }
   // Nothing to wait for. After the commit, so that everything follows
@@ -369,25 +264,18 @@ void TrialRunner::DriveAfterReattach(Trial& t, SendTiming timing) {
 }
 
 void TrialRunner::ExpireReattachWaits() {
-  if (awaiting_reattach_.empty() && awaiting_replay_.empty()) return;
+  if (waits_.empty()) return;
   const TimeMs now = clock_.NowMs();
-  // Collected first: leaving the phase takes the trial out of the set.
-  std::vector<Trial*> expired;
-  for (const std::string& id : awaiting_reattach_) {
+  for (const std::string& id : waits_.ExpiredReattaches(now)) {
     Trial* t = book_.FindTrial(id);
-    CHECK(t != nullptr);  // awaiting_reattach_ holds ids of known trials (SetPhase)
-    if (t->reattach_deadline <= now) expired.push_back(t);
-  }
-  for (Trial* t : expired) {
+    CHECK(t != nullptr);  // waits_ holds ids of known trials (they leave it with their phase)
     GiveUpReattach(*t, "worker " + t->actor_worker + " did not re-attach its actor");
   }
-  expired.clear();
-  for (const std::string& id : awaiting_replay_) {
+  for (const std::string& id : waits_.ExpiredReplays(now)) {
     Trial* t = book_.FindTrial(id);
     CHECK(t != nullptr);  // as above
-    if (t->replay_deadline <= now) expired.push_back(t);
+    DriveAfterReattach(*t, SendTiming::kNow);
   }
-  for (Trial* t : expired) DriveAfterReattach(*t, SendTiming::kNow);
 }
 
 Result<Json> TrialRunner::ResumeExperiment(const std::string& experiment_id,

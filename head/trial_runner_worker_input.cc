@@ -199,7 +199,7 @@ void TrialRunner::HandleResultBatch(const std::string& worker_id,
     return;
   }
   if (!f) {
-    if (t->phase == TrialPhase::kAwaitingReplay && t->iteration >= t->replay_until) {
+    if (t->phase == TrialPhase::kAwaitingReplay && waits_.ReplayReached(t->trial_id, t->iteration)) {
       // The outbox replay of a re-attached actor is in: drive it from here.
       DriveAfterReattach(*t, SendTiming::kNow);
       return;

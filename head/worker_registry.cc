@@ -1,8 +1,20 @@
 #include "head/worker_registry.h"
 
 #include <algorithm>
+#include <set>
 
 namespace ztune::head {
+
+Result<ResourceSet> WorkerRegistry::CheckOffer(const protocol::Register& r) {
+  ASSIGN_OR_RETURN(ResourceSet offered, ResourceSet::FromDoublesChecked(r.resources));
+  const std::set<int64_t> gpu_ids(r.gpu_ids.begin(), r.gpu_ids.end());
+  if (gpu_ids.size() != r.gpu_ids.size() || r.gpu_ids.size() > kMaxGpuIds ||
+      (!gpu_ids.empty() && *gpu_ids.begin() < 0)) {
+    return Status::InvalidArgument("gpu_ids must be distinct, >= 0 and at most " +
+                                   std::to_string(kMaxGpuIds));
+  }
+  return offered;
+}
 
 bool WorkerRegistry::Register(const protocol::Register& r) {
   WorkerInfo& w = workers_[r.worker_id];

@@ -3,6 +3,7 @@
 // thread; not thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -13,6 +14,7 @@
 #include "common/clock.h"
 #include "common/protocol/messages.h"
 #include "common/resources.h"
+#include "common/status.h"
 
 namespace ztune::head {
 
@@ -33,7 +35,13 @@ class WorkerRegistry {
  public:
   WorkerRegistry(const Clock& clock, TimeMs expiry_ms) : clock_(clock), expiry_ms_(expiry_ms) {}
 
-  // Records a registration. Returns true if the worker was unknown or dead
+  // Device ids one worker may report (more than any machine has).
+  static constexpr size_t kMaxGpuIds = 1024;
+  // What a REGISTER offers, checked before anything is recorded: amounts
+  // finite, non-negative and within ResourceSet's maximum; gpu_ids distinct,
+  // >= 0 and at most kMaxGpuIds. InvalidArgument says what is wrong.
+  static Result<ResourceSet> CheckOffer(const protocol::Register& r);
+  // Records a registration (checked by CheckOffer). Returns true if the worker was unknown or dead
   // before (its resources must be (re)added to the ledger).
   bool Register(const protocol::Register& r);
   // Any message from a known live worker.

@@ -116,14 +116,16 @@ TEST_F(TrialRunnerPhasesTest, AReattachWaitEndsIdleWhenTheGraceRunsOut) {
   const Trial* t = runner_->FindTrial(id);
   EXPECT_EQ(t->status, TrialStatus::kRunning);
   EXPECT_EQ(t->phase, TrialPhase::kAwaitingReattach);
-  EXPECT_GT(t->reattach_deadline, 0);
+  EXPECT_TRUE(runner_->recovery_waits().AwaitingReattach(id));
+  EXPECT_GT(runner_->recovery_waits().Deadline(id).value_or(0), 0);
   EXPECT_EQ(t->worker_id, "") << "no actor is held until its worker reports it";
   clock_.AdvanceMs(10'000);  // past the grace; w1 never comes back
   runner_->Tick();
   t = runner_->FindTrial(id);
   EXPECT_EQ(t->phase, TrialPhase::kIdle);
   EXPECT_EQ(t->status, TrialStatus::kPending);
-  EXPECT_EQ(t->reattach_deadline, 0);
+  EXPECT_EQ(runner_->recovery_waits().Deadline(id), std::nullopt);
+  EXPECT_TRUE(runner_->recovery_waits().empty());
   EXPECT_EQ(t->actor_worker, "");
   Commit();  // strict invariants check every trial here
 }

@@ -1,0 +1,62 @@
+// RecoveryWaits: the trials a restarted head holds back for recovery, each
+// with its deadline: while its worker may still re-attach its live actor
+// (TrialPhase::kAwaitingReattach, until the re-attach grace ends), and while
+// the results a re-attached actor made meanwhile are replayed
+// (kAwaitingReplay, until they reach an iteration or the deadline passes).
+// The runner's SetPhase takes a trial out when it leaves either phase, and
+// its invariant check holds a trial here exactly while it is in one of them.
+//
+// Lives on the head loop thread; not thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+
+namespace ztune::head {
+
+class RecoveryWaits {
+ public:
+  // The trial awaits its worker's re-attach until `deadline`.
+  void AwaitReattach(const std::string& trial_id, TimeMs deadline);
+  // The re-attached trial awaits its replayed results up to iteration
+  // `until`, or `deadline`. Replaces a re-attach wait of the trial.
+  void AwaitReplay(const std::string& trial_id, int64_t until, TimeMs deadline);
+  // The trial waits for neither (unknown ids are ignored).
+  void Leave(const std::string& trial_id);
+
+  bool AwaitingReattach(const std::string& trial_id) const {
+    return reattach_.count(trial_id) > 0;
+  }
+  bool AwaitingReplay(const std::string& trial_id) const { return replay_.count(trial_id) > 0; }
+  // The deadline of the trial's wait, if it waits.
+  std::optional<TimeMs> Deadline(const std::string& trial_id) const;
+  // Whether the replay the trial awaits has reached `iteration` (false when
+  // it awaits none).
+  bool ReplayReached(const std::string& trial_id, int64_t iteration) const;
+  // The trials whose wait ended at `now`, in id order (a copy: the caller
+  // makes them leave their phase while going through it).
+  std::vector<std::string> ExpiredReattaches(TimeMs now) const;
+  std::vector<std::string> ExpiredReplays(TimeMs now) const;
+
+  bool empty() const { return reattach_.empty() && replay_.empty(); }
+  size_t size() const { return reattach_.size() + replay_.size(); }
+
+ private:
+  struct Wait {
+    TimeMs deadline = 0;
+    int64_t until = 0;  // replays only
+  };
+  static std::vector<std::string> Expired(const std::map<std::string, Wait>& waits, TimeMs now);
+
+  // Disjoint: a trial is in one phase at a time.
+  std::map<std::string, Wait> reattach_;
+  std::map<std::string, Wait> replay_;
+};
+
+}  // namespace ztune::head

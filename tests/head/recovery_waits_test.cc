@@ -1,0 +1,58 @@
+// RecoveryWaits: one wait per trial, of one kind, with its deadline; expiry in
+// id order; a replay reached at its iteration.
+#include "head/recovery_waits.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace ztune::head {
+namespace {
+
+using Ids = std::vector<std::string>;
+
+TEST(RecoveryWaitsTest, AWaitExpiresAtItsDeadlineAndNotBefore) {
+  RecoveryWaits waits;
+  waits.AwaitReattach("b", 200);
+  waits.AwaitReattach("a", 100);
+  waits.AwaitReplay("c", 4, 150);
+  EXPECT_EQ(waits.size(), 3u);
+  EXPECT_EQ(waits.ExpiredReattaches(99), Ids{});
+  EXPECT_EQ(waits.ExpiredReattaches(100), Ids{"a"});
+  EXPECT_EQ(waits.ExpiredReattaches(1000), (Ids{"a", "b"}));
+  EXPECT_EQ(waits.ExpiredReplays(149), Ids{});
+  EXPECT_EQ(waits.ExpiredReplays(150), Ids{"c"});
+  EXPECT_EQ(waits.Deadline("b"), 200);
+  EXPECT_EQ(waits.Deadline("c"), 150);
+  EXPECT_EQ(waits.Deadline("x"), std::nullopt);
+}
+
+TEST(RecoveryWaitsTest, ATrialHasOneWaitAndLeavesItWhole) {
+  RecoveryWaits waits;
+  waits.AwaitReattach("a", 100);
+  EXPECT_TRUE(waits.AwaitingReattach("a"));
+  waits.AwaitReplay("a", 3, 500);  // adopted: the re-attach wait is over
+  EXPECT_FALSE(waits.AwaitingReattach("a"));
+  EXPECT_TRUE(waits.AwaitingReplay("a"));
+  EXPECT_EQ(waits.Deadline("a"), 500);
+  EXPECT_EQ(waits.size(), 1u);
+  waits.Leave("a");
+  waits.Leave("unknown");
+  EXPECT_TRUE(waits.empty());
+  EXPECT_FALSE(waits.AwaitingReplay("a"));
+}
+
+TEST(RecoveryWaitsTest, AReplayIsReachedAtItsIteration) {
+  RecoveryWaits waits;
+  waits.AwaitReplay("a", 5, 100);
+  EXPECT_FALSE(waits.ReplayReached("a", 4));
+  EXPECT_TRUE(waits.ReplayReached("a", 5));
+  EXPECT_TRUE(waits.ReplayReached("a", 6));
+  EXPECT_FALSE(waits.ReplayReached("b", 9)) << "no wait, nothing reached";
+  waits.AwaitReattach("b", 100);
+  EXPECT_FALSE(waits.ReplayReached("b", 9)) << "a re-attach wait is not a replay";
+}
+
+}  // namespace
+}  // namespace ztune::head

@@ -1,0 +1,169 @@
+// StoreLoader: what a starting head reads back (epoch, experiments with their
+// search spaces, trials in creation order, the schema-1 trials to rewrite)
+// and the damage it refuses, naming the record.
+#include "head/store_loader.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "head/trial_records.h"
+#include "storage/in_memory_store.h"
+#include "storage/keys.h"
+
+namespace ztune::head {
+namespace {
+
+Experiment MakeExperiment(const std::string& id, uint64_t next_variant, uint64_t total) {
+  Experiment e;
+  e.experiment_id = id;
+  auto spec = ExperimentSpec::Parse(
+      Json{{"trainable", "noop"}, {"param_space", {{"lr", {{"uniform", {0, 1}}}}}}}, 7);
+  EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+  e.spec = *spec;
+  e.next_variant = next_variant;
+  e.total_variants = total;
+  return e;
+}
+
+Trial MakeTrial(const std::string& exp, const std::string& id, uint64_t seq) {
+  Trial t;
+  t.trial_id = id;
+  t.experiment_id = exp;
+  t.seq = seq;
+  t.config = Json{{"lr", 0.5}};
+  return t;
+}
+
+void Put(storage::Store& store, storage::Family family, const std::string& key,
+         const std::string& value) {
+  storage::WriteBatch b;
+  b.Put(family, key, value);
+  ASSERT_TRUE(store.Commit(b).ok());
+}
+
+void PutExperiment(storage::Store& store, const Experiment& e) {
+  Put(store, storage::Family::kExperiments, e.experiment_id, e.ToJson().dump());
+}
+
+void PutTrial(storage::Store& store, const Trial& t) {
+  storage::WriteBatch b;
+  PutTrialRecord(b, t);
+  PutChildRecords(b, t);
+  ASSERT_TRUE(store.Commit(b).ok());
+}
+
+TEST(StoreLoaderTest, AnEmptyStoreStartsTheFirstEpoch) {
+  storage::InMemoryStore store;
+  auto loaded = LoadStore(store);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->epoch, 1u);
+  EXPECT_TRUE(loaded->experiments.empty());
+  EXPECT_TRUE(loaded->trials.empty());
+  EXPECT_FALSE(loaded->schema_upgrade_from.has_value());
+}
+
+TEST(StoreLoaderTest, TheEpochFollowsTheStoredOneAndRefusesAnUnreadableOne) {
+  storage::InMemoryStore store;
+  Put(store, storage::Family::kMeta, storage::kMetaHeadEpoch, "41");
+  auto loaded = LoadStore(store);
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->epoch, 42u);
+  for (const char* bad : {"", "x1", "12 ", "-1", "18446744073709551616", "18446744073709551615"}) {
+    Put(store, storage::Family::kMeta, storage::kMetaHeadEpoch, bad);
+    auto refused = LoadStore(store);
+    ASSERT_FALSE(refused.ok()) << "'" << bad << "'";
+    EXPECT_EQ(refused.status().code(), StatusCode::kCorruption);
+    EXPECT_NE(refused.status().message().find("head_epoch"), std::string::npos);
+  }
+}
+
+// Trials come back in creation order whatever their keys' order; only the
+// experiments whose search may go on keep a search space.
+TEST(StoreLoaderTest, TrialsComeBackInCreationOrderAndOnlyOpenSearchesKeepTheirSpace) {
+  storage::InMemoryStore store;
+  PutExperiment(store, MakeExperiment("e0001", 2, 4));  // searching
+  PutExperiment(store, MakeExperiment("e0002", 4, 4));  // search done
+  Experiment stopped = MakeExperiment("e0003", 1, 4);
+  stopped.stopped = true;
+  PutExperiment(store, stopped);
+  PutTrial(store, MakeTrial("e0002", "e0002_00000", 3));
+  PutTrial(store, MakeTrial("e0001", "e0001_00001", 2));
+  PutTrial(store, MakeTrial("e0001", "e0001_00000", 1));
+  auto loaded = LoadStore(store);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_EQ(loaded->experiments.size(), 3u);
+  EXPECT_EQ(loaded->experiments[0].experiment_id, "e0001");
+  ASSERT_EQ(loaded->searching.size(), 1u);
+  EXPECT_EQ(loaded->searching.begin()->first, "e0001");
+  std::vector<std::string> ids;
+  for (const Trial& t : loaded->trials) ids.push_back(t.trial_id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"e0001_00000", "e0001_00001", "e0002_00000"}));
+  EXPECT_TRUE(loaded->inline_lists.empty());
+}
+
+TEST(StoreLoaderTest, ASchemaOneStoreNamesTheTrialsWhoseListsMove) {
+  storage::InMemoryStore store;
+  Put(store, storage::Family::kMeta, storage::kMetaSchema, "1");
+  PutExperiment(store, MakeExperiment("e0001", 1, 1));
+  Trial t = MakeTrial("e0001", "e0001_00000", 1);
+  t.error_log.push_back("Failure # 1 (occurred at x)\nboom");
+  Json inline_record = t.ToJson();
+  inline_record["error_log"] = t.error_log;  // a schema-1 record kept its lists inline
+  inline_record["checkpoints"] = Json::array();
+  Put(store, storage::Family::kTrials, t.trial_id, inline_record.dump());
+  PutTrial(store, MakeTrial("e0001", "e0001_00001", 2));
+  auto loaded = LoadStore(store);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->schema_upgrade_from, std::optional<std::string>("1"));
+  EXPECT_EQ(loaded->inline_lists, (std::set<std::string>{"e0001_00000"}));
+  EXPECT_EQ(loaded->trials[0].error_log, t.error_log);
+}
+
+// Each kind of damage is refused with the record named, never loaded as less.
+TEST(StoreLoaderTest, DamageIsRefusedNamingTheRecord) {
+  struct Case {
+    const char* name;
+    std::function<void(storage::Store&)> damage;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {"experiment not JSON",
+       [](storage::Store& s) { Put(s, storage::Family::kExperiments, "e0009", "{"); },
+       "experiments record 'e0009'"},
+      {"experiment stored twice",
+       [](storage::Store& s) {
+         Put(s, storage::Family::kExperiments, "e0009",
+             MakeExperiment("e0001", 1, 1).ToJson().dump());
+       },
+       "stored twice"},
+      {"search space that does not parse",
+       [](storage::Store& s) {
+         Json j = MakeExperiment("e0002", 0, 1).ToJson();
+         j["spec"]["param_space"] = Json{{"lr", {{"uniform", {1}}}}};
+         Put(s, storage::Family::kExperiments, "e0002", j.dump());
+       },
+       "experiments record 'e0002'"},
+      {"trial of no experiment",
+       [](storage::Store& s) { PutTrial(s, MakeTrial("e0077", "e0077_00000", 5)); },
+       "unknown experiment e0077"},
+      {"trial not JSON",
+       [](storage::Store& s) { Put(s, storage::Family::kTrials, "e0001_00005", "[1,"); },
+       "trials record 'e0001_00005'"},
+  };
+  for (const Case& c : cases) {
+    storage::InMemoryStore store;
+    PutExperiment(store, MakeExperiment("e0001", 1, 1));
+    PutTrial(store, MakeTrial("e0001", "e0001_00000", 1));
+    c.damage(store);
+    auto loaded = LoadStore(store);
+    ASSERT_FALSE(loaded.ok()) << c.name;
+    EXPECT_EQ(loaded.status().code(), StatusCode::kCorruption) << c.name;
+    EXPECT_NE(loaded.status().message().find(c.says), std::string::npos)
+        << c.name << ": " << loaded.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace ztune::head
