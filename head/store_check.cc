@@ -64,7 +64,7 @@ Result<StoreCheckReport> CheckStore(storage::Store& store) {
   auto problem = [&](std::string p) {
     if (report.problems.size() < 1000) report.problems.push_back(EscapeControl(Utf8OrReplaced(p)));
   };
-  std::set<std::string> experiments;
+  std::map<std::string, Experiment> experiments;
   RETURN_IF_ERROR(store.Scan(storage::Family::kExperiments, "",
                              [&](std::string_view key, std::string_view v) {
                                ++report.experiments;
@@ -76,7 +76,8 @@ Result<StoreCheckReport> CheckStore(storage::Store& store) {
                                  problem("experiment " + std::string(key) + ": " +
                                          e.status().message());
                                } else {
-                                 experiments.insert(e->experiment_id);
+                                 const std::string id = e->experiment_id;
+                                 experiments.emplace(id, std::move(e).value());
                                }
                                return true;
                              }));
@@ -88,8 +89,10 @@ Result<StoreCheckReport> CheckStore(storage::Store& store) {
       return true;
     }
     Trial& t = *stored.trial;
-    if (!experiments.count(t.experiment_id)) {
+    if (auto e = experiments.find(t.experiment_id); e == experiments.end()) {
       problem("trial " + t.trial_id + " belongs to unknown experiment " + t.experiment_id);
+    } else if (Status issued = CheckTrialIdIssued(e->second, t.trial_id); !issued.ok()) {
+      problem(issued.message());
     }
     const std::string id = t.trial_id;
     trials.emplace(id, std::move(t));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -57,8 +58,8 @@ Status LoadExperiments(storage::Store& store, LoadedStore& out) {
 }
 
 Status LoadTrials(storage::Store& store, LoadedStore& out) {
-  std::set<std::string> experiment_ids;
-  for (const Experiment& e : out.experiments) experiment_ids.insert(e.experiment_id);
+  std::map<std::string, const Experiment*> experiments;
+  for (const Experiment& e : out.experiments) experiments[e.experiment_id] = &e;
   Status damaged;
   RETURN_IF_ERROR(ScanTrials(store, [&](StoredTrial& stored) {
     if (!stored.trial.ok()) {
@@ -66,12 +67,15 @@ Status LoadTrials(storage::Store& store, LoadedStore& out) {
                                    "': " + stored.trial.status().message());
       return false;
     }
-    if (experiment_ids.count(stored.trial->experiment_id) == 0) {
+    auto e = experiments.find(stored.trial->experiment_id);
+    if (e == experiments.end()) {
       damaged = Status::Corruption("trial " + stored.trial->trial_id +
                                    " belongs to unknown experiment " +
                                    stored.trial->experiment_id);
       return false;
     }
+    damaged = CheckTrialIdIssued(*e->second, stored.trial->trial_id);
+    if (!damaged.ok()) return false;
     if (stored.inline_lists) out.inline_lists.insert(stored.key);
     out.trials.push_back(std::move(stored.trial).value());
     return true;

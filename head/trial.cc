@@ -1,5 +1,6 @@
 #include "head/trial.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -45,6 +46,27 @@ std::string TrialIdFor(const std::string& experiment_id, uint64_t index) {
   char buf[24];
   std::snprintf(buf, sizeof(buf), "_%05llu", static_cast<unsigned long long>(index));
   return experiment_id + buf;
+}
+
+Status CheckTrialIdIssued(const Experiment& e, const std::string& trial_id) {
+  const std::string prefix = e.experiment_id + "_";
+  uint64_t index = 0;
+  bool canonical = trial_id.size() > prefix.size() && trial_id.compare(0, prefix.size(), prefix) == 0;
+  if (canonical) {
+    const char* end = trial_id.data() + trial_id.size();
+    auto [stop, ec] = std::from_chars(trial_id.data() + prefix.size(), end, index);
+    canonical = ec == std::errc() && stop == end && TrialIdFor(e.experiment_id, index) == trial_id;
+  }
+  if (!canonical) {
+    return Status::Corruption("trial id '" + trial_id + "' is not an id experiment " +
+                              e.experiment_id + " issues");
+  }
+  if (index >= e.next_trial_index) {
+    return Status::Corruption("trial " + trial_id + " is at index " + std::to_string(index) +
+                              ", but experiment " + e.experiment_id + " issues its next trial at " +
+                              std::to_string(e.next_trial_index) + " (the id would repeat)");
+  }
+  return Status::Ok();
 }
 
 Json PlacementToJson(const Placement& p) {

@@ -121,4 +121,9 @@ struct Experiment {
   static Result<Experiment> FromJson(const Json& j);
 };
 
+// Whether `trial_id` is an id `e` has issued: TrialIdFor(e, k) with k below
+// its next_trial_index. Corruption otherwise: a store where it is not would
+// issue the id again (a loaded head would abort on the duplicate).
+Status CheckTrialIdIssued(const Experiment& e, const std::string& trial_id);
+
 }  // namespace ztune::head

@@ -49,6 +49,36 @@ TEST_F(StoreCheckTest, AcceptsAConsistentStore) {
   EXPECT_EQ(report->checkpoints, 4);
 }
 
+// Found by tests/fuzz/fuzz_store_records: an experiment whose
+// next_trial_index is not past its stored trials would issue a stored id
+// again, and the head that loaded it aborted on the duplicate at its next new
+// trial. --check reports it, and the head refuses to start on it.
+TEST_F(StoreCheckTest, ReportsATrialIdItsExperimentWouldIssueAgain) {
+  auto record = store_.Get(storage::Family::kExperiments, exp_);
+  ASSERT_TRUE(record.ok() && record->has_value());
+  Json e = Json::parse(**record);
+  e["next_trial_index"] = 1;
+  storage::WriteBatch b;
+  b.Put(storage::Family::kExperiments, exp_, e.dump());
+  Apply(std::move(b));
+  auto report = CheckStore(store_);
+  ASSERT_TRUE(report.ok());
+  ASSERT_FALSE(report->ok());
+  EXPECT_NE(report->ToText().find("is at index 1, but experiment " + exp_ +
+                                  " issues its next trial at 1 (the id would repeat)"),
+            std::string::npos)
+      << report->ToText();
+
+  testing::RecordingCommandSink sink;
+  FakeClock clock;
+  RunnerOptions options;
+  options.strict_invariants = true;
+  TrialRunner restarted(store_, sink, clock, options);
+  const Status loaded = restarted.Load();
+  EXPECT_EQ(loaded.code(), StatusCode::kCorruption);
+  EXPECT_NE(loaded.message().find("the id would repeat"), std::string::npos) << loaded.ToString();
+}
+
 TEST_F(StoreCheckTest, ReportsAGapInResults) {
   storage::WriteBatch b;
   b.Delete(storage::Family::kResults, storage::ResultKey(trial_, 5));

@@ -24,6 +24,7 @@ Experiment MakeExperiment(const std::string& id, uint64_t next_variant, uint64_t
   e.spec = *spec;
   e.next_variant = next_variant;
   e.total_variants = total;
+  e.next_trial_index = 10;
   return e;
 }
 
@@ -148,6 +149,12 @@ TEST(StoreLoaderTest, DamageIsRefusedNamingTheRecord) {
       {"trial of no experiment",
        [](storage::Store& s) { PutTrial(s, MakeTrial("e0077", "e0077_00000", 5)); },
        "unknown experiment e0077"},
+      {"trial at an index its experiment issues again",
+       [](storage::Store& s) { PutTrial(s, MakeTrial("e0001", "e0001_00010", 5)); },
+       "issues its next trial at 10 (the id would repeat)"},
+      {"trial id its experiment never issues",
+       [](storage::Store& s) { PutTrial(s, MakeTrial("e0001", "e0001_7", 5)); },
+       "trial id 'e0001_7' is not an id experiment e0001 issues"},
       {"trial not JSON",
        [](storage::Store& s) { Put(s, storage::Family::kTrials, "e0001_00005", "[1,"); },
        "trials record 'e0001_00005'"},
