@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
   if (!runner.Load().ok()) return 1;
   testing::FakeWorkerFleet fleet(runner, sink, store);
   const int64_t workers = (trials + 999) / 1000;  // a slot for every trial
-  for (int64_t w = 0; w < workers; ++w) fleet.Register("w" + std::to_string(w), 1000);
+  for (int64_t w = 0; w < workers; ++w) fleet.Register(WorkerId("w" + std::to_string(w)), 1000);
   const size_t before = HeadHeapInUse(fleet);
 
   const std::string spec = R"({"trainable": "quadratic", "num_samples": )" +

@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "common/ids.h"
 #include "common/protocol/messages.h"
 
 namespace ztune::head {
@@ -18,7 +19,7 @@ enum class SendTiming {
 class CommandSink {
  public:
   virtual ~CommandSink() = default;
-  virtual void SendToWorker(const std::string& worker_id, protocol::Message message,
+  virtual void SendToWorker(const WorkerId& worker_id, protocol::Message message,
                             SendTiming timing) = 0;
   // Runs `op`, a long store operation (reading a large checkpoint), to
   // completion before returning. The head server runs it on its store thread

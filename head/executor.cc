@@ -51,7 +51,7 @@ const char* FutureTypeName(FutureType t) {
   return "?";
 }
 
-uint64_t Executor::Send(const std::string& worker_id, Future f, protocol::Body body,
+uint64_t Executor::Send(const WorkerId& worker_id, Future f, protocol::Body body,
                         std::string payload, SendTiming timing) {
   uint64_t rid = next_rid_++;
   std::visit(
@@ -75,7 +75,7 @@ uint64_t Executor::Send(const std::string& worker_id, Future f, protocol::Body b
 }
 
 void Executor::StartTrial(const Trial& trial, const std::string& trainable,
-                          const std::string& worker_id,
+                          const WorkerId& worker_id,
                           const std::map<std::string, double>& bundle0,
                           const std::vector<int64_t>& gpu_ids, std::string* checkpoint,
                           const TrainBuffer& buffer, const RequestTimeouts& timeouts) {
@@ -171,7 +171,7 @@ void Executor::StopActor(const Trial& trial, int64_t kill_after_ms) {
   StopActorKey(trial.worker_id, trial.trial_id, trial.attempt, trial.group_id, kill_after_ms);
 }
 
-void Executor::StopActorKey(const std::string& worker_id, const std::string& trial_id,
+void Executor::StopActorKey(const WorkerId& worker_id, const std::string& trial_id,
                             uint64_t attempt, uint64_t group_id, int64_t kill_after_ms) {
   protocol::Stop stop;
   stop.trial_id = trial_id;
@@ -286,7 +286,7 @@ std::vector<uint64_t> Executor::DriverRidsOf(const std::string& trial_id) const 
   return std::vector<uint64_t>(bt->second.begin(), bt->second.end());  // rids grow: send order
 }
 
-std::vector<uint64_t> Executor::StopRidsOn(const std::string& worker_id) const {
+std::vector<uint64_t> Executor::StopRidsOn(const WorkerId& worker_id) const {
   std::vector<uint64_t> out;
   for (const auto& [deadline, rid] : stop_deadlines_) {
     auto f = futures_.find(rid);
@@ -321,7 +321,7 @@ std::vector<Future> Executor::TakeExpiredStops() {
   return out;
 }
 
-std::vector<Future> Executor::TakeStopsOnWorker(const std::string& worker_id) {
+std::vector<Future> Executor::TakeStopsOnWorker(const WorkerId& worker_id) {
   std::vector<Future> out;
   for (auto it = stop_deadlines_.begin(); it != stop_deadlines_.end();) {
     auto f = futures_.find(it->second);

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/ids.h"
 #include "common/clock.h"
 #include "common/json.h"
 #include "head/command_sink.h"
@@ -32,7 +33,7 @@ struct Future {
   FutureType type = FutureType::kTrain;
   std::string trial_id;
   uint64_t attempt = 0;
-  std::string worker_id;
+  WorkerId worker_id;
   uint64_t group_id = 0;    // kStop: the group released when the stop completes
   CheckpointStorage storage = CheckpointStorage::kPersistent;  // kSave only
   // kStop: release the group by then regardless. A driver request: answer by
@@ -56,7 +57,7 @@ struct Answer {
   bool is_result_batch = false;
   std::string trial_id;
   uint64_t attempt = 0;
-  std::string worker_id;
+  WorkerId worker_id;
 };
 
 struct TrainBuffer {
@@ -81,7 +82,7 @@ class Executor {
   // megabytes); then starts training. The caller has bumped the attempt and
   // assigned the group. Pipelined: the worker runs an actor's commands in
   // order, so no round trip is waited for.
-  void StartTrial(const Trial& trial, const std::string& trainable, const std::string& worker_id,
+  void StartTrial(const Trial& trial, const std::string& trainable, const WorkerId& worker_id,
                   const std::map<std::string, double>& bundle0, const std::vector<int64_t>& gpu_ids,
                   std::string* checkpoint, const TrainBuffer& buffer,
                   const RequestTimeouts& timeouts);
@@ -106,7 +107,7 @@ class Executor {
   void StopActor(const Trial& trial, int64_t kill_after_ms);
   // Stops the actor of (trial_id, attempt) on `worker_id` (a cached actor, or
   // one a RESET left under its old key); `group_id` is released afterwards.
-  void StopActorKey(const std::string& worker_id, const std::string& trial_id, uint64_t attempt,
+  void StopActorKey(const WorkerId& worker_id, const std::string& trial_id, uint64_t attempt,
                     uint64_t group_id, int64_t kill_after_ms);
 
   // Drops the trial's driver futures (their replies will be ignored).
@@ -124,7 +125,7 @@ class Executor {
   // reset), in send order.
   std::vector<uint64_t> DriverRidsOf(const std::string& trial_id) const;
   // Rids of the STOPs sent to `worker_id` that are not answered yet.
-  std::vector<uint64_t> StopRidsOn(const std::string& worker_id) const;
+  std::vector<uint64_t> StopRidsOn(const WorkerId& worker_id) const;
   // Sends the request of `rid` again, same rid, after the commit (so that it
   // follows REGISTERED). A RESTORE goes without its checkpoint: only resend
   // one the worker has accepted (it answers from what it has). An armed
@@ -138,7 +139,7 @@ class Executor {
   // Stop futures past their deadline (removed); their groups must be released.
   std::vector<Future> TakeExpiredStops();
   // Stop futures addressed to `worker_id` (removed): the worker is gone.
-  std::vector<Future> TakeStopsOnWorker(const std::string& worker_id);
+  std::vector<Future> TakeStopsOnWorker(const WorkerId& worker_id);
 
   size_t NumFutures() const { return futures_.size(); }
   // Deadline index entries (requests and stops): one per armed future.
@@ -147,7 +148,7 @@ class Executor {
   double BufferTime(double min_s, double max_s) const;
 
  private:
-  uint64_t Send(const std::string& worker_id, Future f, protocol::Body body, std::string payload,
+  uint64_t Send(const WorkerId& worker_id, Future f, protocol::Body body, std::string payload,
                 SendTiming timing);
   void DropTrialFutures(const std::string& trial_id);
   // Starts the deadline of the oldest request of `trial_id` if it has one.

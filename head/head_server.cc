@@ -28,10 +28,10 @@ HeadServer::HeadServer(zmq::context_t& context, storage::Store& store, HeadServe
       client_socket_(context_, zmq::socket_type::router),
       payloads_(
           static_cast<uint64_t>(options_.max_worker_message_bytes),
-          [this](const std::string& worker_id, const protocol::Message& m) {
+          [this](const WorkerId& worker_id, const protocol::Message& m) {
             SendFramesToWorker(worker_id, protocol::Encode(m));
           },
-          [this](const std::string& worker_id, const protocol::Reply& reply,
+          [this](const WorkerId& worker_id, const protocol::Reply& reply,
                  const std::string& payload) { runner_.HandleReply(worker_id, reply, payload); }) {}
 
 Status HeadServer::Start() {
@@ -79,7 +79,7 @@ Status HeadServer::Start() {
   return Status::Ok();
 }
 
-void HeadServer::SendToWorker(const std::string& worker_id, protocol::Message message,
+void HeadServer::SendToWorker(const WorkerId& worker_id, protocol::Message message,
                               SendTiming timing) {
   Outgoing out;
   out.worker_id = worker_id;
@@ -105,9 +105,9 @@ void HeadServer::DropStreamsOfDeadWorkers() {
   }
 }
 
-void HeadServer::SendFramesToWorker(const std::string& worker_id,
+void HeadServer::SendFramesToWorker(const WorkerId& worker_id,
                                     const std::vector<std::string>& frames) {
-  Status s = zmqutil::SendFrames(workers_, frames, worker_id);
+  Status s = zmqutil::SendFrames(workers_, frames, worker_id.str());
   if (!s.ok()) {
     // Between two connections of a reconnecting worker. Not a death: liveness
     // is judged by heartbeats, and what was lost is reconciled when it
@@ -119,8 +119,11 @@ void HeadServer::SendFramesToWorker(const std::string& worker_id,
 
 void HeadServer::WarnRateLimited(const std::string& what) { peer_warnings_.Warn(what); }
 
-void HeadServer::HandleWorkerFrames(const std::string& identity,
+void HeadServer::HandleWorkerFrames(const std::string& routing_id,
                                     std::span<const std::string_view> frames) {
+  // The seam where a peer's routing id becomes a worker id (its REGISTER
+  // must name the same).
+  const WorkerId identity(routing_id);
   auto decoded = protocol::Decode(frames);
   if (!decoded.ok()) {
     ++stats_.malformed;
@@ -130,7 +133,7 @@ void HeadServer::HandleWorkerFrames(const std::string& identity,
   }
   protocol::Message& m = *decoded;
   if (auto* reg = std::get_if<protocol::Register>(&m.body)) {
-    if (reg->worker_id != identity) {
+    if (reg->worker_id != identity.str()) {
       WarnRateLimited("REGISTER from '" + identity + "' names worker_id '" + reg->worker_id +
                       "'; it must equal the socket routing id. Dropped.");
       return;

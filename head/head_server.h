@@ -16,6 +16,7 @@
 
 #include <zmq.hpp>
 
+#include "common/ids.h"
 #include "common/clock.h"
 #include "common/rate_limited_warning.h"
 #include "common/status.h"
@@ -57,7 +58,7 @@ class HeadServer final : public CommandSink {
   // (the store is unusable: the process must exit and be restarted).
   Status Run(const std::atomic<bool>& stop);
 
-  void SendToWorker(const std::string& worker_id, protocol::Message message,
+  void SendToWorker(const WorkerId& worker_id, protocol::Message message,
                     SendTiming timing) override;
   void RunLongStoreOperation(const std::function<void()>& op) override;
 
@@ -67,7 +68,7 @@ class HeadServer final : public CommandSink {
 
  private:
   struct Outgoing {
-    std::string worker_id;
+    WorkerId worker_id;
     std::vector<std::string> frames;
     // A RESTORE whose payload is streamed after the header in `frames`.
     uint64_t streamed_rid = 0;
@@ -84,7 +85,7 @@ class HeadServer final : public CommandSink {
   void DrainWorkers();
   void DrainClients();
   void HandleWorkerFrames(const std::string& identity, std::span<const std::string_view> frames);
-  void SendFramesToWorker(const std::string& worker_id, const std::vector<std::string>& frames);
+  void SendFramesToWorker(const WorkerId& worker_id, const std::vector<std::string>& frames);
   // Sends an Outgoing: its frames, then starts streaming its payload if any.
   void SendOutgoing(Outgoing& out);
   void DropStreamsOfDeadWorkers();

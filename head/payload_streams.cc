@@ -18,7 +18,7 @@ std::string PayloadStreams::SplitLargeRestore(protocol::Message& message) {
   return payload;
 }
 
-void PayloadStreams::StartRestore(const std::string& worker_id, uint64_t rid, std::string payload) {
+void PayloadStreams::StartRestore(const WorkerId& worker_id, uint64_t rid, std::string payload) {
   if (restores_.Contains(worker_id, rid)) {
     spdlog::error("RESTORE {} to {} is already streaming; not sent twice", rid, worker_id);
     return;
@@ -27,7 +27,7 @@ void PayloadStreams::StartRestore(const std::string& worker_id, uint64_t rid, st
   Pump();
 }
 
-void PayloadStreams::OnReply(const std::string& worker_id, protocol::Message message) {
+void PayloadStreams::OnReply(const WorkerId& worker_id, protocol::Message message) {
   const auto& reply = std::get<protocol::Reply>(message.body);
   restores_.Cancel(worker_id, reply.rid);
   if (reply.payload_bytes == 0) {
@@ -42,7 +42,7 @@ void PayloadStreams::OnReply(const std::string& worker_id, protocol::Message mes
   Fail(worker_id, std::move(header), "checkpoint transfer refused: " + s.message());
 }
 
-void PayloadStreams::OnChunk(const std::string& worker_id, const protocol::Chunk& chunk,
+void PayloadStreams::OnChunk(const WorkerId& worker_id, const protocol::Chunk& chunk,
                              const std::string& bytes) {
   auto outcome = saves_.OnChunk(worker_id, chunk, bytes);
   if (auto* refusal = std::get_if<protocol::ChunkAssembler::Refusal>(&outcome)) {
@@ -61,20 +61,21 @@ void PayloadStreams::OnChunk(const std::string& worker_id, const protocol::Chunk
   deliver_(worker_id, std::get<protocol::Reply>(progress.done->body), progress.done->payload);
 }
 
-Status PayloadStreams::OnCredit(const std::string& worker_id, const protocol::Credit& credit) {
+Status PayloadStreams::OnCredit(const WorkerId& worker_id, const protocol::Credit& credit) {
   RETURN_IF_ERROR(restores_.OnCredit(worker_id, credit));
   Pump();
   return Status::Ok();
 }
 
-void PayloadStreams::DropWorker(const std::string& worker_id) {
+void PayloadStreams::DropWorker(const WorkerId& worker_id) {
   restores_.TakePeer(worker_id);
   saves_.TakePeer(worker_id);
 }
 
-std::vector<std::string> PayloadStreams::Workers() const {
-  std::vector<std::string> all = restores_.Peers();
-  for (auto& id : saves_.Peers()) all.push_back(std::move(id));
+std::vector<WorkerId> PayloadStreams::Workers() const {
+  std::vector<WorkerId> all;
+  for (auto& id : restores_.Peers()) all.emplace_back(std::move(id));
+  for (auto& id : saves_.Peers()) all.emplace_back(std::move(id));
   return all;
 }
 
@@ -82,17 +83,17 @@ void PayloadStreams::Pump() {
   if (restores_.empty()) return;
   std::vector<protocol::ChunkSender::Outgoing> out;
   restores_.TakeSendable(out);
-  for (const auto& o : out) send_(o.peer, o.message);
+  for (const auto& o : out) send_(WorkerId(o.peer), o.message);  // peers are the workers' ids
 }
 
-void PayloadStreams::Cancel(const std::string& worker_id, uint64_t rid) {
+void PayloadStreams::Cancel(const WorkerId& worker_id, uint64_t rid) {
   protocol::Credit cancel;
   cancel.rid = rid;
   cancel.cancel = true;
   send_(worker_id, protocol::Message{cancel, {}});
 }
 
-void PayloadStreams::Fail(const std::string& worker_id, protocol::Reply reply,
+void PayloadStreams::Fail(const WorkerId& worker_id, protocol::Reply reply,
                           const std::string& error) {
   spdlog::warn("worker {}: request {}: {}", worker_id, reply.rid, error);
   reply.ok = false;

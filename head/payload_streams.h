@@ -11,6 +11,7 @@
 #include <functional>
 #include <string>
 
+#include "common/ids.h"
 #include "common/protocol/chunked_transfer.h"
 #include "common/protocol/messages.h"
 #include "common/status.h"
@@ -19,8 +20,8 @@ namespace ztune::head {
 
 class PayloadStreams {
  public:
-  using SendFn = std::function<void(const std::string& worker_id, const protocol::Message&)>;
-  using DeliverFn = std::function<void(const std::string& worker_id, const protocol::Reply&,
+  using SendFn = std::function<void(const WorkerId& worker_id, const protocol::Message&)>;
+  using DeliverFn = std::function<void(const WorkerId& worker_id, const protocol::Reply&,
                                        const std::string& payload)>;
 
   PayloadStreams(uint64_t max_save_payload_bytes, SendFn send, DeliverFn deliver);
@@ -31,26 +32,26 @@ class PayloadStreams {
   // goes inline as it is.
   static std::string SplitLargeRestore(protocol::Message& message);
   // Streams `payload` after the RESTORE header of `rid` that was just sent.
-  void StartRestore(const std::string& worker_id, uint64_t rid, std::string payload);
+  void StartRestore(const WorkerId& worker_id, uint64_t rid, std::string payload);
 
   // A REPLY from a worker. One that announces a payload is kept until the
   // payload is complete; others are delivered at once. Either way it ends
   // our RESTORE stream for that request, if one is still going.
-  void OnReply(const std::string& worker_id, protocol::Message message);
-  void OnChunk(const std::string& worker_id, const protocol::Chunk& chunk,
+  void OnReply(const WorkerId& worker_id, protocol::Message message);
+  void OnChunk(const WorkerId& worker_id, const protocol::Chunk& chunk,
                const std::string& bytes);
   // A refused credit (beyond what was sent, going backwards) is returned.
-  Status OnCredit(const std::string& worker_id, const protocol::Credit& credit);
+  Status OnCredit(const WorkerId& worker_id, const protocol::Credit& credit);
 
   // Forgets every stream with a worker (it died, or registered anew).
-  void DropWorker(const std::string& worker_id);
+  void DropWorker(const WorkerId& worker_id);
   // Workers with a stream in progress, either way.
-  std::vector<std::string> Workers() const;
+  std::vector<WorkerId> Workers() const;
 
  private:
   void Pump();
-  void Cancel(const std::string& worker_id, uint64_t rid);
-  void Fail(const std::string& worker_id, protocol::Reply reply, const std::string& error);
+  void Cancel(const WorkerId& worker_id, uint64_t rid);
+  void Fail(const WorkerId& worker_id, protocol::Reply reply, const std::string& error);
 
   protocol::ChunkSender restores_;
   protocol::ChunkAssembler saves_;

@@ -170,7 +170,7 @@ void PlacementGroupManager::PruneIfEmpty(std::unordered_map<std::string, Pool>::
   if (it->second.staging == 0 && it->second.ready.empty()) pools_.erase(it);
 }
 
-std::vector<uint64_t> PlacementGroupManager::OnWorkerRemoved(const std::string& worker_id) {
+std::vector<uint64_t> PlacementGroupManager::OnWorkerRemoved(const WorkerId& worker_id) {
   auto on_worker = [&](const Group& g) {
     return std::any_of(g.placement.bundles.begin(), g.placement.bundles.end(),
                        [&](const BundlePlacement& b) { return b.worker_id == worker_id; });

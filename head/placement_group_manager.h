@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/ids.h"
 #include "common/clock.h"
 #include "common/resources.h"
 #include "head/resource_ledger.h"
@@ -84,7 +85,7 @@ class PlacementGroupManager {
   // bundle there, left as they are: their actors (wherever they run) must
   // end, and each group is returned (ReturnInUse) once its actor is gone, so
   // that an actor still running on a live worker keeps its resources booked.
-  std::vector<uint64_t> OnWorkerRemoved(const std::string& worker_id);
+  std::vector<uint64_t> OnWorkerRemoved(const WorkerId& worker_id);
 
   const Group* Find(uint64_t group_id) const;
   // Request shapes with staging or ready groups.

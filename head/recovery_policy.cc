@@ -26,7 +26,7 @@ std::optional<int64_t> ReplayTarget(int64_t stored_iteration, const protocol::Li
 
 ReconnectPlan PlanAfterReconnect(const protocol::LiveActor* live,
                                  const std::vector<std::pair<uint64_t, FutureType>>& requests,
-                                 const std::string& worker_id, uint64_t attempt) {
+                                 const WorkerId& worker_id, uint64_t attempt) {
   using Action = ReconnectPlan::Action;
   ReconnectPlan plan;
   const bool create_in_flight =

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/ids.h"
 #include "common/clock.h"
 #include "common/protocol/messages.h"
 #include "head/executor.h"
@@ -60,6 +61,6 @@ struct ReconnectPlan {
 // type of each request of the trial in flight, in rid order.
 ReconnectPlan PlanAfterReconnect(const protocol::LiveActor* live,
                                  const std::vector<std::pair<uint64_t, FutureType>>& requests,
-                                 const std::string& worker_id, uint64_t attempt);
+                                 const WorkerId& worker_id, uint64_t attempt);
 
 }  // namespace ztune::head

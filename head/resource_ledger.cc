@@ -5,7 +5,7 @@
 
 namespace ztune::head {
 
-void ResourceLedger::AddWorker(const std::string& worker_id, const ResourceSet& total,
+void ResourceLedger::AddWorker(const WorkerId& worker_id, const ResourceSet& total,
                                const std::vector<int64_t>& gpu_ids) {
   WorkerResources w;
   w.total = total;
@@ -14,7 +14,7 @@ void ResourceLedger::AddWorker(const std::string& worker_id, const ResourceSet& 
   workers_[worker_id] = std::move(w);
 }
 
-void ResourceLedger::RemoveWorker(const std::string& worker_id) { workers_.erase(worker_id); }
+void ResourceLedger::RemoveWorker(const WorkerId& worker_id) { workers_.erase(worker_id); }
 
 std::optional<std::vector<int64_t>> ResourceLedger::FitGpus(const WorkerResources& w,
                                                            const ResourceSet& need) {
@@ -63,7 +63,7 @@ void ResourceLedger::TakeGpus(WorkerResources& w, const ResourceSet& need,
 }
 
 bool ResourceLedger::PlaceAll(const PlacementRequest& request,
-                              std::map<std::string, WorkerResources>& scratch,
+                              std::map<WorkerId, WorkerResources>& scratch,
                               Placement& out) const {
   const auto strategy = request.strategy;
   out.bundles.clear();
@@ -94,9 +94,9 @@ bool ResourceLedger::PlaceAll(const PlacementRequest& request,
   }
   // Bundle by bundle. SPREAD prefers workers not used yet by this group;
   // PACK prefers the ones already used.
-  std::map<std::string, int> used_count;
+  std::map<WorkerId, int> used_count;
   for (const auto& b : request.bundles) {
-    std::string best;
+    WorkerId best;
     int best_rank = 0;
     for (auto& [id, w] : scratch) {
       if (!FitGpus(w, b)) continue;
@@ -130,7 +130,7 @@ std::optional<Placement> ResourceLedger::TryReserve(const PlacementRequest& requ
     }
     return std::nullopt;
   }
-  std::map<std::string, WorkerResources> scratch = workers_;
+  std::map<WorkerId, WorkerResources> scratch = workers_;
   Placement p;
   if (!PlaceAll(request, scratch, p)) return std::nullopt;
   workers_ = std::move(scratch);
@@ -139,7 +139,7 @@ std::optional<Placement> ResourceLedger::TryReserve(const PlacementRequest& requ
 
 bool ResourceLedger::ReserveExact(const Placement& placement) {
   // On copies of the touched workers first: all or nothing.
-  std::map<std::string, WorkerResources> touched;
+  std::map<WorkerId, WorkerResources> touched;
   for (const auto& b : placement.bundles) {
     auto it = workers_.find(b.worker_id);
     if (it == workers_.end()) continue;
@@ -177,7 +177,7 @@ void ResourceLedger::Release(const Placement& placement) {
 }
 
 Status ResourceLedger::CheckFeasible(const PlacementRequest& request) const {
-  std::map<std::string, WorkerResources> scratch;
+  std::map<WorkerId, WorkerResources> scratch;
   for (const auto& [id, w] : workers_) {
     WorkerResources full = w;
     full.available = w.total;
@@ -205,12 +205,12 @@ ResourceSet ResourceLedger::Available() const {
   return t;
 }
 
-ResourceSet ResourceLedger::TotalOf(const std::string& worker_id) const {
+ResourceSet ResourceLedger::TotalOf(const WorkerId& worker_id) const {
   auto it = workers_.find(worker_id);
   return it == workers_.end() ? ResourceSet() : it->second.total;
 }
 
-ResourceSet ResourceLedger::AvailableOf(const std::string& worker_id) const {
+ResourceSet ResourceLedger::AvailableOf(const WorkerId& worker_id) const {
   auto it = workers_.find(worker_id);
   return it == workers_.end() ? ResourceSet() : it->second.available;
 }

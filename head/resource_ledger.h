@@ -9,13 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "common/ids.h"
 #include "common/resources.h"
 #include "common/status.h"
 
 namespace ztune::head {
 
 struct BundlePlacement {
-  std::string worker_id;
+  WorkerId worker_id;
   ResourceSet resources;
   std::vector<int64_t> gpu_ids;
 };
@@ -29,11 +30,11 @@ class ResourceLedger {
  public:
   // Adds or replaces a worker with full availability. Precondition: the worker
   // holds no reservations (RemoveWorker first when it re-registers).
-  void AddWorker(const std::string& worker_id, const ResourceSet& total,
+  void AddWorker(const WorkerId& worker_id, const ResourceSet& total,
                  const std::vector<int64_t>& gpu_ids);
   // Forgets the worker; later Release calls for it are ignored.
-  void RemoveWorker(const std::string& worker_id);
-  bool HasWorker(const std::string& worker_id) const { return workers_.count(worker_id) > 0; }
+  void RemoveWorker(const WorkerId& worker_id);
+  bool HasWorker(const WorkerId& worker_id) const { return workers_.count(worker_id) > 0; }
 
   // Reserves every bundle or nothing. nullopt when the request does not fit now.
   std::optional<Placement> TryReserve(const PlacementRequest& request);
@@ -51,8 +52,8 @@ class ResourceLedger {
 
   ResourceSet Total() const;
   ResourceSet Available() const;
-  ResourceSet TotalOf(const std::string& worker_id) const;
-  ResourceSet AvailableOf(const std::string& worker_id) const;
+  ResourceSet TotalOf(const WorkerId& worker_id) const;
+  ResourceSet AvailableOf(const WorkerId& worker_id) const;
   size_t NumWorkers() const { return workers_.size(); }
   // "CPU 4, GPU 0" of the worker with the most CPUs (for messages).
   std::string LargestWorkerString() const;
@@ -69,10 +70,10 @@ class ResourceLedger {
                                                      const ResourceSet& need);
   static void TakeGpus(WorkerResources& w, const ResourceSet& need,
                        const std::vector<int64_t>& ids);
-  bool PlaceAll(const PlacementRequest& request, std::map<std::string, WorkerResources>& scratch,
+  bool PlaceAll(const PlacementRequest& request, std::map<WorkerId, WorkerResources>& scratch,
                 Placement& out) const;
 
-  std::map<std::string, WorkerResources> workers_;  // ordered: deterministic placement
+  std::map<WorkerId, WorkerResources> workers_;  // ordered: deterministic placement
 };
 
 }  // namespace ztune::head

@@ -84,7 +84,7 @@ Result<Placement> PlacementFromJson(const Json& j) {
   if (!j.is_array()) return Status::Corruption("placement is not an array");
   for (const auto& b : j) {
     ASSIGN_OR_RETURN(ResourceSet rs, ResourceSet::FromJson(b.at("resources")));
-    p.bundles.push_back(BundlePlacement{b.at("worker_id").get<std::string>(), std::move(rs),
+    p.bundles.push_back(BundlePlacement{WorkerId(b.at("worker_id").get<std::string>()), std::move(rs),
                                         StoredInts(b.at("gpu_ids"))});
   }
   return p;
@@ -179,7 +179,7 @@ Result<Trial> Trial::FromJson(const Json& j) {
             : 0;
     t.held = j.value("held", false);
     t.restore_from = j.value("restore_from", std::string());
-    t.actor_worker = j.value("actor_worker", std::string());
+    t.actor_worker = WorkerId(j.value("actor_worker", std::string()));
     if (j.contains("placement")) {
       ASSIGN_OR_RETURN(t.placement, PlacementFromJson(j["placement"]));
     }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/ids.h"
 #include "common/clock.h"
 #include "common/json.h"
 #include "common/resources.h"
@@ -72,7 +73,7 @@ struct Trial {
   std::string restore_from;
   // Where the actor of the current attempt lives (persisted while RUNNING so
   // that a restarted head can re-attach it).
-  std::string actor_worker;
+  WorkerId actor_worker;
   Placement placement;
   bool held = false;  // paused by a user: waits for `resume` instead of the scheduler
   Json exports;       // {format: content} from export_formats, when the trial terminated
@@ -83,7 +84,7 @@ struct Trial {
   // per-phase indexes (RecoveryWaits, resets in flight) in step with it.
   TrialPhase phase = TrialPhase::kIdle;
   // Set exactly while PhaseHoldsActor(phase).
-  std::string worker_id;
+  WorkerId worker_id;
   uint64_t group_id = 0;  // in-use placement group, 0 = none
   bool stop_after_save = false;   // kSaving: the decision of the result that asked for it
   std::string memory_checkpoint;  // PAUSE checkpoint bytes (never persisted)

@@ -139,7 +139,7 @@ void TrialRunner::ContinueOrPause(Trial& t) {
   }
 }
 
-void TrialRunner::OnWorkerDead(const std::string& worker_id, const std::string& cause) {
+void TrialRunner::OnWorkerDead(const WorkerId& worker_id, const std::string& cause) {
   const WorkerInfo* w = registry_.Find(worker_id);
   std::string who = worker_id + (w != nullptr && !w->host.empty() ? " on " + w->host : "");
   spdlog::warn("worker {} is gone: {}", who, cause);

@@ -26,6 +26,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/ids.h"
 #include "common/clock.h"
 #include "common/json.h"
 #include "common/rate_limited_warning.h"
@@ -83,16 +84,16 @@ class TrialRunner {
   Status Load();
 
   // ---- worker input (the HeadServer has decoded and routed it) ----
-  bool IsKnownWorker(const std::string& worker_id) const;
+  bool IsKnownWorker(const WorkerId& worker_id) const;
   // Registers the worker, answers REGISTERED (after the commit), re-attaches
   // the live actors of trials that were RUNNING there before a head restart,
   // and stops the live actors the head does not own.
   void HandleRegister(const protocol::Register& reg);
-  void HandleHeartbeat(const std::string& worker_id);
-  void HandleDisconnect(const std::string& worker_id, const std::string& reason);
-  void HandleReply(const std::string& worker_id, const protocol::Reply& reply,
+  void HandleHeartbeat(const WorkerId& worker_id);
+  void HandleDisconnect(const WorkerId& worker_id, const std::string& reason);
+  void HandleReply(const WorkerId& worker_id, const protocol::Reply& reply,
                    const std::string& payload);
-  void HandleResultBatch(const std::string& worker_id, const protocol::ResultBatch& batch);
+  void HandleResultBatch(const WorkerId& worker_id, const protocol::ResultBatch& batch);
 
   // ---- client requests ----
   Result<Json> Submit(const Json& spec);
@@ -137,7 +138,7 @@ class TrialRunner {
   std::string WorkerNameOf(const Trial& t) const;
   // The best trial of an experiment by metric/mode over last results, or nullptr.
   const Trial* BestTrial(const Experiment& e) const;
-  int64_t ActorsOn(const std::string& worker_id) const;
+  int64_t ActorsOn(const WorkerId& worker_id) const;
   // Ray's has_resources_for_trial: a cached actor or a ready group of the
   // trial's request exists, one is staging, or another may be staged.
   bool HasResourcesForTrial(const std::string& trial_id) const;
@@ -197,7 +198,7 @@ class TrialRunner {
   // wanted, otherwise stop it. Clears the trial's actor fields. EndAttempt only.
   void ReleaseActor(Trial& t, bool reusable);
   bool TryCacheActor(Trial& t);
-  bool IsCachedActor(const std::string& worker_id, const std::string& trial_id,
+  bool IsCachedActor(const WorkerId& worker_id, const std::string& trial_id,
                      uint64_t attempt) const;
   void ReconcileCachedActors();
   void StartPause(Trial& t, SendTiming timing = SendTiming::kNow);
@@ -231,9 +232,9 @@ class TrialRunner {
   // error).
   void FailTrial(Trial& t, const std::string& error, bool retry,
                  ActorEnd end = ActorEnd::kStop);
-  void OnWorkerDead(const std::string& worker_id, const std::string& cause);
+  void OnWorkerDead(const WorkerId& worker_id, const std::string& cause);
   // Adopts a live actor reported by a registering worker (after a restart).
-  bool Reattach(Trial& t, const std::string& worker_id, const protocol::LiveActor& live);
+  bool Reattach(Trial& t, const WorkerId& worker_id, const protocol::LiveActor& live);
   // The first decision for a re-attached trial, from its stored state: finish
   // it if its last result stopped it, take a checkpoint that is due, or train.
   void DriveAfterReattach(Trial& t, SendTiming timing);
@@ -273,7 +274,7 @@ class TrialRunner {
   // Trial -> the actor key a RESET in flight is re-keying for it (kResetting).
   std::unordered_map<std::string, CachedActor> resetting_;
   std::unordered_map<std::string, std::string> request_key_of_experiment_;
-  std::unordered_map<std::string, std::unordered_set<std::string>> actors_by_worker_;
+  std::unordered_map<WorkerId, std::unordered_set<std::string>> actors_by_worker_;
   Searcher searcher_;  // the search spaces of the experiments that may yield more
   RecoveryWaits waits_;  // the trials in kAwaitingReattach and kAwaitingReplay
   int64_t max_pending_ = 16;
@@ -281,7 +282,7 @@ class TrialRunner {
   storage::WriteBatch batch_;
   CheckpointManager checkpoints_{store_, batch_, sink_};  // after batch_: writes into it
   // (worker, trial, attempt) -> highest result seq of the turn, ACKed after commit.
-  std::map<std::tuple<std::string, std::string, uint64_t>, uint64_t> acks_;
+  std::map<std::tuple<WorkerId, std::string, uint64_t>, uint64_t> acks_;
 
   // Persisted in meta, bumped at every Load: fences request ids across restarts.
   uint64_t epoch_ = 0;

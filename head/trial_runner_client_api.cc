@@ -139,12 +139,12 @@ const Trial* TrialRunner::BestTrial(const Experiment& e) const {
   return best;
 }
 
-int64_t TrialRunner::ActorsOn(const std::string& worker_id) const {
+int64_t TrialRunner::ActorsOn(const WorkerId& worker_id) const {
   auto it = actors_by_worker_.find(worker_id);
   return it == actors_by_worker_.end() ? 0 : static_cast<int64_t>(it->second.size());
 }
 
-bool TrialRunner::IsCachedActor(const std::string& worker_id, const std::string& trial_id,
+bool TrialRunner::IsCachedActor(const WorkerId& worker_id, const std::string& trial_id,
                                 uint64_t attempt) const {
   return cache_.Contains(worker_id, trial_id, attempt);
 }

@@ -79,24 +79,25 @@ void TrialRunner::HandleRegister(const protocol::Register& reg) {
                         offered.status().message());
     return;
   }
-  const WorkerInfo* before = registry_.Find(reg.worker_id);
+  const WorkerId worker(reg.worker_id);  // the seam: CheckOffer and HeadServer checked it
+  const WorkerInfo* before = registry_.Find(worker);
   const bool reconnected =
       before != nullptr && before->alive && before->incarnation != reg.incarnation;
   bool fresh = registry_.Register(reg);
   protocol::Registered registered;
-  registered.worker_id = reg.worker_id;
+  registered.worker_id = worker.str();
   registered.heartbeat_ms = options_.heartbeat_ms;
   registered.liveness = options_.liveness;
   registered.head_epoch = epoch_;
   // Sent before anything below (re-attach TRAINs, STOPs): the worker holds
   // its replies and replays its outbox once it has this.
-  sink_.SendToWorker(reg.worker_id, protocol::Message{registered, {}}, SendTiming::kAfterCommit);
+  sink_.SendToWorker(worker, protocol::Message{registered, {}}, SendTiming::kAfterCommit);
   if (fresh) {
-    ledger_.AddWorker(reg.worker_id, *offered, reg.gpu_ids);
+    ledger_.AddWorker(worker, *offered, reg.gpu_ids);
     groups_.NotifyCapacityChanged();
     RecomputeMaxPending();
     spdlog::info("worker {} registered ({} on {}, pid {}): {}, {} live actors",
-                 EscapeControl(reg.worker_id), EscapeControl(reg.name), EscapeControl(reg.host),
+                 EscapeControl(worker.str()), EscapeControl(reg.name), EscapeControl(reg.host),
                  reg.pid, offered->ToString(),
                  reg.live_actors.size());
   }
@@ -104,11 +105,11 @@ void TrialRunner::HandleRegister(const protocol::Register& reg) {
   for (const auto& a : reg.live_actors) {
     Trial* t = book_.FindTrial(a.trial_id);
     bool ours = t != nullptr && PhaseHoldsActor(t->phase) && t->attempt == a.attempt &&
-                t->worker_id == reg.worker_id;
-    ours = ours || IsCachedActor(reg.worker_id, a.trial_id, a.attempt);
+                t->worker_id == worker;
+    ours = ours || IsCachedActor(worker, a.trial_id, a.attempt);
     if (!ours && t != nullptr && t->phase == TrialPhase::kAwaitingReattach &&
-        t->attempt == a.attempt && t->actor_worker == reg.worker_id) {
-      ours = Reattach(*t, reg.worker_id, a);
+        t->attempt == a.attempt && t->actor_worker == worker) {
+      ours = Reattach(*t, worker, a);
     }
     if (!ours && t != nullptr && !PhaseHoldsActor(t->phase) && a.attempt > t->attempt) {
       // An attempt the store never saw: a head that crashed between sending
@@ -116,7 +117,7 @@ void TrialRunner::HandleRegister(const protocol::Register& reg) {
       // the worker, still holding or stopping that actor, refuses the new
       // one ("already exists") and a healthy trial fails.
       spdlog::info("trial {}: worker {} holds attempt {}, which was never stored; the next "
-                   "start uses a later one", t->trial_id, reg.worker_id, a.attempt);
+                   "start uses a later one", t->trial_id, worker, a.attempt);
       t->attempt = a.attempt;
       book_.MarkDirty(*t);
     }
@@ -127,13 +128,13 @@ void TrialRunner::HandleRegister(const protocol::Register& reg) {
       stop.trial_id = a.trial_id;
       stop.attempt = a.attempt;
       stop.kill_after_ms = options_.force_cleanup_ms;
-      sink_.SendToWorker(reg.worker_id, protocol::Message{stop, {}}, SendTiming::kAfterCommit);
+      sink_.SendToWorker(worker, protocol::Message{stop, {}}, SendTiming::kAfterCommit);
     }
   }
 }
 
 void TrialRunner::ReconcileAfterReconnect(const protocol::Register& reg) {
-  const std::string& worker_id = reg.worker_id;
+  const WorkerId worker_id(reg.worker_id);
   std::map<std::pair<std::string, uint64_t>, const protocol::LiveActor*> live;
   for (const auto& a : reg.live_actors) live[{a.trial_id, a.attempt}] = &a;
   size_t resent = 0;
@@ -195,7 +196,7 @@ void TrialRunner::RequeueLostStart(Trial& t, const std::string& why) {
   }
 }
 
-bool TrialRunner::Reattach(Trial& t, const std::string& worker_id,
+bool TrialRunner::Reattach(Trial& t, const WorkerId& worker_id,
                            const protocol::LiveActor& live) {
   const int64_t live_iteration = live.iteration;
   const Experiment& e = book_.ExperimentOf(t);

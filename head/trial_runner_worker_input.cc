@@ -16,7 +16,7 @@ namespace ztune::head {
 
 // ---------------------------------------------------------------- workers
 
-bool TrialRunner::IsKnownWorker(const std::string& worker_id) const {
+bool TrialRunner::IsKnownWorker(const WorkerId& worker_id) const {
   return registry_.FindAlive(worker_id) != nullptr;
 }
 
@@ -24,9 +24,9 @@ bool TrialRunner::CheckpointDue(const Trial& t) const {
   return CheckpointManager::Due(t, book_.ExperimentOf(t).spec.checkpoint);
 }
 
-void TrialRunner::HandleHeartbeat(const std::string& worker_id) { registry_.Touch(worker_id); }
+void TrialRunner::HandleHeartbeat(const WorkerId& worker_id) { registry_.Touch(worker_id); }
 
-void TrialRunner::HandleDisconnect(const std::string& worker_id, const std::string& reason) {
+void TrialRunner::HandleDisconnect(const WorkerId& worker_id, const std::string& reason) {
   if (registry_.FindAlive(worker_id) == nullptr) return;
   registry_.MarkDead(worker_id);
   OnWorkerDead(worker_id, "worker disconnected" + (reason.empty() ? "" : ": " + reason));
@@ -38,7 +38,7 @@ Trial* TrialRunner::CurrentTrial(const std::string& trial_id, uint64_t attempt) 
   return t;
 }
 
-void TrialRunner::HandleReply(const std::string& worker_id, const protocol::Reply& reply,
+void TrialRunner::HandleReply(const WorkerId& worker_id, const protocol::Reply& reply,
                               const std::string& payload) {
   registry_.Touch(worker_id);
   std::string mismatch;
@@ -127,7 +127,7 @@ void TrialRunner::OnStopDone(const Future& f) {
 
 // ---------------------------------------------------------------- results
 
-void TrialRunner::HandleResultBatch(const std::string& worker_id,
+void TrialRunner::HandleResultBatch(const WorkerId& worker_id,
                                     const protocol::ResultBatch& batch) {
   registry_.Touch(worker_id);
   uint64_t max_seq = 0;

@@ -17,9 +17,10 @@ Result<ResourceSet> WorkerRegistry::CheckOffer(const protocol::Register& r) {
 }
 
 bool WorkerRegistry::Register(const protocol::Register& r) {
-  WorkerInfo& w = workers_[r.worker_id];
+  const WorkerId id(r.worker_id);  // the seam: a registration names its worker
+  WorkerInfo& w = workers_[id];
   bool fresh = !w.alive;
-  w.worker_id = r.worker_id;
+  w.worker_id = id;
   w.name = r.name.empty() ? r.worker_id : r.name;
   w.host = r.host;
   w.pid = r.pid;
@@ -32,23 +33,23 @@ bool WorkerRegistry::Register(const protocol::Register& r) {
   return fresh;
 }
 
-void WorkerRegistry::Touch(const std::string& worker_id) {
+void WorkerRegistry::Touch(const WorkerId& worker_id) {
   auto it = workers_.find(worker_id);
   if (it != workers_.end() && it->second.alive) it->second.last_seen = clock_.NowMs();
 }
 
-const WorkerInfo* WorkerRegistry::FindAlive(const std::string& worker_id) const {
+const WorkerInfo* WorkerRegistry::FindAlive(const WorkerId& worker_id) const {
   auto it = workers_.find(worker_id);
   return (it == workers_.end() || !it->second.alive) ? nullptr : &it->second;
 }
 
-const WorkerInfo* WorkerRegistry::Find(const std::string& worker_id) const {
+const WorkerInfo* WorkerRegistry::Find(const WorkerId& worker_id) const {
   auto it = workers_.find(worker_id);
   return it == workers_.end() ? nullptr : &it->second;
 }
 
-std::vector<std::string> WorkerRegistry::ExpireSilent() {
-  std::vector<std::string> dead;
+std::vector<WorkerId> WorkerRegistry::ExpireSilent() {
+  std::vector<WorkerId> dead;
   TimeMs now = clock_.NowMs();
   for (auto& [id, w] : workers_) {
     if (w.alive && now - w.last_seen > expiry_ms_) {
@@ -60,7 +61,7 @@ std::vector<std::string> WorkerRegistry::ExpireSilent() {
   return dead;
 }
 
-void WorkerRegistry::NoteDead(const std::string& worker_id) {
+void WorkerRegistry::NoteDead(const WorkerId& worker_id) {
   dead_order_.push_back(worker_id);
   size_t dead = workers_.size() - NumAlive();
   while (dead > kMaxDeadWorkers && !dead_order_.empty()) {
@@ -72,7 +73,7 @@ void WorkerRegistry::NoteDead(const std::string& worker_id) {
   }
   // Entries of revived workers could pile up in a flapping fleet.
   if (dead_order_.size() > 2 * kMaxDeadWorkers + workers_.size()) {
-    std::erase_if(dead_order_, [&](const std::string& id) {
+    std::erase_if(dead_order_, [&](const WorkerId& id) {
       auto it = workers_.find(id);
       return it == workers_.end() || it->second.alive;
     });
@@ -86,7 +87,7 @@ void WorkerRegistry::RestartSilenceClocks() {
   }
 }
 
-void WorkerRegistry::MarkDead(const std::string& worker_id) {
+void WorkerRegistry::MarkDead(const WorkerId& worker_id) {
   auto it = workers_.find(worker_id);
   if (it == workers_.end() || !it->second.alive) return;
   it->second.alive = false;

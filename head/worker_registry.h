@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/ids.h"
 #include "common/clock.h"
 #include "common/protocol/messages.h"
 #include "common/resources.h"
@@ -19,7 +20,7 @@
 namespace ztune::head {
 
 struct WorkerInfo {
-  std::string worker_id;  // also the ZeroMQ routing id
+  WorkerId worker_id;  // also the ZeroMQ routing id
   std::string name;
   std::string host;
   int64_t pid = 0;
@@ -45,24 +46,24 @@ class WorkerRegistry {
   // before (its resources must be (re)added to the ledger).
   bool Register(const protocol::Register& r);
   // Any message from a known live worker.
-  void Touch(const std::string& worker_id);
+  void Touch(const WorkerId& worker_id);
   // Live worker or nullptr.
-  const WorkerInfo* FindAlive(const std::string& worker_id) const;
-  const WorkerInfo* Find(const std::string& worker_id) const;
+  const WorkerInfo* FindAlive(const WorkerId& worker_id) const;
+  const WorkerInfo* Find(const WorkerId& worker_id) const;
   // Marks workers silent for longer than the expiry as dead and returns them.
-  std::vector<std::string> ExpireSilent();
+  std::vector<WorkerId> ExpireSilent();
   // The head itself was not reading for a while (a stall): silence is
   // measured again from now for every live worker.
   void RestartSilenceClocks();
   // Marks one worker dead (it said DISCONNECT).
-  void MarkDead(const std::string& worker_id);
+  void MarkDead(const WorkerId& worker_id);
 
   // Dead workers stay listed (`ztune workers` shows them) up to this many;
   // the longest dead go first, so that a fleet that churns for months does
   // not grow the head without bound.
   static constexpr size_t kMaxDeadWorkers = 1000;
 
-  const std::map<std::string, WorkerInfo>& workers() const { return workers_; }
+  const std::map<WorkerId, WorkerInfo>& workers() const { return workers_; }
   size_t NumAlive() const;
   TimeMs expiry_ms() const { return expiry_ms_; }
   // Whether any live worker hosts `trainable`; lists what they host otherwise.
@@ -72,10 +73,10 @@ class WorkerRegistry {
   const Clock& clock_;
   TimeMs expiry_ms_;
   // Records a death and forgets the longest dead beyond kMaxDeadWorkers.
-  void NoteDead(const std::string& worker_id);
+  void NoteDead(const WorkerId& worker_id);
 
-  std::map<std::string, WorkerInfo> workers_;
-  std::deque<std::string> dead_order_;  // deaths, oldest first (may name revived ones)
+  std::map<WorkerId, WorkerInfo> workers_;
+  std::deque<WorkerId> dead_order_;  // deaths, oldest first (may name revived ones)
 };
 
 }  // namespace ztune::head

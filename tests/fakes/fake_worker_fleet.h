@@ -22,7 +22,7 @@ namespace ztune::testing {
 class FakeWorkerFleet {
  public:
   struct Actor {
-    std::string worker_id;
+    WorkerId worker_id;
     std::string trainable;
     int64_t iteration = 0;
     uint64_t seq = 0;
@@ -34,7 +34,7 @@ class FakeWorkerFleet {
   FakeWorkerFleet(head::TrialRunner& runner, RecordingCommandSink& sink, storage::Store& store)
       : runner_(runner), sink_(sink), store_(store) {}
 
-  void Register(const std::string& worker_id, double cpus, double gpus = 0,
+  void Register(const WorkerId& worker_id, double cpus, double gpus = 0,
                 std::vector<std::string> trainables = {"quadratic", "noop", "fail"}) {
     protocol::Register r;
     r.worker_id = worker_id;
@@ -54,7 +54,7 @@ class FakeWorkerFleet {
   // Re-registers after a head restart, listing its live actors, then replays
   // every unacknowledged result batch (as a real worker's outbox does).
   // `after_register`, if set, runs between the REGISTER and the replay.
-  void Reregister(const std::string& worker_id, double cpus, uint64_t incarnation = 0,
+  void Reregister(const WorkerId& worker_id, double cpus, uint64_t incarnation = 0,
                   const std::function<void()>& after_register = {}) {
     protocol::Register r;
     r.worker_id = worker_id;
@@ -86,7 +86,7 @@ class FakeWorkerFleet {
   }
 
   // Kills a worker: it answers nothing any more.
-  void Kill(const std::string& worker_id) { alive_.erase(worker_id); }
+  void Kill(const WorkerId& worker_id) { alive_.erase(worker_id); }
   void Heartbeat() {
     for (const auto& w : alive_) runner_.HandleHeartbeat(w);
   }
@@ -149,7 +149,7 @@ class FakeWorkerFleet {
   // A command for which this returns true is never answered: a hung setup,
   // step or save (the actor's later commands are still answered).
   std::function<bool(const protocol::Body&)> hang;
-  std::map<std::string, int64_t> created_on;  // actors created per worker
+  std::map<WorkerId, int64_t> created_on;  // actors created per worker
   std::map<std::string, Actor> actors;  // key trial_id + "#" + attempt
 
   static double Quadratic(const Json& config, int64_t i) {
@@ -163,14 +163,14 @@ class FakeWorkerFleet {
     return trial + "#" + std::to_string(attempt);
   }
 
-  void Reply(const std::string& worker, uint64_t rid, const std::string& trial, uint64_t attempt,
+  void Reply(const WorkerId& worker, uint64_t rid, const std::string& trial, uint64_t attempt,
              bool ok, std::string error = {}, Json data = {}, std::string payload = {}) {
     protocol::Reply r{rid, trial, attempt, ok, std::move(error), std::move(data)};
     runner_.HandleReply(worker, r, payload);
   }
 
   void Answer(const RecordingCommandSink::Sent& sent) {
-    const std::string& w = sent.worker_id;
+    const WorkerId& w = sent.worker_id;
     if (!alive_.count(w)) return;
     const auto& body = sent.message.body;
     if (hang && hang(body)) return;
@@ -290,8 +290,8 @@ class FakeWorkerFleet {
   head::TrialRunner& runner_;
   RecordingCommandSink& sink_;
   storage::Store& store_;
-  std::set<std::string> alive_;
-  std::map<std::string, std::set<std::string>> hosted_;  // trainables per worker
+  std::set<WorkerId> alive_;
+  std::map<WorkerId, std::set<std::string>> hosted_;  // trainables per worker
   std::map<std::string, std::pair<int64_t, bool>> fail_at_;
   int64_t next_actor_id = 0;
 };

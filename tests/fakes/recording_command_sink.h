@@ -12,12 +12,12 @@ namespace ztune::testing {
 class RecordingCommandSink final : public head::CommandSink {
  public:
   struct Sent {
-    std::string worker_id;
+    WorkerId worker_id;
     protocol::Message message;
     head::SendTiming timing;
   };
 
-  void SendToWorker(const std::string& worker_id, protocol::Message message,
+  void SendToWorker(const WorkerId& worker_id, protocol::Message message,
                     head::SendTiming timing) override {
     sent.push_back({worker_id, std::move(message), timing});
   }

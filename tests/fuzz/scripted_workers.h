@@ -26,14 +26,14 @@ namespace ztune::fuzz {
 
 class ScriptedWorkers final : public head::CommandSink {
  public:
-  void SendToWorker(const std::string& worker_id, protocol::Message message,
+  void SendToWorker(const WorkerId& worker_id, protocol::Message message,
                     head::SendTiming) override {
     inbox_.emplace_back(worker_id, std::move(message));
   }
 
   // Registers a worker; `live` are actors it already hosts (a head restart),
   // which it then answers for as if it had created them.
-  void Register(head::TrialRunner& runner, const std::string& worker_id, double cpus, double gpus,
+  void Register(head::TrialRunner& runner, const WorkerId& worker_id, double cpus, double gpus,
                 const std::vector<std::pair<protocol::LiveActor, std::string>>& live = {}) {
     protocol::Register r;
     for (const auto& [actor, trainable] : live) {
@@ -67,7 +67,7 @@ class ScriptedWorkers final : public head::CommandSink {
 
   // Answers every message sent so far (not those the answers cause).
   void Answer(head::TrialRunner& runner) {
-    std::vector<std::pair<std::string, protocol::Message>> inbox;
+    std::vector<std::pair<WorkerId, protocol::Message>> inbox;
     inbox.swap(inbox_);
     for (auto& [worker, message] : inbox) Answer(runner, worker, message);
   }
@@ -83,7 +83,7 @@ class ScriptedWorkers final : public head::CommandSink {
     return trial + "#" + std::to_string(attempt);
   }
 
-  static void Reply(head::TrialRunner& runner, const std::string& worker, uint64_t rid,
+  static void Reply(head::TrialRunner& runner, const WorkerId& worker, uint64_t rid,
                     const std::string& trial, uint64_t attempt, bool ok, std::string error = {},
                     Json data = Json::object(), std::string payload = {}) {
     if (rid == 0) return;  // no answer wanted
@@ -97,9 +97,9 @@ class ScriptedWorkers final : public head::CommandSink {
     runner.HandleReply(worker, r, payload);
   }
 
-  void Answer(head::TrialRunner& runner, const std::string& w, const protocol::Message& m) {
+  void Answer(head::TrialRunner& runner, const WorkerId& w, const protocol::Message& m) {
     if (auto* reg = std::get_if<protocol::Registered>(&m.body)) {
-      workers_.insert(reg->worker_id);
+      workers_.insert(WorkerId(reg->worker_id));  // as the worker reads it off the wire
     } else if (auto* c = std::get_if<protocol::CreateActor>(&m.body)) {
       const std::string key = Key(c->trial_id, c->attempt);
       if (actors_.count(key)) {
@@ -189,9 +189,9 @@ class ScriptedWorkers final : public head::CommandSink {
     // ACK, HEARTBEAT, DISCONNECT: nothing to answer.
   }
 
-  std::vector<std::pair<std::string, protocol::Message>> inbox_;
+  std::vector<std::pair<WorkerId, protocol::Message>> inbox_;
   std::map<std::string, Actor> actors_;
-  std::set<std::string> workers_;
+  std::set<WorkerId> workers_;
 };
 
 }  // namespace ztune::fuzz

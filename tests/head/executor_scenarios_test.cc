@@ -501,8 +501,8 @@ TEST_F(ExecutorScenarioTest, ADeadWorkerHoldingABundleEndsTheActorOnTheLiveOne) 
   Turn();
   const std::string id = Trials(exp)[0];
   ASSERT_TRUE(RunUntil([&] { return T(id).iteration >= 3; }));
-  const std::string actor_worker = T(id).worker_id;
-  const std::string other = actor_worker == "w1" ? "w2" : "w1";
+  const WorkerId actor_worker = T(id).worker_id;
+  const WorkerId other = actor_worker == "w1" ? "w2" : "w1";
   fleet_->hang_stops = true;  // the live actor takes its time to stop
   fleet_->Kill(other);
   ASSERT_TRUE(RunUntil([&] { return T(id).num_failures == 1; }, 100));

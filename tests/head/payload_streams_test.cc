@@ -124,7 +124,7 @@ TEST_F(PayloadStreamsTest, DroppingAWorkerForgetsItsStreamsBothWays) {
   streams_.StartRestore("w1", 8, std::string(protocol::kInlinePayloadBytes + 1, 'r'));
   streams_.StartRestore("w2", 8, std::string(protocol::kInlinePayloadBytes + 1, 'r'));
   streams_.DropWorker("w1");
-  EXPECT_EQ(streams_.Workers(), std::vector<std::string>{"w2"});
+  EXPECT_EQ(streams_.Workers(), std::vector<WorkerId>{"w2"});
   streams_.OnChunk("w1", protocol::Chunk{7, 0}, "0123456789");
   EXPECT_TRUE(delivered_.empty());
 }

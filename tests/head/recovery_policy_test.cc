@@ -12,7 +12,7 @@
 namespace ztune::head {
 namespace {
 
-Trial Stored(TrialStatus status, const std::string& actor_worker = "", bool held = false) {
+Trial Stored(TrialStatus status, const WorkerId& actor_worker = "", bool held = false) {
   Trial t;
   t.trial_id = "e0001_00000";
   t.status = status;

@@ -436,8 +436,8 @@ TEST_F(TrialRunnerTest, FencesAWorkerThatWakesUpAfterBeingDeclaredDead) {
       "max_failures": 1})");
   for (int i = 0; i < 3; ++i) fleet_->Turn();
   const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
-  const std::string frozen = runner_->FindTrial(id)->worker_id;
-  const std::string other = frozen == "w1" ? "w2" : "w1";
+  const WorkerId frozen = runner_->FindTrial(id)->worker_id;
+  const WorkerId other = frozen == "w1" ? "w2" : "w1";
   fleet_->Kill(frozen);
   for (int i = 0; i < 6; ++i) {
     clock_.AdvanceMs(100);
