@@ -31,6 +31,8 @@ class StrongId {
   const std::string& str() const { return text_; }
   // NOLINTNEXTLINE(google-explicit-constructor): reads as text in logs and keys
   operator const std::string&() const { return text_; }
+  // NOLINTNEXTLINE(google-explicit-constructor): and as a view (store keys)
+  operator std::string_view() const { return text_; }
   bool empty() const { return text_.empty(); }
   void clear() { text_.clear(); }
 
@@ -55,6 +57,9 @@ void to_json(BasicJson& j, const StrongId<Tag>& id) {
 
 // A worker: its registered id, which is also its ZeroMQ routing id.
 using WorkerId = StrongId<struct WorkerIdTag>;
+// A trial: "<experiment id>_<index>" (head/trial.h TrialIdFor); also the key
+// of its actor on a worker (an actor reused by a RESET is re-keyed).
+using TrialId = StrongId<struct TrialIdTag>;
 
 }  // namespace ztune
 

@@ -24,7 +24,7 @@ size_t ActorCache::Count(const std::string& request_key) const {
   return it == by_shape_.end() ? 0 : it->second.size();
 }
 
-bool ActorCache::Contains(const WorkerId& worker_id, const std::string& trial_id,
+bool ActorCache::Contains(const WorkerId& worker_id, const TrialId& trial_id,
                           uint64_t attempt) const {
   return index_.count(Key{worker_id, trial_id, attempt}) > 0;
 }

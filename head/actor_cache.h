@@ -28,7 +28,7 @@ namespace ztune::head {
 // An actor that serves no trial, addressed on its worker by its last key.
 struct CachedActor {
   WorkerId worker_id;
-  std::string trial_id;  // the actor's key on the worker
+  TrialId trial_id;  // the actor's key on the worker
   uint64_t attempt = 0;
   uint64_t group_id = 0;
 };
@@ -42,7 +42,7 @@ class ActorCache {
   bool Has(const std::string& request_key) const { return Count(request_key) > 0; }
   size_t size() const { return index_.size(); }
   // Whether the actor (worker, trial, attempt) is cached. O(log n).
-  bool Contains(const WorkerId& worker_id, const std::string& trial_id,
+  bool Contains(const WorkerId& worker_id, const TrialId& trial_id,
                 uint64_t attempt) const;
   // Removes, oldest first per shape, the actors beyond `demand(key)` of each
   // shape, and returns them (the caller stops them).

@@ -15,6 +15,12 @@ Result<std::string> StringArg(const Json& request, const char* key) {
   return it->get<std::string>();
 }
 
+// The seam where a client's text becomes a trial id.
+Result<TrialId> TrialIdArg(const Json& request, const char* key) {
+  ASSIGN_OR_RETURN(std::string text, StringArg(request, key));
+  return TrialId(std::move(text));
+}
+
 Json NullIfEmpty(const std::string& s) { return s.empty() ? Json() : Json(s); }
 
 // Reads are answered on the head's loop, between commits and heartbeats: one
@@ -93,11 +99,11 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request)
   if (op == "add_trial") {
     ASSIGN_OR_RETURN(std::string exp, StringArg(request, "experiment_id"));
     if (!request.contains("config")) return ztune::Status::InvalidArgument("missing argument 'config'");
-    std::string restore_from;
+    TrialId restore_from;
     if (request.contains("restore_from") && !request["restore_from"].is_null()) {
-      ASSIGN_OR_RETURN(restore_from, StringArg(request, "restore_from"));
+      ASSIGN_OR_RETURN(restore_from, TrialIdArg(request, "restore_from"));
     }
-    ASSIGN_OR_RETURN(std::string id, runner_.AddTrial(exp, request["config"], restore_from));
+    ASSIGN_OR_RETURN(TrialId id, runner_.AddTrial(exp, request["config"], restore_from));
     return Json{{"trial_id", id}};
   }
   if (op == "stop") {
@@ -121,7 +127,7 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request)
     return runner_.ResumeExperiment(request["id"].get<std::string>(), errored, unfinished);
   }
   if (op == "pause" || op == "resume") {
-    ASSIGN_OR_RETURN(std::string id, StringArg(request, request.contains("id") ? "id" : "trial_id"));
+    ASSIGN_OR_RETURN(TrialId id, TrialIdArg(request, request.contains("id") ? "id" : "trial_id"));
     RETURN_IF_ERROR(op == "pause" ? runner_.PauseTrial(id, /*hold=*/true) : runner_.Resume(id));
     return Json{{"trial_id", id}, {"status", TrialStatusName(runner_.FindTrial(id)->status)}};
   }
@@ -152,13 +158,13 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request)
     return reply;
   }
   if (op == "trial") {
-    ASSIGN_OR_RETURN(std::string id, StringArg(request, "trial_id"));
+    ASSIGN_OR_RETURN(TrialId id, TrialIdArg(request, "trial_id"));
     const Trial* t = runner_.FindTrial(id);
     if (t == nullptr) return ztune::Status::NotFound("unknown trial '" + id + "'");
     return Json{{"trial", TrialDoc(*t)}};
   }
   if (op == "results") {
-    ASSIGN_OR_RETURN(std::string id, StringArg(request, "trial_id"));
+    ASSIGN_OR_RETURN(TrialId id, TrialIdArg(request, "trial_id"));
     ASSIGN_OR_RETURN(Page page, PageArgs(request, kMaxResultsPerPage));
     return Results(id, page.offset, page.limit);
   }
@@ -201,7 +207,7 @@ Result<Json> ClientService::Status(const Json& request) {
   return reply;
 }
 
-Result<Json> ClientService::Results(const std::string& trial_id, uint64_t offset,
+Result<Json> ClientService::Results(const TrialId& trial_id, uint64_t offset,
                                     uint64_t limit) {
   if (runner_.FindTrial(trial_id) == nullptr) {
     return ztune::Status::NotFound("unknown trial '" + trial_id + "'");

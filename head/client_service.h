@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "common/ids.h"
 #include "common/json.h"
 #include "head/trial_runner.h"
 
@@ -28,7 +29,7 @@ class ClientService {
  private:
   Result<Json> Dispatch(const std::string& op, const Json& request);
   Result<Json> Status(const Json& request);
-  Result<Json> Results(const std::string& trial_id, uint64_t offset, uint64_t limit);
+  Result<Json> Results(const TrialId& trial_id, uint64_t offset, uint64_t limit);
   Json Workers() const;
   Json ResourcesDoc() const;
 

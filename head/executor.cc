@@ -20,7 +20,7 @@ TimeMs TrainBudgetMs(const RequestTimeouts& t, const TrainBuffer& buffer) {
 // A future about `trial`'s current attempt.
 Future FutureFor(FutureType type, const Trial& trial, TimeMs budget_ms,
                  CheckpointStorage storage = CheckpointStorage::kPersistent,
-                 std::string old_trial_id = {},
+                 TrialId old_trial_id = {},
                  uint64_t old_attempt = 0) {
   Future f;
   f.type = type;
@@ -61,7 +61,7 @@ uint64_t Executor::Send(const WorkerId& worker_id, Future f, protocol::Body body
       body);
   f.worker_id = worker_id;
   f.request = body;
-  const std::string trial_id = f.trial_id;
+  const TrialId trial_id = f.trial_id;
   const bool driver = f.type != FutureType::kStop && f.type != FutureType::kExport;
   if (f.type == FutureType::kStop) stop_deadlines_.emplace(f.deadline, rid);
   if (driver) f.deadline = 0;  // armed when it is the oldest
@@ -117,7 +117,7 @@ void Executor::ContinueTraining(const Trial& trial, const TrainBuffer& buffer,
        train, {}, timing);
 }
 
-void Executor::Reset(const Trial& trial, const std::string& old_trial_id, uint64_t old_attempt,
+void Executor::Reset(const Trial& trial, const TrialId& old_trial_id, uint64_t old_attempt,
                      const RequestTimeouts& timeouts) {
   protocol::Reset reset;
   reset.trial_id = old_trial_id;
@@ -171,7 +171,7 @@ void Executor::StopActor(const Trial& trial, int64_t kill_after_ms) {
   StopActorKey(trial.worker_id, trial.trial_id, trial.attempt, trial.group_id, kill_after_ms);
 }
 
-void Executor::StopActorKey(const WorkerId& worker_id, const std::string& trial_id,
+void Executor::StopActorKey(const WorkerId& worker_id, const TrialId& trial_id,
                             uint64_t attempt, uint64_t group_id, int64_t kill_after_ms) {
   protocol::Stop stop;
   stop.trial_id = trial_id;
@@ -243,7 +243,7 @@ void Executor::Unindex(uint64_t rid, const Future& f) {
   }
 }
 
-void Executor::ArmOldest(const std::string& trial_id) {
+void Executor::ArmOldest(const TrialId& trial_id) {
   auto bt = by_trial_.find(trial_id);
   if (bt == by_trial_.end() || bt->second.empty()) return;
   const uint64_t rid = *bt->second.begin();
@@ -280,7 +280,7 @@ const Future* Executor::Find(uint64_t rid) const {
   return it == futures_.end() ? nullptr : &it->second;
 }
 
-std::vector<uint64_t> Executor::DriverRidsOf(const std::string& trial_id) const {
+std::vector<uint64_t> Executor::DriverRidsOf(const TrialId& trial_id) const {
   auto bt = by_trial_.find(trial_id);
   if (bt == by_trial_.end()) return {};
   return std::vector<uint64_t>(bt->second.begin(), bt->second.end());  // rids grow: send order
@@ -336,7 +336,7 @@ std::vector<Future> Executor::TakeStopsOnWorker(const WorkerId& worker_id) {
   return out;
 }
 
-void Executor::DropTrialFutures(const std::string& trial_id) {
+void Executor::DropTrialFutures(const TrialId& trial_id) {
   auto bt = by_trial_.find(trial_id);
   if (bt == by_trial_.end()) return;
   for (uint64_t rid : bt->second) {

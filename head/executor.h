@@ -31,7 +31,7 @@ const char* CheckpointStorageName(CheckpointStorage s);
 
 struct Future {
   FutureType type = FutureType::kTrain;
-  std::string trial_id;
+  TrialId trial_id;
   uint64_t attempt = 0;
   WorkerId worker_id;
   uint64_t group_id = 0;    // kStop: the group released when the stop completes
@@ -43,7 +43,7 @@ struct Future {
   TimeMs deadline = 0;
   TimeMs budget_ms = 0;     // a driver request's time to answer once armed; 0 = none
   // kReset: the actor's key before the reset; a refusal answers under it.
-  std::string old_trial_id;
+  TrialId old_trial_id;
   uint64_t old_attempt = 0;
   // The command as sent (without its payload), for a resend with the same rid
   // after the worker reconnected: workers answer a rid at most once.
@@ -55,7 +55,7 @@ struct Future {
 // key).
 struct Answer {
   bool is_result_batch = false;
-  std::string trial_id;
+  TrialId trial_id;
   uint64_t attempt = 0;
   WorkerId worker_id;
 };
@@ -91,7 +91,7 @@ class Executor {
   // Actor reuse: the actor of (old_trial_id, old_attempt) on the trial's worker
   // becomes the actor of `trial`'s current attempt. The reply says whether the
   // trainable accepted the new config; nothing else is sent until it comes.
-  void Reset(const Trial& trial, const std::string& old_trial_id, uint64_t old_attempt,
+  void Reset(const Trial& trial, const TrialId& old_trial_id, uint64_t old_attempt,
              const RequestTimeouts& timeouts);
   // After a successful RESET: restore (when `checkpoint` is set; moved from)
   // and train.
@@ -107,11 +107,11 @@ class Executor {
   void StopActor(const Trial& trial, int64_t kill_after_ms);
   // Stops the actor of (trial_id, attempt) on `worker_id` (a cached actor, or
   // one a RESET left under its old key); `group_id` is released afterwards.
-  void StopActorKey(const WorkerId& worker_id, const std::string& trial_id, uint64_t attempt,
+  void StopActorKey(const WorkerId& worker_id, const TrialId& trial_id, uint64_t attempt,
                     uint64_t group_id, int64_t kill_after_ms);
 
   // Drops the trial's driver futures (their replies will be ignored).
-  void ForgetTrial(const std::string& trial_id) { DropTrialFutures(trial_id); }
+  void ForgetTrial(const TrialId& trial_id) { DropTrialFutures(trial_id); }
   // Request ids carry the head epoch in their top bits, so that an answer held
   // by a worker across a head restart never names a request of this head.
   // Call once, before the first request. Epochs wrap at 2^24.
@@ -123,7 +123,7 @@ class Executor {
   const Future* Find(uint64_t rid) const;
   // Rids of the futures that drive `trial_id` (create, restore, train, save,
   // reset), in send order.
-  std::vector<uint64_t> DriverRidsOf(const std::string& trial_id) const;
+  std::vector<uint64_t> DriverRidsOf(const TrialId& trial_id) const;
   // Rids of the STOPs sent to `worker_id` that are not answered yet.
   std::vector<uint64_t> StopRidsOn(const WorkerId& worker_id) const;
   // Sends the request of `rid` again, same rid, after the commit (so that it
@@ -150,9 +150,9 @@ class Executor {
  private:
   uint64_t Send(const WorkerId& worker_id, Future f, protocol::Body body, std::string payload,
                 SendTiming timing);
-  void DropTrialFutures(const std::string& trial_id);
+  void DropTrialFutures(const TrialId& trial_id);
   // Starts the deadline of the oldest request of `trial_id` if it has one.
-  void ArmOldest(const std::string& trial_id);
+  void ArmOldest(const TrialId& trial_id);
   // Drops the deadline index entry of a future that is answered, dropped or
   // re-armed (left in place, an answered SAVE's entry lived for its whole
   // hour: 2.4 KB per trial of 50 checkpoints).
@@ -165,7 +165,7 @@ class Executor {
   std::unordered_map<uint64_t, Future> futures_;
   // Futures that drive a trial (create, restore, train, save, reset); STOP and
   // EXPORT outlive the trial's actor and are not indexed here.
-  std::unordered_map<std::string, std::set<uint64_t>> by_trial_;
+  std::unordered_map<TrialId, std::set<uint64_t>> by_trial_;
   std::multimap<TimeMs, uint64_t> stop_deadlines_;
   // Armed driver deadlines. Invariant: exactly the armed futures have an
   // entry (Unindex keeps it so).

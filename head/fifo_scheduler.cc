@@ -21,7 +21,7 @@ void FifoScheduler::OnTrialRemove(const Trial& t) {
   positions_.erase(p);
 }
 
-std::optional<std::string> FifoScheduler::ChooseTrialToRun(
+std::optional<TrialId> FifoScheduler::ChooseTrialToRun(
     const std::function<bool(const std::string& key)>& has_resources) const {
   const Entry* best = nullptr;
   for (const auto& [key, q] : queues_) {

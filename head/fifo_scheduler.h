@@ -13,6 +13,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "common/ids.h"
 #include "head/trial_scheduler.h"
 
 namespace ztune::head {
@@ -27,7 +28,7 @@ class FifoScheduler final : public TrialScheduler {
   }
   void OnTrialComplete(const Trial&) override {}
   void OnTrialError(const Trial&) override {}
-  std::optional<std::string> ChooseTrialToRun(
+  std::optional<TrialId> ChooseTrialToRun(
       const std::function<bool(const std::string& key)>& has_resources) const override;
   void ForEachWaitingRequest(
       const std::function<void(const std::string& key, const PlacementRequest& request,
@@ -37,7 +38,7 @@ class FifoScheduler final : public TrialScheduler {
 
  private:
   // (paused?, seq, trial_id): PENDING trials before PAUSED ones, then FIFO.
-  using Entry = std::tuple<bool, uint64_t, std::string>;
+  using Entry = std::tuple<bool, uint64_t, TrialId>;
   struct Queue {
     PlacementRequest request;
     std::set<Entry> waiting;
@@ -49,7 +50,7 @@ class FifoScheduler final : public TrialScheduler {
   // By request key; an emptied queue stays until ForgetRequest (the runner
   // unstages its shape's groups from ForEachWaitingRequest).
   std::unordered_map<std::string, Queue> queues_;
-  std::unordered_map<std::string, Position> positions_;  // by trial id: where it waits
+  std::unordered_map<TrialId, Position> positions_;  // by trial id: where it waits
 };
 
 }  // namespace ztune::head

@@ -75,7 +75,7 @@ int64_t PlacementGroupManager::NumReady(const std::string& key) const {
 }
 
 std::optional<uint64_t> PlacementGroupManager::TakeReady(const std::string& key,
-                                                         const std::string& trial_id) {
+                                                         const TrialId& trial_id) {
   auto it = pools_.find(key);
   if (it == pools_.end() || it->second.ready.empty()) return std::nullopt;
   uint64_t id = it->second.ready.front();
@@ -102,7 +102,7 @@ void PlacementGroupManager::ReturnInUse(uint64_t group_id) {
 
 std::optional<uint64_t> PlacementGroupManager::AdoptInUse(const PlacementRequest& request,
                                                           const Placement& placement,
-                                                          const std::string& trial_id) {
+                                                          const TrialId& trial_id) {
   if (!ledger_.ReserveExact(placement)) return std::nullopt;
   Group g;
   g.id = next_id_++;
@@ -125,7 +125,7 @@ void PlacementGroupManager::MarkCached(uint64_t group_id) {
   it->second.trial_id.clear();
 }
 
-void PlacementGroupManager::AssignCached(uint64_t group_id, const std::string& trial_id) {
+void PlacementGroupManager::AssignCached(uint64_t group_id, const TrialId& trial_id) {
   auto it = groups_.find(group_id);
   if (it == groups_.end() || it->second.state != State::kCached) return;
   ++in_use_count_;

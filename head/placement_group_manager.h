@@ -39,7 +39,7 @@ class PlacementGroupManager {
     PlacementRequest request;
     State state = State::kStaging;
     Placement placement;  // valid unless staging
-    std::string trial_id;  // in use by
+    TrialId trial_id;  // in use by
     TimeMs remove_at = 0;
   };
 
@@ -65,18 +65,18 @@ class PlacementGroupManager {
   bool HasReady(const std::string& key) const { return NumReady(key) > 0; }
 
   // Takes a ready group of `key` for `trial_id`; nullopt if none is ready.
-  std::optional<uint64_t> TakeReady(const std::string& key, const std::string& trial_id);
+  std::optional<uint64_t> TakeReady(const std::string& key, const TrialId& trial_id);
   // The actor of an in-use (or cached) group is gone: its resources return now.
   void ReturnInUse(uint64_t group_id);
   // A re-attached actor after a head restart: an in-use group with the
   // recorded placement (reserved again in the ledger). nullopt, and nothing
   // reserved, when the placement does not fit what the ledger has now.
   std::optional<uint64_t> AdoptInUse(const PlacementRequest& request, const Placement& placement,
-                                     const std::string& trial_id);
+                                     const TrialId& trial_id);
   // Actor reuse: the in-use group's actor is kept, owned by no trial.
   void MarkCached(uint64_t group_id);
   // A cached group's actor serves `trial_id` now.
-  void AssignCached(uint64_t group_id, const std::string& trial_id);
+  void AssignCached(uint64_t group_id, const TrialId& trial_id);
   // Drops one unused group of `key`: a staging one if any (no resources held),
   // else a ready one (released after the removal delay). False if none.
   bool UnstageOne(const std::string& key);

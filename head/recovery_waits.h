@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/ids.h"
 #include "common/clock.h"
 
 namespace ztune::head {
@@ -23,26 +24,26 @@ namespace ztune::head {
 class RecoveryWaits {
  public:
   // The trial awaits its worker's re-attach until `deadline`.
-  void AwaitReattach(const std::string& trial_id, TimeMs deadline);
+  void AwaitReattach(const TrialId& trial_id, TimeMs deadline);
   // The re-attached trial awaits its replayed results up to iteration
   // `until`, or `deadline`. Replaces a re-attach wait of the trial.
-  void AwaitReplay(const std::string& trial_id, int64_t until, TimeMs deadline);
+  void AwaitReplay(const TrialId& trial_id, int64_t until, TimeMs deadline);
   // The trial waits for neither (unknown ids are ignored).
-  void Leave(const std::string& trial_id);
+  void Leave(const TrialId& trial_id);
 
-  bool AwaitingReattach(const std::string& trial_id) const {
+  bool AwaitingReattach(const TrialId& trial_id) const {
     return reattach_.count(trial_id) > 0;
   }
-  bool AwaitingReplay(const std::string& trial_id) const { return replay_.count(trial_id) > 0; }
+  bool AwaitingReplay(const TrialId& trial_id) const { return replay_.count(trial_id) > 0; }
   // The deadline of the trial's wait, if it waits.
-  std::optional<TimeMs> Deadline(const std::string& trial_id) const;
+  std::optional<TimeMs> Deadline(const TrialId& trial_id) const;
   // Whether the replay the trial awaits has reached `iteration` (false when
   // it awaits none).
-  bool ReplayReached(const std::string& trial_id, int64_t iteration) const;
+  bool ReplayReached(const TrialId& trial_id, int64_t iteration) const;
   // The trials whose wait ended at `now`, in id order (a copy: the caller
   // makes them leave their phase while going through it).
-  std::vector<std::string> ExpiredReattaches(TimeMs now) const;
-  std::vector<std::string> ExpiredReplays(TimeMs now) const;
+  std::vector<TrialId> ExpiredReattaches(TimeMs now) const;
+  std::vector<TrialId> ExpiredReplays(TimeMs now) const;
 
   bool empty() const { return reattach_.empty() && replay_.empty(); }
   size_t size() const { return reattach_.size() + replay_.size(); }
@@ -52,11 +53,11 @@ class RecoveryWaits {
     TimeMs deadline = 0;
     int64_t until = 0;  // replays only
   };
-  static std::vector<std::string> Expired(const std::map<std::string, Wait>& waits, TimeMs now);
+  static std::vector<TrialId> Expired(const std::map<TrialId, Wait>& waits, TimeMs now);
 
   // Disjoint: a trial is in one phase at a time.
-  std::map<std::string, Wait> reattach_;
-  std::map<std::string, Wait> replay_;
+  std::map<TrialId, Wait> reattach_;
+  std::map<TrialId, Wait> replay_;
 };
 
 }  // namespace ztune::head

@@ -26,7 +26,7 @@ bool Done(const Json& result, const ExperimentSpec& spec, int64_t iteration, std
 
 }  // namespace
 
-BatchOutcome ResultProcessor::Process(const std::string& trial_id, int64_t last_iteration,
+BatchOutcome ResultProcessor::Process(const TrialId& trial_id, int64_t last_iteration,
                                       int64_t resume_iteration, const ExperimentSpec& spec,
                                       const std::vector<protocol::ResultRecord>& results) {
   BatchOutcome out;

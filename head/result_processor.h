@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/ids.h"
 #include "common/json.h"
 #include "common/protocol/messages.h"
 #include "head/experiment_spec.h"
@@ -35,7 +36,7 @@ class ResultProcessor {
  public:
   // `last_iteration`: the trial's last stored iteration; `resume_iteration`:
   // where its current attempt resumed (the next result follows the larger).
-  static BatchOutcome Process(const std::string& trial_id, int64_t last_iteration,
+  static BatchOutcome Process(const TrialId& trial_id, int64_t last_iteration,
                               int64_t resume_iteration, const ExperimentSpec& spec,
                               const std::vector<protocol::ResultRecord>& results);
 };

@@ -76,7 +76,7 @@ Status LoadTrials(storage::Store& store, LoadedStore& out) {
     }
     damaged = CheckTrialIdIssued(*e->second, stored.trial->trial_id);
     if (!damaged.ok()) return false;
-    if (stored.inline_lists) out.inline_lists.insert(stored.key);
+    if (stored.inline_lists) out.inline_lists.insert(stored.trial->trial_id);
     out.trials.push_back(std::move(stored.trial).value());
     return true;
   }));

@@ -32,7 +32,7 @@ struct LoadedStore {
   std::vector<Trial> trials;  // in creation order (seq), each of a loaded experiment
   // Trials stored by schema 1, with their lists inline: the first commit
   // moves their lists to child records and rewrites them without.
-  std::set<std::string> inline_lists;
+  std::set<TrialId> inline_lists;
   // The schema the store was written with, when older than this build's:
   // the first commit writes the current one.
   std::optional<std::string> schema_upgrade_from;

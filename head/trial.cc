@@ -42,20 +42,21 @@ std::string ExperimentIdFor(uint64_t n) {
   return buf;
 }
 
-std::string TrialIdFor(const std::string& experiment_id, uint64_t index) {
+TrialId TrialIdFor(const std::string& experiment_id, uint64_t index) {
   char buf[24];
   std::snprintf(buf, sizeof(buf), "_%05llu", static_cast<unsigned long long>(index));
-  return experiment_id + buf;
+  return TrialId(experiment_id + buf);
 }
 
-Status CheckTrialIdIssued(const Experiment& e, const std::string& trial_id) {
+Status CheckTrialIdIssued(const Experiment& e, const TrialId& id) {
+  const std::string& trial_id = id.str();
   const std::string prefix = e.experiment_id + "_";
   uint64_t index = 0;
   bool canonical = trial_id.size() > prefix.size() && trial_id.compare(0, prefix.size(), prefix) == 0;
   if (canonical) {
     const char* end = trial_id.data() + trial_id.size();
     auto [stop, ec] = std::from_chars(trial_id.data() + prefix.size(), end, index);
-    canonical = ec == std::errc() && stop == end && TrialIdFor(e.experiment_id, index) == trial_id;
+    canonical = ec == std::errc() && stop == end && TrialIdFor(e.experiment_id, index) == id;
   }
   if (!canonical) {
     return Status::Corruption("trial id '" + trial_id + "' is not an id experiment " +
@@ -136,7 +137,7 @@ Json Trial::ToJson() const {
 Result<Trial> Trial::FromJson(const Json& j) {
   try {
     Trial t;
-    t.trial_id = j.at("trial_id").get<std::string>();
+    t.trial_id = TrialId(j.at("trial_id").get<std::string>());
     t.experiment_id = j.at("experiment_id").get<std::string>();
     t.seq = StoredInt<uint64_t>(j.at("seq"));
     t.config = j.at("config");
@@ -178,7 +179,7 @@ Result<Trial> Trial::FromJson(const Json& j) {
             ? StoredInt<uint64_t>(j["checkpoints_given_up_through"])
             : 0;
     t.held = j.value("held", false);
-    t.restore_from = j.value("restore_from", std::string());
+    t.restore_from = TrialId(j.value("restore_from", std::string()));
     t.actor_worker = WorkerId(j.value("actor_worker", std::string()));
     if (j.contains("placement")) {
       ASSIGN_OR_RETURN(t.placement, PlacementFromJson(j["placement"]));

@@ -41,14 +41,14 @@ Result<CheckpointRecord> CheckpointRecordFromJson(const Json& j);
 
 // Id formats: experiments "e0001", trials "e0001_00003" (sortable by creation).
 std::string ExperimentIdFor(uint64_t n);
-std::string TrialIdFor(const std::string& experiment_id, uint64_t index);
+TrialId TrialIdFor(const std::string& experiment_id, uint64_t index);
 
 Json PlacementToJson(const Placement& p);
 Result<Placement> PlacementFromJson(const Json& j);
 
 struct Trial {
   // ---- persisted ----
-  std::string trial_id;
+  TrialId trial_id;
   std::string experiment_id;
   uint64_t seq = 0;  // global creation order (FIFO scheduling)
   Json config = Json::object();
@@ -70,7 +70,7 @@ struct Trial {
   uint64_t checkpoints_given_up_through = 0;
   // Start from this trial's newest persistent checkpoint while this trial has
   // none of its own (Ray's restore_path).
-  std::string restore_from;
+  TrialId restore_from;
   // Where the actor of the current attempt lives (persisted while RUNNING so
   // that a restarted head can re-attach it).
   WorkerId actor_worker;
@@ -113,7 +113,7 @@ struct Experiment {
   uint64_t total_variants = 0;  // grid x num_samples
   uint64_t next_trial_index = 0;  // trial id counter (variants + added trials)
   // ---- runtime ----
-  std::vector<std::string> trial_ids;  // creation order
+  std::vector<TrialId> trial_ids;  // creation order
   std::map<TrialStatus, int64_t> counts;
   int64_t live_trials = 0;  // not finished
 
@@ -125,6 +125,6 @@ struct Experiment {
 // Whether `trial_id` is an id `e` has issued: TrialIdFor(e, k) with k below
 // its next_trial_index. Corruption otherwise: a store where it is not would
 // issue the id again (a loaded head would abort on the duplicate).
-Status CheckTrialIdIssued(const Experiment& e, const std::string& trial_id);
+Status CheckTrialIdIssued(const Experiment& e, const TrialId& trial_id);
 
 }  // namespace ztune::head

@@ -58,7 +58,7 @@ Trial& TrialBook::AddTrial(Experiment& e, Json config) {
   t.seq = NextSeq();
   t.config = std::move(config);
   t.status = TrialStatus::kPending;
-  const std::string id = t.trial_id;
+  const TrialId id = t.trial_id;
   auto [it, inserted] = trials_.emplace(id, std::move(t));
   CHECK(inserted);  // next_trial_index is stored with the experiment
   e.trial_ids.push_back(id);
@@ -71,7 +71,7 @@ Trial& TrialBook::AddTrial(Experiment& e, Json config) {
 Trial& TrialBook::AddLoadedTrial(Trial t, bool changed) {
   Experiment& e = ExperimentOf(t);
   next_seq_ = std::max(next_seq_, t.seq + 1);
-  const std::string id = t.trial_id;
+  const TrialId id = t.trial_id;
   auto [it, inserted] = trials_.emplace(id, std::move(t));
   CHECK(inserted);  // one record per key
   e.trial_ids.push_back(id);
@@ -80,23 +80,23 @@ Trial& TrialBook::AddLoadedTrial(Trial t, bool changed) {
   return it->second;
 }
 
-Trial* TrialBook::FindTrial(const std::string& trial_id) {
+Trial* TrialBook::FindTrial(const TrialId& trial_id) {
   auto it = trials_.find(trial_id);
   return it == trials_.end() ? nullptr : &it->second;
 }
 
-const Trial* TrialBook::FindTrial(const std::string& trial_id) const {
+const Trial* TrialBook::FindTrial(const TrialId& trial_id) const {
   auto it = trials_.find(trial_id);
   return it == trials_.end() ? nullptr : &it->second;
 }
 
-Trial& TrialBook::TrialRef(const std::string& trial_id) {
+Trial& TrialBook::TrialRef(const TrialId& trial_id) {
   Trial* t = FindTrial(trial_id);
   CHECK(t != nullptr);  // callers hold ids of the book's trials
   return *t;
 }
 
-const Trial& TrialBook::TrialRef(const std::string& trial_id) const {
+const Trial& TrialBook::TrialRef(const TrialId& trial_id) const {
   const Trial* t = FindTrial(trial_id);
   CHECK(t != nullptr);  // as above
   return *t;

@@ -46,11 +46,11 @@ class TrialBook {
   // as such; marked changed only if `changed`). Its experiment must be in the
   // book (CHECKed); its seq is counted past.
   Trial& AddLoadedTrial(Trial t, bool changed);
-  Trial* FindTrial(const std::string& trial_id);
-  const Trial* FindTrial(const std::string& trial_id) const;
+  Trial* FindTrial(const TrialId& trial_id);
+  const Trial* FindTrial(const TrialId& trial_id) const;
   // A trial of the book (CHECKed).
-  Trial& TrialRef(const std::string& trial_id);
-  const Trial& TrialRef(const std::string& trial_id) const;
+  Trial& TrialRef(const TrialId& trial_id);
+  const Trial& TrialRef(const TrialId& trial_id) const;
   size_t num_trials() const { return trials_.size(); }
   // Changes the status and every count that depends on it; marks the trial.
   void SetStatus(Trial& t, TrialStatus s);
@@ -69,8 +69,8 @@ class TrialBook {
   void Count(Experiment& e, TrialStatus s, int delta);
 
   std::map<std::string, Experiment> experiments_;
-  std::unordered_map<std::string, Trial> trials_;
-  std::unordered_set<std::string> dirty_trials_;
+  std::unordered_map<TrialId, Trial> trials_;
+  std::unordered_set<TrialId> dirty_trials_;
   std::unordered_set<std::string> dirty_experiments_;
   uint64_t next_seq_ = 1;
   uint64_t next_experiment_ = 1;

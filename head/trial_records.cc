@@ -52,20 +52,20 @@ void PutTrialRecord(storage::WriteBatch& batch, const Trial& t) {
   batch.Put(storage::Family::kTrials, t.trial_id, t.ToJson().dump());
 }
 
-void PutCheckpointRecord(storage::WriteBatch& batch, const std::string& trial_id,
+void PutCheckpointRecord(storage::WriteBatch& batch, const TrialId& trial_id,
                          const CheckpointRecord& c) {
   batch.Put(storage::Family::kTrials,
             storage::TrialChildKey(trial_id, storage::kTrialCheckpointRecord, c.id),
             CheckpointRecordToJson(c).dump());
 }
 
-void DeleteCheckpointRecord(storage::WriteBatch& batch, const std::string& trial_id,
+void DeleteCheckpointRecord(storage::WriteBatch& batch, const TrialId& trial_id,
                             uint64_t checkpoint_id) {
   batch.Delete(storage::Family::kTrials,
                storage::TrialChildKey(trial_id, storage::kTrialCheckpointRecord, checkpoint_id));
 }
 
-void PutErrorRecord(storage::WriteBatch& batch, const std::string& trial_id, uint64_t n,
+void PutErrorRecord(storage::WriteBatch& batch, const TrialId& trial_id, uint64_t n,
                     const std::string& entry) {
   batch.Put(storage::Family::kTrials,
             storage::TrialChildKey(trial_id, storage::kTrialErrorRecord, n),

@@ -22,12 +22,12 @@
 namespace ztune::head {
 
 void PutTrialRecord(storage::WriteBatch& batch, const Trial& t);
-void PutCheckpointRecord(storage::WriteBatch& batch, const std::string& trial_id,
+void PutCheckpointRecord(storage::WriteBatch& batch, const TrialId& trial_id,
                          const CheckpointRecord& c);
-void DeleteCheckpointRecord(storage::WriteBatch& batch, const std::string& trial_id,
+void DeleteCheckpointRecord(storage::WriteBatch& batch, const TrialId& trial_id,
                             uint64_t checkpoint_id);
 // error_log entry `n` (1-based: "Failure # n").
-void PutErrorRecord(storage::WriteBatch& batch, const std::string& trial_id, uint64_t n,
+void PutErrorRecord(storage::WriteBatch& batch, const TrialId& trial_id, uint64_t n,
                     const std::string& entry);
 // Every child record of `t`: moves a schema-1 trial, whose record held its
 // lists inline, to the current layout (with PutTrialRecord in the same batch).

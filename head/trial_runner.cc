@@ -165,7 +165,7 @@ void TrialRunner::OnWorkerDead(const WorkerId& worker_id, const std::string& cau
       executor_.StopActorKey(a.worker_id, a.trial_id, a.attempt, a.group_id, kill);
     }
   }
-  std::vector<std::string> victims;
+  std::vector<TrialId> victims;
   if (auto it = actors_by_worker_.find(worker_id); it != actors_by_worker_.end()) {
     victims.assign(it->second.begin(), it->second.end());
     actors_by_worker_.erase(it);
@@ -199,7 +199,7 @@ void TrialRunner::MaybeFinishExperiment(Experiment& e) {
   }
 }
 
-void TrialRunner::StopExperiment(Experiment& e, std::vector<std::string>* stopped) {
+void TrialRunner::StopExperiment(Experiment& e, std::vector<TrialId>* stopped) {
   e.stopped = true;
   EndSearch(e);
   book_.MarkDirty(e);
@@ -257,9 +257,9 @@ void TrialRunner::StartReadyTrials() {
     return cache_.Has(key) || groups_.HasReady(key);
   };
   while (true) {
-    std::optional<std::string> chosen = scheduler_->ChooseTrialToRun(has_resources);
+    std::optional<TrialId> chosen = scheduler_->ChooseTrialToRun(has_resources);
     if (!chosen) return;
-    const std::string trial_id = *chosen;
+    const TrialId trial_id = *chosen;
     const std::string best_key = RequestKeyOf(book_.TrialRef(trial_id));
     if (std::optional<CachedActor> actor = cache_.Take(best_key)) {
       StartTrialOnCachedActor(book_.TrialRef(trial_id), *actor);
@@ -349,7 +349,7 @@ void TrialRunner::RecomputeMaxPending() {
 void TrialRunner::FlushTo(storage::WriteBatch& batch) {
   if (options_.strict_invariants) {
     for (const auto& [id, e] : book_.experiments()) {
-      for (const std::string& tid : e.trial_ids) CheckInvariants(book_.TrialRef(tid));
+      for (const TrialId& tid : e.trial_ids) CheckInvariants(book_.TrialRef(tid));
     }
   }
   book_.WriteDirty(batch_);

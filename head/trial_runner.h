@@ -99,16 +99,16 @@ class TrialRunner {
   Result<Json> Submit(const Json& spec);
   // Adds a trial with `config`; with `restore_from` (a trial with a persistent
   // checkpoint) it starts from that checkpoint.
-  Result<std::string> AddTrial(const std::string& experiment_id, const Json& config,
-                               const std::string& restore_from = {});
-  Result<std::vector<std::string>> Stop(const std::string& id);
+  Result<TrialId> AddTrial(const std::string& experiment_id, const Json& config,
+                           const TrialId& restore_from = {});
+  Result<std::vector<TrialId>> Stop(const std::string& id);
   // Pauses a trial: a RUNNING trial takes a memory checkpoint at the end of its
   // current step, releases its actor (or hands it to the next trial with actor
   // reuse) and becomes PAUSED. `hold` (a user's pause) keeps it PAUSED until
   // Resume; without it the trial goes back to the queue (a scheduler's pause),
   // behind every PENDING trial, and resumes from the memory checkpoint.
-  Status PauseTrial(const std::string& trial_id, bool hold);
-  Status Resume(const std::string& trial_id);
+  Status PauseTrial(const TrialId& trial_id, bool hold);
+  Status Resume(const TrialId& trial_id);
   // Ray's resume policies for an experiment: `errored` "retry" puts ERROR
   // trials back in the queue with their id (from their newest persistent
   // checkpoint), "restart" adds a fresh trial (new id, same config, from
@@ -124,7 +124,7 @@ class TrialRunner {
 
   // ---- reads (client service) ----
   const std::map<std::string, Experiment>& experiments() const { return book_.experiments(); }
-  const Trial* FindTrial(const std::string& trial_id) const { return book_.FindTrial(trial_id); }
+  const Trial* FindTrial(const TrialId& trial_id) const { return book_.FindTrial(trial_id); }
   const Experiment* FindExperiment(const std::string& experiment_id) const {
     return book_.FindExperiment(experiment_id);
   }
@@ -141,7 +141,7 @@ class TrialRunner {
   int64_t ActorsOn(const WorkerId& worker_id) const;
   // Ray's has_resources_for_trial: a cached actor or a ready group of the
   // trial's request exists, one is staging, or another may be staged.
-  bool HasResourcesForTrial(const std::string& trial_id) const;
+  bool HasResourcesForTrial(const TrialId& trial_id) const;
   // "Resources requested: 3/4 CPUs, 0/0 GPUs" (Ray's debug_string).
   std::string DebugString() const;
   // Time until Tick has timed work to do (heartbeats, removals), for poll.
@@ -158,7 +158,7 @@ class TrialRunner {
   void Enqueue(Trial& t);
   void Dequeue(Trial& t);
   // The trial a message is about, if it is the current attempt with an actor.
-  Trial* CurrentTrial(const std::string& trial_id, uint64_t attempt);
+  Trial* CurrentTrial(const TrialId& trial_id, uint64_t attempt);
 
   void GenerateTrials();
   void StageAndReconcile();
@@ -198,7 +198,7 @@ class TrialRunner {
   // wanted, otherwise stop it. Clears the trial's actor fields. EndAttempt only.
   void ReleaseActor(Trial& t, bool reusable);
   bool TryCacheActor(Trial& t);
-  bool IsCachedActor(const WorkerId& worker_id, const std::string& trial_id,
+  bool IsCachedActor(const WorkerId& worker_id, const TrialId& trial_id,
                      uint64_t attempt) const;
   void ReconcileCachedActors();
   void StartPause(Trial& t, SendTiming timing = SendTiming::kNow);
@@ -254,7 +254,7 @@ class TrialRunner {
   void MaybeFinishExperiment(Experiment& e);
   // The experiment's searcher yields no more trials: its search space goes.
   void EndSearch(const Experiment& e) { searcher_.End(e.experiment_id); }
-  void StopExperiment(Experiment& e, std::vector<std::string>* stopped);
+  void StopExperiment(Experiment& e, std::vector<TrialId>* stopped);
   void RecomputeMaxPending();
   void CheckInsufficientResources();
 
@@ -272,9 +272,9 @@ class TrialRunner {
   std::unique_ptr<TrialScheduler> scheduler_;
   ActorCache cache_;  // actors kept for reuse, by request shape
   // Trial -> the actor key a RESET in flight is re-keying for it (kResetting).
-  std::unordered_map<std::string, CachedActor> resetting_;
+  std::unordered_map<TrialId, CachedActor> resetting_;
   std::unordered_map<std::string, std::string> request_key_of_experiment_;
-  std::unordered_map<WorkerId, std::unordered_set<std::string>> actors_by_worker_;
+  std::unordered_map<WorkerId, std::unordered_set<TrialId>> actors_by_worker_;
   Searcher searcher_;  // the search spaces of the experiments that may yield more
   RecoveryWaits waits_;  // the trials in kAwaitingReattach and kAwaitingReplay
   int64_t max_pending_ = 16;
@@ -282,7 +282,7 @@ class TrialRunner {
   storage::WriteBatch batch_;
   CheckpointManager checkpoints_{store_, batch_, sink_};  // after batch_: writes into it
   // (worker, trial, attempt) -> highest result seq of the turn, ACKed after commit.
-  std::map<std::tuple<WorkerId, std::string, uint64_t>, uint64_t> acks_;
+  std::map<std::tuple<WorkerId, TrialId, uint64_t>, uint64_t> acks_;
 
   // Persisted in meta, bumped at every Load: fences request ids across restarts.
   uint64_t epoch_ = 0;

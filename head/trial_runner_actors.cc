@@ -103,7 +103,7 @@ void TrialRunner::ReconcileCachedActors() {
   }
 }
 
-Status TrialRunner::PauseTrial(const std::string& trial_id, bool hold) {
+Status TrialRunner::PauseTrial(const TrialId& trial_id, bool hold) {
   Trial* t = book_.FindTrial(trial_id);
   if (t == nullptr) return Status::NotFound("unknown trial '" + trial_id + "'");
   switch (t->status) {
@@ -127,7 +127,7 @@ Status TrialRunner::PauseTrial(const std::string& trial_id, bool hold) {
   return Status::Ok();
 }
 
-Status TrialRunner::Resume(const std::string& trial_id) {
+Status TrialRunner::Resume(const TrialId& trial_id) {
   Trial* t = book_.FindTrial(trial_id);
   if (t == nullptr) return Status::NotFound("unknown trial '" + trial_id + "'");
   if (t->status == TrialStatus::kRunning && t->pause_requested) {

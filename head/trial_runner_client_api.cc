@@ -59,8 +59,8 @@ Result<Json> TrialRunner::Submit(const Json& spec_json) {
   return Json{{"experiment_id", id}, {"total_trials", stored.total_variants}};
 }
 
-Result<std::string> TrialRunner::AddTrial(const std::string& experiment_id, const Json& config,
-                                          const std::string& restore_from) {
+Result<TrialId> TrialRunner::AddTrial(const std::string& experiment_id, const Json& config,
+                                      const TrialId& restore_from) {
   Experiment* found = book_.FindExperiment(experiment_id);
   if (found == nullptr) return Status::NotFound("unknown experiment '" + experiment_id + "'");
   if (!config.is_object()) return Status::InvalidArgument("config must be a JSON object");
@@ -96,17 +96,17 @@ Result<std::string> TrialRunner::AddTrial(const std::string& experiment_id, cons
   return t.trial_id;
 }
 
-Result<std::vector<std::string>> TrialRunner::Stop(const std::string& id) {
-  std::vector<std::string> stopped;
+Result<std::vector<TrialId>> TrialRunner::Stop(const std::string& id) {
+  std::vector<TrialId> stopped;
   if (Experiment* e = book_.FindExperiment(id)) {
     StopExperiment(*e, &stopped);
     return stopped;
   }
-  Trial* t = book_.FindTrial(id);
+  Trial* t = book_.FindTrial(TrialId(id));  // not an experiment: a trial, if anything
   if (t == nullptr) return Status::NotFound("no experiment or trial '" + id + "'");
   if (!IsFinished(t->status)) {
     FinishTrial(*t, TrialStatus::kTerminated);
-    stopped.push_back(id);
+    stopped.push_back(t->trial_id);
   }
   return stopped;
 }
@@ -144,12 +144,12 @@ int64_t TrialRunner::ActorsOn(const WorkerId& worker_id) const {
   return it == actors_by_worker_.end() ? 0 : static_cast<int64_t>(it->second.size());
 }
 
-bool TrialRunner::IsCachedActor(const WorkerId& worker_id, const std::string& trial_id,
+bool TrialRunner::IsCachedActor(const WorkerId& worker_id, const TrialId& trial_id,
                                 uint64_t attempt) const {
   return cache_.Contains(worker_id, trial_id, attempt);
 }
 
-bool TrialRunner::HasResourcesForTrial(const std::string& trial_id) const {
+bool TrialRunner::HasResourcesForTrial(const TrialId& trial_id) const {
   const Trial* t = FindTrial(trial_id);
   if (t == nullptr) return false;
   auto kit = request_key_of_experiment_.find(t->experiment_id);

@@ -103,10 +103,11 @@ void TrialRunner::HandleRegister(const protocol::Register& reg) {
   }
   if (reconnected) ReconcileAfterReconnect(reg);
   for (const auto& a : reg.live_actors) {
-    Trial* t = book_.FindTrial(a.trial_id);
+    const TrialId trial_id(a.trial_id);  // as the worker reports it
+    Trial* t = book_.FindTrial(trial_id);
     bool ours = t != nullptr && PhaseHoldsActor(t->phase) && t->attempt == a.attempt &&
                 t->worker_id == worker;
-    ours = ours || IsCachedActor(worker, a.trial_id, a.attempt);
+    ours = ours || IsCachedActor(worker, trial_id, a.attempt);
     if (!ours && t != nullptr && t->phase == TrialPhase::kAwaitingReattach &&
         t->attempt == a.attempt && t->actor_worker == worker) {
       ours = Reattach(*t, worker, a);
@@ -135,10 +136,10 @@ void TrialRunner::HandleRegister(const protocol::Register& reg) {
 
 void TrialRunner::ReconcileAfterReconnect(const protocol::Register& reg) {
   const WorkerId worker_id(reg.worker_id);
-  std::map<std::pair<std::string, uint64_t>, const protocol::LiveActor*> live;
-  for (const auto& a : reg.live_actors) live[{a.trial_id, a.attempt}] = &a;
+  std::map<std::pair<TrialId, uint64_t>, const protocol::LiveActor*> live;
+  for (const auto& a : reg.live_actors) live[{TrialId(a.trial_id), a.attempt}] = &a;
   size_t resent = 0;
-  std::vector<std::string> ids;
+  std::vector<TrialId> ids;
   if (auto it = actors_by_worker_.find(worker_id); it != actors_by_worker_.end()) {
     ids.assign(it->second.begin(), it->second.end());
   }
@@ -267,12 +268,12 @@ void TrialRunner::DriveAfterReattach(Trial& t, SendTiming timing) {
 void TrialRunner::ExpireReattachWaits() {
   if (waits_.empty()) return;
   const TimeMs now = clock_.NowMs();
-  for (const std::string& id : waits_.ExpiredReattaches(now)) {
+  for (const TrialId& id : waits_.ExpiredReattaches(now)) {
     Trial* t = book_.FindTrial(id);
     CHECK(t != nullptr);  // waits_ holds ids of known trials (they leave it with their phase)
     GiveUpReattach(*t, "worker " + t->actor_worker + " did not re-attach its actor");
   }
-  for (const std::string& id : waits_.ExpiredReplays(now)) {
+  for (const TrialId& id : waits_.ExpiredReplays(now)) {
     Trial* t = book_.FindTrial(id);
     CHECK(t != nullptr);  // as above
     DriveAfterReattach(*t, SendTiming::kNow);
@@ -290,11 +291,11 @@ Result<Json> TrialRunner::ResumeExperiment(const std::string& experiment_id,
   Experiment& e = *found;
   Json retried = Json::array(), restarted = Json::array(), terminated = Json::array();
   if (!unfinished) {
-    std::vector<std::string> stopped;
+    std::vector<TrialId> stopped;
     StopExperiment(e, &stopped);
     for (const auto& id : stopped) terminated.push_back(id);
   }
-  const std::vector<std::string> ids = e.trial_ids;  // NewTrial appends
+  const std::vector<TrialId> ids = e.trial_ids;  // NewTrial appends
   for (const auto& id : ids) {
     Trial& t = book_.TrialRef(id);
     if (t.status != TrialStatus::kError || errored.empty()) continue;

@@ -32,7 +32,7 @@ void TrialRunner::HandleDisconnect(const WorkerId& worker_id, const std::string&
   OnWorkerDead(worker_id, "worker disconnected" + (reason.empty() ? "" : ": " + reason));
 }
 
-Trial* TrialRunner::CurrentTrial(const std::string& trial_id, uint64_t attempt) {
+Trial* TrialRunner::CurrentTrial(const TrialId& trial_id, uint64_t attempt) {
   Trial* t = book_.FindTrial(trial_id);
   if (t == nullptr || t->attempt != attempt || !PhaseHoldsActor(t->phase)) return nullptr;
   return t;
@@ -42,7 +42,7 @@ void TrialRunner::HandleReply(const WorkerId& worker_id, const protocol::Reply& 
                               const std::string& payload) {
   registry_.Touch(worker_id);
   std::string mismatch;
-  auto f = executor_.Take(reply.rid, Answer{false, reply.trial_id, reply.attempt, worker_id},
+  auto f = executor_.Take(reply.rid, Answer{false, TrialId(reply.trial_id), reply.attempt, worker_id},
                           &mismatch);
   if (!f) {
     if (!mismatch.empty()) {
@@ -132,13 +132,14 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id,
   registry_.Touch(worker_id);
   uint64_t max_seq = 0;
   for (const auto& r : batch.results) max_seq = std::max(max_seq, r.seq);
-  Trial* t = CurrentTrial(batch.trial_id, batch.attempt);
+  const TrialId trial_id(batch.trial_id);  // as the worker sent it
+  Trial* t = CurrentTrial(trial_id, batch.attempt);
   if (t == nullptr || t->worker_id != worker_id) {
     // A stale attempt (fenced) or a replay for a finished trial: nothing is
     // stored; ACK so the worker's outbox does not replay it forever.
-    if (max_seq > 0) acks_[{worker_id, batch.trial_id, batch.attempt}] = max_seq;
-    const Trial* known = FindTrial(batch.trial_id);
-    bool stale_actor = known != nullptr && !IsCachedActor(worker_id, batch.trial_id, batch.attempt) &&
+    if (max_seq > 0) acks_[{worker_id, trial_id, batch.attempt}] = max_seq;
+    const Trial* known = FindTrial(trial_id);
+    bool stale_actor = known != nullptr && !IsCachedActor(worker_id, trial_id, batch.attempt) &&
                        (known->attempt != batch.attempt ||
                         (PhaseHoldsActor(known->phase) && known->worker_id != worker_id));
     if (stale_actor) {
@@ -156,7 +157,7 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id,
   }
   // Replays after a reconnect or a restart have no future.
   std::string mismatch;
-  auto f = executor_.Take(batch.rid, Answer{true, batch.trial_id, batch.attempt, worker_id},
+  auto f = executor_.Take(batch.rid, Answer{true, trial_id, batch.attempt, worker_id},
                           &mismatch);
   if (!mismatch.empty()) peer_warnings_.Warn(mismatch + "; its results are kept as a replay");
   Experiment& e = book_.ExperimentOf(*t);

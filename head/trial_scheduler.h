@@ -49,7 +49,7 @@ class TrialScheduler {
   // The waiting trial to start next among request shapes for which
   // `has_resources(key)` holds now; nullopt if none. Does not remove it (the
   // runner calls OnTrialRemove when it starts).
-  virtual std::optional<std::string> ChooseTrialToRun(
+  virtual std::optional<TrialId> ChooseTrialToRun(
       const std::function<bool(const std::string& key)>& has_resources) const = 0;
   // Every request shape that had waiting trials: (key, request, how many
   // wait now, possibly 0, so that the runner unstages what no trial needs).

@@ -128,7 +128,7 @@ class FakeWorkerFleet {
   }
 
   // Fail the step of `iteration` of a trial (every attempt unless `once`).
-  void FailAt(const std::string& trial_id, int64_t iteration, bool once = true) {
+  void FailAt(const TrialId& trial_id, int64_t iteration, bool once = true) {
     fail_at_[trial_id] = {iteration, once};
   }
   // Called on each TRAIN with the current number of actors per worker.
@@ -256,7 +256,7 @@ class FakeWorkerFleet {
       auto it = actors.find(Key(t->trial_id, t->attempt));
       if (it == actors.end()) return;
       Actor& a = it->second;
-      const head::Trial* trial = runner_.FindTrial(t->trial_id);
+      const head::Trial* trial = runner_.FindTrial(TrialId(t->trial_id));
       protocol::ResultBatch batch;
       batch.rid = t->rid;
       batch.trial_id = t->trial_id;

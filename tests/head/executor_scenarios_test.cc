@@ -38,8 +38,8 @@ class ExecutorScenarioTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? (*r)["experiment_id"].get<std::string>() : "";
   }
-  const Trial& T(const std::string& id) { return *runner_->FindTrial(id); }
-  std::vector<std::string> Trials(const std::string& exp) {
+  const Trial& T(const TrialId& id) { return *runner_->FindTrial(id); }
+  std::vector<TrialId> Trials(const std::string& exp) {
     return runner_->FindExperiment(exp)->trial_ids;
   }
   int64_t Count(const std::string& exp, TrialStatus s) {
@@ -120,7 +120,7 @@ TEST_F(ExecutorScenarioTest, StartsTrainsAndStops) {
   fleet_->Register("w", 1);
   std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 1000}})");
   Turn();
-  std::string id = Trials(exp)[0];
+  TrialId id = Trials(exp)[0];
   EXPECT_EQ(T(id).status, TrialStatus::kRunning);
   EXPECT_EQ(runner_->DebugString(), "Resources requested: 1/1 CPUs, 0/0 GPUs");
   Turn(3);
@@ -161,7 +161,7 @@ TEST_F(ExecutorScenarioTest, PauseKeepsAMemoryCheckpointAndResumeRestoresIt) {
   fleet_->Register("w", 1);
   std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 12}})");
   Turn(4);
-  std::string id = Trials(exp)[0];
+  TrialId id = Trials(exp)[0];
   ASSERT_TRUE(runner_->PauseTrial(id, /*hold=*/true).ok());
   Turn(2);
   ASSERT_EQ(T(id).status, TrialStatus::kPaused);
@@ -191,7 +191,7 @@ TEST_F(ExecutorScenarioTest, CheckpointFrequencyCapsBufferedResults) {
   std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 9},
       "result_buffer_length": 7, "result_buffer_min_time_s": 1, "checkpoint": {"frequency": 3}})");
   ASSERT_TRUE(RunUntil([&] { return Finished(exp); }));
-  std::string id = Trials(exp)[0];
+  TrialId id = Trials(exp)[0];
   std::vector<int64_t> at;
   for (const auto& c : T(id).checkpoints) at.push_back(c.iteration);
   EXPECT_EQ(at, (std::vector<int64_t>{3, 6, 9}));
@@ -207,7 +207,7 @@ TEST_F(ExecutorScenarioTest, UserCheckpointEndsABufferedBatch) {
   std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 20},
       "param_space": {"user_checkpoint_freq": 10}, "result_buffer_length": 8})");
   ASSERT_TRUE(RunUntil([&] { return Finished(exp); }));
-  std::string id = Trials(exp)[0];
+  TrialId id = Trials(exp)[0];
   std::vector<int64_t> at;
   for (const auto& c : T(id).checkpoints) at.push_back(c.iteration);
   EXPECT_EQ(at, (std::vector<int64_t>{10, 20}));
@@ -219,7 +219,7 @@ TEST_F(ExecutorScenarioTest, InfiniteRetriesKeepGoing) {
   fleet_->Register("w", 1);
   std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 6},
       "checkpoint": {"frequency": 1}, "max_failures": -1})");
-  std::string id = Trials(exp)[0];
+  TrialId id = Trials(exp)[0];
   for (int k = 2; k <= 6; ++k) fleet_->FailAt(id, k);  // one failure at each iteration 2..6
   for (int round = 0; round < 5; ++round) {
     ASSERT_TRUE(RunUntil([&] { return T(id).num_failures > round || Finished(exp); }));
@@ -415,7 +415,7 @@ TEST_F(ExecutorScenarioTest, AFailedRestoreGivesTheCheckpointUpAndRestartsFromSc
   std::string exp = Submit(R"({"trainable": "quadratic", "max_failures": -1,
       "stop": {"training_iteration": 12}, "checkpoint": {"frequency": 3}})");
   Turn();
-  const std::string id = Trials(exp)[0];
+  const TrialId id = Trials(exp)[0];
   fleet_->FailAt(id, 5);             // fails after the checkpoint at 3 ...
   fleet_->fail_restores = 1;         // ... whose restore fails
   ASSERT_TRUE(RunUntil([&] { return T(id).attempt == 3; }));
@@ -445,7 +445,7 @@ TEST_F(ExecutorScenarioTest, ARetryRestoresTheCheckpointSavedInTheSameTurnAsTheF
   std::string exp = Submit(R"({"trainable": "quadratic", "max_failures": 1,
       "stop": {"training_iteration": 8}, "checkpoint": {"frequency": 1}})");
   Turn();
-  const std::string id = Trials(exp)[0];
+  const TrialId id = Trials(exp)[0];
   fleet_->FailAt(id, 4);
   ASSERT_TRUE(RunUntil([&] { return Finished(exp); }));
   EXPECT_EQ(T(id).status, TrialStatus::kTerminated) << T(id).error;
@@ -499,7 +499,7 @@ TEST_F(ExecutorScenarioTest, ADeadWorkerHoldingABundleEndsTheActorOnTheLiveOne) 
       "resources": {"bundles": [{"CPU": 1}, {"CPU": 1}], "strategy": "STRICT_SPREAD"},
       "force_cleanup_s": 1, "stop": {"training_iteration": 100}})");
   Turn();
-  const std::string id = Trials(exp)[0];
+  const TrialId id = Trials(exp)[0];
   ASSERT_TRUE(RunUntil([&] { return T(id).iteration >= 3; }));
   const WorkerId actor_worker = T(id).worker_id;
   const WorkerId other = actor_worker == "w1" ? "w2" : "w1";
@@ -532,7 +532,7 @@ TEST_F(ExecutorScenarioTest, AHungStepFailsItsAttemptAndTheRetryFinishes) {
   std::string exp = Submit(R"({"trainable": "quadratic", "max_failures": 1,
       "stop": {"training_iteration": 20}, "timeouts": {"step_s": 0.5}})");
   Turn();
-  const std::string id = Trials(exp)[0];
+  const TrialId id = Trials(exp)[0];
   ASSERT_TRUE(RunUntil([&] { return T(id).iteration >= 5; }));
   fleet_->hang = [&](const protocol::Body& b) {
     auto* train = std::get_if<protocol::Train>(&b);
@@ -563,7 +563,7 @@ TEST_F(ExecutorScenarioTest, AHungSetupFailsTheTrial) {
   std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 5},
       "timeouts": {"setup_s": 2}})");
   Turn();
-  const std::string id = Trials(exp)[0];
+  const TrialId id = Trials(exp)[0];
   Turn(195);
   EXPECT_EQ(T(id).status, TrialStatus::kRunning);
   ASSERT_TRUE(RunUntil([&] { return Finished(exp); }, 20));
@@ -589,7 +589,7 @@ TEST_F(ExecutorScenarioTest, NewTrialRestoresFromAnotherTrialsCheckpoint) {
   std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 4},
       "checkpoint": {"frequency": 4}})");
   ASSERT_TRUE(RunUntil([&] { return T(Trials(exp)[0]).status == TrialStatus::kTerminated; }));
-  std::string first = Trials(exp)[0];
+  TrialId first = Trials(exp)[0];
   // The experiment is finished; a new one restores from the first's checkpoint.
   std::string exp2 = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 7},
       "max_concurrent_trials": 1, "num_samples": 1})");

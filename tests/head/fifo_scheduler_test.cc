@@ -16,7 +16,7 @@
 namespace ztune::head {
 namespace {
 
-Trial T(const std::string& id, uint64_t seq, TrialStatus status = TrialStatus::kPending) {
+Trial T(const TrialId& id, uint64_t seq, TrialStatus status = TrialStatus::kPending) {
   Trial t;
   t.trial_id = id;
   t.seq = seq;
@@ -95,7 +95,7 @@ class ScriptedScheduler final : public TrialScheduler {
   }
   void OnTrialComplete(const Trial&) override { ++completed; }
   void OnTrialError(const Trial&) override { ++errored; }
-  std::optional<std::string> ChooseTrialToRun(
+  std::optional<TrialId> ChooseTrialToRun(
       const std::function<bool(const std::string&)>& has) const override {
     return fifo_.ChooseTrialToRun(has);
   }

@@ -10,7 +10,7 @@
 namespace ztune::head {
 namespace {
 
-using Ids = std::vector<std::string>;
+using Ids = std::vector<TrialId>;
 
 TEST(RecoveryWaitsTest, AWaitExpiresAtItsDeadlineAndNotBefore) {
   RecoveryWaits waits;

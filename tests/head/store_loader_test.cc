@@ -28,7 +28,7 @@ Experiment MakeExperiment(const std::string& id, uint64_t next_variant, uint64_t
   return e;
 }
 
-Trial MakeTrial(const std::string& exp, const std::string& id, uint64_t seq) {
+Trial MakeTrial(const std::string& exp, const TrialId& id, uint64_t seq) {
   Trial t;
   t.trial_id = id;
   t.experiment_id = exp;
@@ -118,7 +118,7 @@ TEST(StoreLoaderTest, ASchemaOneStoreNamesTheTrialsWhoseListsMove) {
   auto loaded = LoadStore(store);
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   EXPECT_EQ(loaded->schema_upgrade_from, std::optional<std::string>("1"));
-  EXPECT_EQ(loaded->inline_lists, (std::set<std::string>{"e0001_00000"}));
+  EXPECT_EQ(loaded->inline_lists, (std::set<TrialId>{"e0001_00000"}));
   EXPECT_EQ(loaded->trials[0].error_log, t.error_log);
 }
 

@@ -18,7 +18,7 @@
 namespace ztune::head {
 namespace {
 
-Trial MakeTrial(const std::string& id, int checkpoints, int errors) {
+Trial MakeTrial(const TrialId& id, int checkpoints, int errors) {
   Trial t;
   t.trial_id = id;
   t.experiment_id = "e0001";
@@ -118,7 +118,7 @@ struct Damage {
 };
 
 TEST(TrialRecordsTest, DamagedChildrenMakeTheirTrialCorruptAndTheScanGoesOn) {
-  const std::string id = "e0001_00000";
+  const TrialId id = "e0001_00000";
   auto child = [&](char kind, uint64_t n) { return storage::TrialChildKey(id, kind, n); };
   const std::vector<Damage> cases = {
       {"orphan", [&](storage::Store& s) { Put(s, child('c', 1), CheckpointRecordToJson({1, 1, false, 0}).dump()); },
@@ -160,7 +160,7 @@ TEST(TrialRecordsTest, DamagedChildrenMakeTheirTrialCorruptAndTheScanGoesOn) {
     Store(store, MakeTrial("e0001_00001", 1, 1));  // an intact trial after it
     auto all = ScanAll(store);
     ASSERT_EQ(all.size(), 2u) << d.name;
-    EXPECT_EQ(all[0].key, id) << d.name;
+    EXPECT_EQ(all[0].key, id.str()) << d.name;
     ASSERT_FALSE(all[0].trial.ok()) << d.name;
     EXPECT_EQ(all[0].trial.status().code(), StatusCode::kCorruption) << d.name;
     EXPECT_NE(all[0].trial.status().message().find(d.message), std::string::npos)
@@ -197,7 +197,7 @@ TEST_F(TrialStorageTest, AResultRewritesARecordOfConstantSize) {
   fleet_->Register("w1", 1);
   const std::string exp = Submit(R"({"trainable": "quadratic",
       "stop": {"training_iteration": 300}, "checkpoint": {"frequency": 1}})");
-  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
   RunUntilIteration(id, 20);
   Commit();
   const size_t early = Record(id).dump().size();
@@ -215,7 +215,7 @@ TEST_F(TrialStorageTest, RetentionAndFailuresKeepTheChildRecordsExact) {
   const std::string exp = Submit(R"({"trainable": "quadratic", "max_failures": 2,
       "stop": {"training_iteration": 12},
       "checkpoint": {"frequency": 2, "num_to_keep": 2}})");
-  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
   fleet_->FailAt(id, 11, /*once=*/false);  // 5 checkpoints, then 3 failures: ERROR
   RunToEnd(exp);
   const Trial* t = runner_->FindTrial(id);

@@ -92,7 +92,7 @@ class TrialRunnerTest : public ::testing::Test {
   }
 
   // Runs turns (with heartbeats) until trial `id` has stored `n` results.
-  void RunUntilIteration(const std::string& id, int64_t n) {
+  void RunUntilIteration(const TrialId& id, int64_t n) {
     for (int i = 0; i < 10 * n + 1000 && runner_->FindTrial(id)->iteration < n; ++i) {
       fleet_->Turn();
       fleet_->Heartbeat();
@@ -104,7 +104,7 @@ class TrialRunnerTest : public ::testing::Test {
   // Runs head turns (Tick, commit, then each answer handled on its own,
   // heartbeats) until `done()` or `max_turns`, and returns the phases trial
   // `id` went through: its phase before the first turn, then each change.
-  std::vector<TrialPhase> PhaseTrace(const std::string& id, const std::function<bool()>& done,
+  std::vector<TrialPhase> PhaseTrace(const TrialId& id, const std::function<bool()>& done,
                                      int max_turns = 200) {
     std::vector<TrialPhase> trace{runner_->FindTrial(id)->phase};
     auto note = [&] {
@@ -122,7 +122,7 @@ class TrialRunnerTest : public ::testing::Test {
     return trace;
   }
 
-  std::vector<Json> StoredResults(const std::string& trial_id) {
+  std::vector<Json> StoredResults(const TrialId& trial_id) {
     std::vector<Json> out;
     auto s = store_.Scan(storage::Family::kResults, storage::TrialPrefix(trial_id),
                          [&](std::string_view, std::string_view v) {

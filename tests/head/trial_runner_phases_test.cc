@@ -23,7 +23,7 @@ std::string Names(const std::vector<TrialPhase>& trace) {
 
 class TrialRunnerPhasesTest : public TrialRunnerTest {
  protected:
-  std::string FirstTrial(const std::string& exp) {
+  TrialId FirstTrial(const std::string& exp) {
     const auto& ids = runner_->FindExperiment(exp)->trial_ids;
     EXPECT_FALSE(ids.empty());
     return ids.empty() ? "" : ids[0];
@@ -31,11 +31,11 @@ class TrialRunnerPhasesTest : public TrialRunnerTest {
   bool Finished(const std::string& exp) { return runner_->FindExperiment(exp)->finished; }
   // One worker with one CPU, one quadratic trial stopping at `stop_at`, run
   // until it stored `iterations` results. Returns (experiment, trial).
-  std::pair<std::string, std::string> OneTrialAt(int64_t iterations, int64_t stop_at = 1000) {
+  std::pair<std::string, TrialId> OneTrialAt(int64_t iterations, int64_t stop_at = 1000) {
     fleet_->Register("w1", 1);
     const std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": )" +
                                    std::to_string(stop_at) + "}}");
-    const std::string id = FirstTrial(exp);
+    const TrialId id = FirstTrial(exp);
     PhaseTrace(id, [&] { return runner_->FindTrial(id)->iteration >= iterations; });
     return {exp, id};
   }
@@ -48,7 +48,7 @@ TEST_F(TrialRunnerPhasesTest, ATrialStartsTrainsSavesAndEndsIdle) {
   fleet_->Register("w1", 1);
   const std::string exp = Submit(R"({"trainable": "quadratic",
       "stop": {"training_iteration": 4}, "checkpoint": {"frequency": 2}})");
-  const std::string id = FirstTrial(exp);
+  const TrialId id = FirstTrial(exp);
   const auto trace = PhaseTrace(id, [&] { return Finished(exp); });
   EXPECT_EQ(Names(trace), "idle starting training saving training saving idle");
   const Trial* t = runner_->FindTrial(id);
@@ -68,7 +68,7 @@ TEST_F(TrialRunnerPhasesTest, TheTrialsReplyShowsThePhase) {
   ASSERT_TRUE(reply.value("ok", false)) << reply.dump();
   ASSERT_EQ(reply["trials"].size(), 2u);
   for (const Json& doc : reply["trials"]) {
-    const Trial* t = runner_->FindTrial(doc["trial_id"]);
+    const Trial* t = runner_->FindTrial(TrialId(doc["trial_id"].get<std::string>()));
     EXPECT_EQ(doc["phase"], TrialPhaseName(t->phase));
   }
   EXPECT_EQ(reply["trials"][0]["phase"], "saving") << "its checkpoint at iteration 2 is due";
@@ -100,7 +100,7 @@ TEST_F(TrialRunnerPhasesTest, AReusedActorIsResetBeforeTheTrialStarts) {
   const std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 2,
       "reuse_actors": true, "stop": {"training_iteration": 3}})");
   PhaseTrace(FirstTrial(exp), [&] { return runner_->FindExperiment(exp)->trial_ids.size() == 2; });
-  const std::string second = runner_->FindExperiment(exp)->trial_ids[1];
+  const TrialId second = runner_->FindExperiment(exp)->trial_ids[1];
   EXPECT_EQ(Names(PhaseTrace(second, [&] { return Finished(exp); })),
             "idle resetting starting training idle");
   EXPECT_EQ(fleet_->resets, 1);
@@ -194,7 +194,7 @@ TEST_F(TrialRunnerPhasesTest, AWorkersDeathLeavesNoRequestOfItsTrialsBehind) {
   fleet_->Register("w1", 1);
   const std::string exp = Submit(R"({"trainable": "quadratic", "max_failures": 3,
       "stop": {"training_iteration": 1000}})");
-  const std::string id = FirstTrial(exp);
+  const TrialId id = FirstTrial(exp);
   PhaseTrace(id, [&] { return runner_->FindTrial(id)->iteration >= 2; });
   runner_->Tick();
   Commit();

@@ -171,7 +171,7 @@ TEST_F(TrialRunnerTest, RetriesAFailedTrialFromItsCheckpoint) {
   std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 6},
       "checkpoint": {"frequency": 2}, "max_failures": 1})");
   runner_->Tick();
-  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
   fleet_->FailAt(id, 3);
   RunToEnd(exp);
   const Trial* t = runner_->FindTrial(id);
@@ -194,7 +194,7 @@ TEST_F(TrialRunnerTest, ErrorsWhenFailuresExceedMaxFailures) {
     std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 5},
         "max_failures": )" + std::to_string(max_failures) + "}");
     runner_->Tick();
-    const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+    const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
     fleet_->FailAt(id, 2, /*once=*/false);
     RunToEnd(exp);
     const Trial* t = runner_->FindTrial(id);
@@ -335,7 +335,7 @@ TEST_F(TrialRunnerTest, DropsResultsOfAStaleAttempt) {
   fleet_->Register("w1", 1);
   std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 3}})");
   fleet_->Turn();
-  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
   const int64_t before = runner_->FindTrial(id)->iteration;
   protocol::ResultBatch stale;
   stale.rid = 999;
@@ -356,7 +356,7 @@ TEST_F(TrialRunnerTest, StopsATrialAndAnExperiment) {
   const auto ids = runner_->FindExperiment(exp)->trial_ids;
   auto stopped = runner_->Stop(ids[2]);
   ASSERT_TRUE(stopped.ok());
-  EXPECT_EQ(*stopped, std::vector<std::string>{ids[2]});
+  EXPECT_EQ(*stopped, std::vector<TrialId>{ids[2]});
   EXPECT_EQ(runner_->FindTrial(ids[2])->status, TrialStatus::kTerminated);
   auto all = runner_->Stop(exp);
   ASSERT_TRUE(all.ok());
@@ -435,7 +435,7 @@ TEST_F(TrialRunnerTest, FencesAWorkerThatWakesUpAfterBeingDeclaredDead) {
   std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 40},
       "max_failures": 1})");
   for (int i = 0; i < 3; ++i) fleet_->Turn();
-  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
   const WorkerId frozen = runner_->FindTrial(id)->worker_id;
   const WorkerId other = frozen == "w1" ? "w2" : "w1";
   fleet_->Kill(frozen);
@@ -537,7 +537,7 @@ TEST_F(TrialRunnerTest, AResumeBeforeThePauseTookEffectSurvivesARestart) {
   fleet_->Register("w1", 1);
   std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 1000}})");
   for (int i = 0; i < 3; ++i) fleet_->Turn();
-  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
   ASSERT_TRUE(runner_->PauseTrial(id, /*hold=*/true).ok());
   Commit();  // held = true is stored
   ASSERT_TRUE(runner_->Resume(id).ok());
@@ -626,7 +626,7 @@ TEST_F(TrialRunnerTest, RestartsTrialsWhoseWorkerNeverReturns) {
   sink_.TakeAll();
   Reset();
   fleet_->Register("w2", 1);  // a different worker; w1 is gone
-  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
   for (int i = 0; i < 5; ++i) {
     fleet_->Turn();
     clock_.AdvanceMs(50);
@@ -679,13 +679,13 @@ TEST_F(TrialRunnerTest, ResumePoliciesRetryRestartAndTerminate) {
 
   // restart: a new trial with the same config, from scratch.
   std::string exp2 = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 4}})");
-  const std::string bad = runner_->FindExperiment(exp2)->trial_ids[0];
+  const TrialId bad = runner_->FindExperiment(exp2)->trial_ids[0];
   fleet_->FailAt(bad, 2, /*once=*/false);
   RunToEnd(exp2);
   auto restarted = runner_->ResumeExperiment(exp2, "restart", true);
   ASSERT_TRUE(restarted.ok());
   ASSERT_EQ((*restarted)["restarted"].size(), 1u);
-  std::string fresh = (*restarted)["restarted"][0]["trial_id"];
+  const TrialId fresh((*restarted)["restarted"][0]["trial_id"].get<std::string>());
   EXPECT_NE(fresh, bad);
   RunToEnd(exp2);
   EXPECT_EQ(runner_->FindTrial(bad)->status, TrialStatus::kError);
@@ -773,7 +773,7 @@ TEST_F(TrialRunnerTest, ATrainLostInAReconnectIsSentAgainWithTheSameRid) {
   fleet_->Register("w1", 1);
   std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 6}})");
   runner_->Tick();
-  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
   RunUntilIteration(id, 2);
   fleet_->Turn();
   uint64_t lost_rid = 0;
@@ -822,7 +822,7 @@ TEST_F(TrialRunnerTest, AHeadStallDoesNotKillItsWorkers) {
   fleet_->Register("w1", 1);
   std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 5}})");
   runner_->Tick();
-  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
   RunUntilIteration(id, 2);
   clock_.AdvanceMs(5000);  // stalled: no Tick, nothing read
   runner_->Tick();
@@ -933,7 +933,7 @@ TEST_F(TrialRunnerTest, ClientReadsArePaged) {
   const size_t total = runner_->FindExperiment(exp)->trial_ids.size();
   ASSERT_EQ(total, 1200u);
   ClientService clients(*runner_);
-  std::vector<std::string> seen;
+  std::vector<TrialId> seen;
   for (const char* op : {"trials", "status"}) {
     seen.clear();
     Json offset = 0;
@@ -943,7 +943,7 @@ TEST_F(TrialRunnerTest, ClientReadsArePaged) {
       ASSERT_TRUE(reply.value("ok", false)) << reply.dump().substr(0, 300);
       EXPECT_LE(reply["trials"].size(), 500u);
       EXPECT_EQ(reply["total"], total);
-      for (const auto& t : reply["trials"]) seen.push_back(t["trial_id"]);
+      for (const auto& t : reply["trials"]) seen.emplace_back(t["trial_id"].get<std::string>());
       offset = reply["next_offset"];
       ++pages;
     }
@@ -953,7 +953,7 @@ TEST_F(TrialRunnerTest, ClientReadsArePaged) {
   Json bad = clients.Handle(Json{{"op", "trials"}, {"experiment_id", exp}, {"offset", -1}});
   EXPECT_FALSE(bad.value("ok", true));
 
-  const std::string first = runner_->FindExperiment(exp)->trial_ids[0];
+  const TrialId first = runner_->FindExperiment(exp)->trial_ids[0];
   RunUntilIteration(first, 2500);
   fleet_->Turn();
   Json page1 = clients.Handle(Json{{"op", "results"}, {"trial_id", first}});
@@ -1002,7 +1002,7 @@ TEST_F(TrialRunnerTest, AnAttemptAWorkerReportsIsNeverNamedAgain) {
   ASSERT_TRUE(store_.Commit(submitted).ok());
   CrashHead();
   runner_->Tick();
-  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
   ASSERT_EQ(runner_->FindTrial(id)->attempt, 0u);
   FakeWorkerFleet::Actor stray;
   stray.worker_id = "w1";
@@ -1057,7 +1057,7 @@ TEST_F(TrialRunnerTest, ABufferedBatchIsStoredWholeAndCheckpointedOnce) {
   std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 50},
       "checkpoint": {"num_to_keep": 5}})");
   runner_->Tick();
-  const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+  const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
   for (int i = 0; i < 1000 && runner_->FindTrial(id)->iteration < 2; ++i) {
     fleet_->Turn();
     fleet_->Heartbeat();
@@ -1106,7 +1106,7 @@ TEST_F(TrialRunnerTest, AResultThatSkipsIterationsFailsItsTrialAndStoresNothing)
   for (int64_t jump : {int64_t{2}, int64_t{1} << 62}) {
     std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 50}})");
     runner_->Tick();
-    const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+    const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
     for (int i = 0; i < 1000 && runner_->FindTrial(id)->iteration < 2; ++i) {
       fleet_->Turn();
       fleet_->Heartbeat();
@@ -1135,7 +1135,7 @@ TEST_F(TrialRunnerTest, AResultThatSkipsIterationsFailsItsTrialAndStoresNothing)
     bool acked = false;
     for (const auto& sent : sink_.sent) {
       if (const auto* ack = std::get_if<protocol::Ack>(&sent.message.body)) {
-        acked = acked || (ack->trial_id == id && ack->seq >= 901);
+        acked = acked || (ack->trial_id == id.str() && ack->seq >= 901);
       }
     }
     EXPECT_TRUE(acked);
@@ -1156,7 +1156,7 @@ TEST_F(TrialRunnerTest, AResultWithNonBooleanFlagsFailsItsTrialAndIsAcknowledged
     std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 50}})");
     runner_->Tick();  // generates the trial
     ASSERT_EQ(runner_->FindExperiment(exp)->trial_ids.size(), 1u);
-    const std::string id = runner_->FindExperiment(exp)->trial_ids[0];
+    const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
     // (The previous trial's group is released after pg_removal_delay_ms.)
     for (int i = 0; i < 1000 && runner_->FindTrial(id)->iteration < 2; ++i) {
       fleet_->Turn();
@@ -1186,7 +1186,7 @@ TEST_F(TrialRunnerTest, AResultWithNonBooleanFlagsFailsItsTrialAndIsAcknowledged
     // Looked at, not taken: the fleet still answers the STOP of the actor.
     for (const auto& sent : sink_.sent) {
       if (const auto* ack = std::get_if<protocol::Ack>(&sent.message.body)) {
-        acked = acked || (ack->trial_id == id && ack->seq >= 1000);
+        acked = acked || (ack->trial_id == id.str() && ack->seq >= 1000);
       }
     }
     EXPECT_TRUE(acked) << "a refused batch is acknowledged so that it is never replayed";
