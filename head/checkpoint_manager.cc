@@ -70,7 +70,7 @@ void CheckpointManager::Add(Trial& t, const CheckpointPolicy& policy, const std:
   t.checkpoints = std::move(kept);
 }
 
-Result<std::optional<std::string>> CheckpointManager::Read(const std::string& owner, uint64_t id) {
+Result<std::optional<std::string>> CheckpointManager::Read(const TrialId& owner, uint64_t id) {
   const std::string key = storage::CheckpointKey(owner, id);
   if (const auto* pending = batch_.NewestWrite(storage::Family::kCheckpoints, key)) {
     // Saved in this turn, not committed yet (a failure right after its SAVE,
@@ -87,7 +87,7 @@ Result<std::optional<std::string>> CheckpointManager::Read(const std::string& ow
 
 std::string* CheckpointManager::ForStart(Trial& t, const Trial* source, std::string& storage) {
   std::string* checkpoint = nullptr;
-  auto read = [&](const std::string& owner, const CheckpointRecord& c) {
+  auto read = [&](const TrialId& owner, const CheckpointRecord& c) {
     Result<std::optional<std::string>> bytes = Read(owner, c.id);
     if (bytes.ok() && bytes->has_value()) {
       storage = std::move(**bytes);

@@ -49,7 +49,7 @@ class CheckpointManager {
 
  private:
   // Checkpoint `id` of trial `owner`, from the turn's batch or the store.
-  Result<std::optional<std::string>> Read(const std::string& owner, uint64_t id);
+  Result<std::optional<std::string>> Read(const TrialId& owner, uint64_t id);
 
   storage::Store& store_;
   storage::WriteBatch& batch_;
