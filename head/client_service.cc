@@ -277,7 +277,7 @@ Json ClientService::ExperimentDoc(const Experiment& e) const {
     counts[TrialStatusName(s)] = it == e.counts.end() ? 0 : it->second;
   }
   Json best;
-  if (const Trial* b = runner_.BestTrial(e)) {
+  if (const Trial* b = runner_.book().BestTrial(e)) {
     best = Json{{"trial_id", b->trial_id},
                 {"metric", e.spec.metric},
                 {"value", *FindFlatKey(b->last_result, e.spec.metric)},

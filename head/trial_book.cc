@@ -1,10 +1,12 @@
 #include "head/trial_book.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <utility>
 
 #include "common/check.h"
+#include "head/experiment_spec.h"
 #include "head/trial_records.h"
 
 namespace ztune::head {
@@ -122,6 +124,26 @@ void TrialBook::WriteDirty(storage::WriteBatch& batch) {
     if (const Trial* t = FindTrial(id)) PutTrialRecord(batch, *t);
   }
   dirty_trials_.clear();
+}
+
+const Trial* TrialBook::BestTrial(const Experiment& e) const {
+  if (e.spec.metric.empty()) return nullptr;
+  const Trial* best = nullptr;
+  double best_v = 0;
+  bool maximize = e.spec.mode == "max";
+  for (const auto& id : e.trial_ids) {
+    const Trial& t = TrialRef(id);
+    if (t.last_result.is_null()) continue;
+    const Json* v = FindFlatKey(t.last_result, e.spec.metric);
+    if (v == nullptr || !v->is_number()) continue;
+    double x = v->get<double>();
+    if (std::isnan(x)) continue;
+    if (best == nullptr || (maximize ? x > best_v : x < best_v)) {
+      best = &t;
+      best_v = x;
+    }
+  }
+  return best;
 }
 
 }  // namespace ztune::head

@@ -52,6 +52,10 @@ class TrialBook {
   Trial& TrialRef(const TrialId& trial_id);
   const Trial& TrialRef(const TrialId& trial_id) const;
   size_t num_trials() const { return trials_.size(); }
+  // The trial of `e` whose last result is best by the spec's metric and mode
+  // (the first such on a tie); nullptr without a metric or a trial that
+  // reported it as a number (NaN never counts).
+  const Trial* BestTrial(const Experiment& e) const;
   // Changes the status and every count that depends on it; marks the trial.
   void SetStatus(Trial& t, TrialStatus s);
   // The next queue position: a trial requeued at the end of the queue.

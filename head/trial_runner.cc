@@ -308,21 +308,7 @@ void TrialRunner::Tick() {
 }
 
 void TrialRunner::CheckInsufficientResources() {
-  TimeMs now = clock_.NowMs();
-  bool waiting = book_.num_pending() > 0;
-  if (book_.num_running() > 0 || !waiting) {
-    no_running_since_ = -1;
-    return;
-  }
-  if (no_running_since_ < 0) {
-    no_running_since_ = now;
-    return;
-  }
-  if (now - no_running_since_ < options_.insufficient_resources_warn_ms ||
-      now - last_insufficient_warning_ < options_.insufficient_resources_warn_ms) {
-    return;
-  }
-  last_insufficient_warning_ = now;
+  if (!starvation_.Due(clock_.NowMs(), book_.num_running() > 0, book_.num_pending() > 0)) return;
   bool warned = false;
   scheduler_->ForEachWaitingRequest(
       [&](const std::string&, const PlacementRequest& request, size_t waiting) {
@@ -331,7 +317,7 @@ void TrialRunner::CheckInsufficientResources() {
         spdlog::warn("no trial has been running for {} s while {} trials wait: they ask for {} "
                      "but the largest worker has {} ({} workers alive). Add workers or reduce "
                      "the experiment's resources.",
-                     (now - no_running_since_) / 1000, waiting, request.ToString(),
+                     starvation_.starved_ms() / 1000, waiting, request.ToString(),
                      ledger_.LargestWorkerString(), registry_.NumAlive());
       });
 }

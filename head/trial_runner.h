@@ -43,6 +43,7 @@
 #include "head/result_processor.h"
 #include "head/search_space.h"
 #include "head/searcher.h"
+#include "head/starvation_warning.h"
 #include "head/trial_book.h"
 #include "head/trial.h"
 #include "head/worker_registry.h"
@@ -133,11 +134,10 @@ class TrialRunner {
   const PlacementGroupManager& groups() const { return groups_; }
   const Executor& executor() const { return executor_; }
   const TrialScheduler& scheduler() const { return *scheduler_; }
+  const TrialBook& book() const { return book_; }
   storage::Store& store() { return store_; }
   // Name of the worker hosting the trial's actor, or empty.
   std::string WorkerNameOf(const Trial& t) const;
-  // The best trial of an experiment by metric/mode over last results, or nullptr.
-  const Trial* BestTrial(const Experiment& e) const;
   int64_t ActorsOn(const WorkerId& worker_id) const;
   // Ray's has_resources_for_trial: a cached actor or a ready group of the
   // trial's request exists, one is staging, or another may be staged.
@@ -289,8 +289,7 @@ class TrialRunner {
   RateLimitedWarning peer_warnings_;
   TimeMs last_expiry_check_ = 0;
   TimeMs last_tick_ = 0;  // a longer gap than a heartbeat interval: the head stalled
-  TimeMs no_running_since_ = -1;
-  TimeMs last_insufficient_warning_ = 0;
+  StarvationWarning starvation_{options_.insufficient_resources_warn_ms};
 };
 
 }  // namespace ztune::head

@@ -119,26 +119,6 @@ std::string TrialRunner::WorkerNameOf(const Trial& t) const {
   return w == nullptr ? t.worker_id : w->name;
 }
 
-const Trial* TrialRunner::BestTrial(const Experiment& e) const {
-  if (e.spec.metric.empty()) return nullptr;
-  const Trial* best = nullptr;
-  double best_v = 0;
-  bool maximize = e.spec.mode == "max";
-  for (const auto& id : e.trial_ids) {
-    const Trial& t = book_.TrialRef(id);
-    if (t.last_result.is_null()) continue;
-    const Json* v = FindFlatKey(t.last_result, e.spec.metric);
-    if (v == nullptr || !v->is_number()) continue;
-    double x = v->get<double>();
-    if (std::isnan(x)) continue;
-    if (best == nullptr || (maximize ? x > best_v : x < best_v)) {
-      best = &t;
-      best_v = x;
-    }
-  }
-  return best;
-}
-
 int64_t TrialRunner::ActorsOn(const WorkerId& worker_id) const {
   auto it = actors_by_worker_.find(worker_id);
   return it == actors_by_worker_.end() ? 0 : static_cast<int64_t>(it->second.size());

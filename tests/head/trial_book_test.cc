@@ -3,6 +3,7 @@
 #include "head/trial_book.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,39 @@ TEST(TrialBookTest, LookupsOfUnknownIdsAreNullAndTheCheckedOnesAbort) {
   EXPECT_EQ(book.FindTrial("nope"), nullptr);
   EXPECT_EQ(book.FindExperiment("nope"), nullptr);
   EXPECT_DEATH(book.TrialRef("nope"), "");
+}
+
+// The best trial by the experiment's metric and mode over last results;
+// results without the metric, with a non-number or NaN are passed over, and
+// the first of equals wins.
+TEST(TrialBookTest, TheBestTrialFollowsMetricAndModeAndSkipsWhatIsNotANumber) {
+  TrialBook book;
+  Experiment ex = Exp(book.NextExperimentId());
+  Experiment& e = book.AddExperiment(std::move(ex));
+  EXPECT_EQ(book.BestTrial(e), nullptr) << "no metric";
+  e.spec.metric = "m/loss";  // a nested key, flattened as Ray does
+  e.spec.mode = "min";
+  const std::vector<Json> lasts = {
+      Json(),                                           // no result yet
+      Json{{"m", {{"loss", 0.5}}}},                     // best so far
+      Json{{"m", {{"loss", "low"}}}},                   // not a number
+      Json{{"m", {{"loss", std::nan("")}}}},            // NaN
+      Json{{"other", 0.0}},                             // metric missing
+      Json{{"m", {{"loss", 0.5}}}},                     // a tie: the first stays
+      Json{{"m", {{"loss", 2.0}}}},
+  };
+  std::vector<TrialId> ids;
+  for (const Json& last : lasts) {
+    Trial& t = book.AddTrial(e, Json::object());
+    t.last_result = last;
+    ids.push_back(t.trial_id);
+  }
+  ASSERT_NE(book.BestTrial(e), nullptr);
+  EXPECT_EQ(book.BestTrial(e)->trial_id, ids[1]);
+  e.spec.mode = "max";
+  EXPECT_EQ(book.BestTrial(e)->trial_id, ids[6]);
+  e.spec.metric = "missing";
+  EXPECT_EQ(book.BestTrial(e), nullptr);
 }
 
 }  // namespace

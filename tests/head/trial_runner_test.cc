@@ -40,7 +40,7 @@ TEST_F(TrialRunnerTest, RunsEveryTrialWithinClusterCapacity) {
     }
     EXPECT_TRUE(results.back()["done"].get<bool>());
   }
-  EXPECT_NE(runner_->BestTrial(*e), nullptr);
+  EXPECT_NE(runner_->book().BestTrial(*e), nullptr);
   EXPECT_EQ(runner_->groups().NumInUse(), 0);
   EXPECT_DOUBLE_EQ(runner_->ledger().Available().Get("CPU"), 4);
 }
