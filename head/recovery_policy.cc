@@ -15,8 +15,12 @@ RestartDisposition DispositionAfterRestart(const Trial& t) {
   return RestartDisposition::kRequeue;
 }
 
+TimeMs TwoLivenessWindowsMs(TimeMs heartbeat_ms, int64_t liveness) {
+  return 2 * heartbeat_ms * liveness;
+}
+
 TimeMs ReattachGraceMs(TimeMs configured, TimeMs heartbeat_ms, int64_t liveness) {
-  return configured > 0 ? configured : 2 * heartbeat_ms * liveness;
+  return configured > 0 ? configured : TwoLivenessWindowsMs(heartbeat_ms, liveness);
 }
 
 std::optional<int64_t> ReplayTarget(int64_t stored_iteration, const protocol::LiveActor& live) {

@@ -33,8 +33,12 @@ enum class RestartDisposition {
 // head, and a scheduler-PAUSED trial's memory checkpoint too.
 RestartDisposition DispositionAfterRestart(const Trial& t);
 
+// Two liveness windows: how long a re-attached trial awaits its replayed
+// results, and the default re-attach grace (a worker that reconnects at once
+// is in well before).
+TimeMs TwoLivenessWindowsMs(TimeMs heartbeat_ms, int64_t liveness);
 // How long a trial awaits its worker's re-attach: `configured`, or two
-// liveness windows (a worker that reconnects at once is in well before).
+// liveness windows.
 TimeMs ReattachGraceMs(TimeMs configured, TimeMs heartbeat_ms, int64_t liveness);
 
 // The iteration whose replayed result lets a re-attached trial be driven: the

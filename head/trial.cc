@@ -52,8 +52,8 @@ Status CheckTrialIdIssued(const Experiment& e, const TrialId& id) {
   const std::string& trial_id = id.str();
   const std::string prefix = e.experiment_id + "_";
   uint64_t index = 0;
-  bool canonical = trial_id.size() > prefix.size() && trial_id.compare(0, prefix.size(), prefix) == 0;
-  if (canonical) {
+  bool canonical = trial_id.starts_with(prefix);
+  if (canonical) {  // from_chars refuses an empty rest
     const char* end = trial_id.data() + trial_id.size();
     auto [stop, ec] = std::from_chars(trial_id.data() + prefix.size(), end, index);
     canonical = ec == std::errc() && stop == end && TrialIdFor(e.experiment_id, index) == id;

@@ -230,7 +230,7 @@ bool TrialRunner::Reattach(Trial& t, const WorkerId& worker_id,
     // TRAIN's batch follows: decide once they are stored, as the TRAIN's own
     // reply would have.
     waits_.AwaitReplay(t.trial_id, *until,
-                       clock_.NowMs() + 2 * options_.heartbeat_ms * options_.liveness);
+                       clock_.NowMs() + TwoLivenessWindowsMs(options_.heartbeat_ms, options_.liveness));
     return true;
   }
   // Nothing to wait for. After the commit, so that everything follows
