@@ -116,6 +116,9 @@ struct Experiment {
   std::vector<TrialId> trial_ids;  // creation order
   std::map<TrialStatus, int64_t> counts;
   int64_t live_trials = 0;  // not finished
+  // spec.resources.Key(), set by TrialBook::AddExperiment: the shape that
+  // queues, groups and cached actors of its trials are keyed by.
+  std::string request_key;
 
   bool SearchFinished() const { return stopped || next_variant >= total_variants; }
   Json ToJson() const;

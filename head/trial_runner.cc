@@ -37,23 +37,11 @@ Trial& TrialRunner::NewTrial(Experiment& e, Json config) {
   return t;
 }
 
-const std::string& TrialRunner::RequestKeyOf(const Trial& t) {
-  auto it = request_key_of_experiment_.find(t.experiment_id);
-  if (it != request_key_of_experiment_.end()) return it->second;
-  return request_key_of_experiment_[t.experiment_id] =
-             book_.ExperimentOf(t).spec.resources.Key();
-}
-
 void TrialRunner::Enqueue(Trial& t) {
   scheduler_->OnTrialAdd(t, RequestKeyOf(t), book_.ExperimentOf(t).spec.resources);
 }
 
 void TrialRunner::Dequeue(Trial& t) { scheduler_->OnTrialRemove(t); }
-
-int64_t TrialRunner::KillAfterMs(const Experiment& e) const {
-  if (e.spec.force_cleanup_s > 0) return static_cast<int64_t>(e.spec.force_cleanup_s * 1000);
-  return options_.force_cleanup_ms;
-}
 
 TrainBuffer TrialRunner::BufferFor(const Trial& t) const {
   const ExperimentSpec& spec = book_.ExperimentOf(t).spec;
@@ -104,14 +92,11 @@ void TrialRunner::StartTrial(Trial& t, uint64_t group_id) {
   }
   Dequeue(t);
   t.attempt++;
-  t.group_id = group_id;
   // The actor lives on the worker of bundle 0 (or of the first worker bundle
   // when the head bundle is empty: then the actor itself takes nothing).
   const BundlePlacement& host = g->placement.bundles.front();
-  t.worker_id = host.worker_id;
-  t.actor_worker = host.worker_id;
+  actors_.Hold(t, host.worker_id, group_id);
   t.placement = g->placement;
-  actors_by_worker_[t.worker_id].insert(t.trial_id);
   std::map<std::string, double> bundle0;
   if (!g->request.head_bundle_empty) bundle0 = host.resources.ToDoubles();
   std::vector<int64_t> gpu_ids;
@@ -154,23 +139,7 @@ void TrialRunner::OnWorkerDead(const WorkerId& worker_id, const std::string& cau
   ledger_.RemoveWorker(worker_id);
   RecomputeMaxPending();
   const std::set<uint64_t> broken_set(broken.begin(), broken.end());
-  const int64_t kill = options_.force_cleanup_ms;
-  const auto uncached = cache_.RemoveIf([&](const CachedActor& a) {
-    return a.worker_id == worker_id || broken_set.count(a.group_id) > 0;
-  });
-  for (const CachedActor& a : uncached) {
-    if (a.worker_id == worker_id) {
-      groups_.ReturnInUse(a.group_id);  // the actor died with the worker
-    } else {
-      executor_.StopActorKey(a.worker_id, a.trial_id, a.attempt, a.group_id, kill);
-    }
-  }
-  std::vector<TrialId> victims;
-  if (auto it = actors_by_worker_.find(worker_id); it != actors_by_worker_.end()) {
-    victims.assign(it->second.begin(), it->second.end());
-    actors_by_worker_.erase(it);
-  }
-  for (const auto& id : victims) {
+  for (const TrialId& id : actors_.OnWorkerGone(worker_id, broken_set)) {
     Trial* t = book_.FindTrial(id);
     if (t == nullptr || !PhaseHoldsActor(t->phase)) continue;
     groups_.ReturnInUse(t->group_id);  // nothing to stop: the worker is gone
@@ -235,7 +204,7 @@ void TrialRunner::StageAndReconcile() {
   std::vector<std::string> idle;  // shapes with nothing waiting, staged or cached
   scheduler_->ForEachWaitingRequest(
       [&](const std::string& key, const PlacementRequest& request, size_t waiting) {
-        const int64_t cached = static_cast<int64_t>(cache_.Count(key));
+        const int64_t cached = static_cast<int64_t>(actors_.NumCached(key));
         int64_t have = groups_.NumStaging(key) + groups_.NumReady(key) + cached;
         const int64_t want = static_cast<int64_t>(waiting);
         while (have < want && groups_.CanStage()) {
@@ -254,14 +223,14 @@ void TrialRunner::StartReadyTrials() {
   // either never blocks another (Ray's _on_pg_ready fallback, without its
   // deadlock). A cached actor is preferred over a fresh group (Ray).
   auto has_resources = [&](const std::string& key) {
-    return cache_.Has(key) || groups_.HasReady(key);
+    return actors_.HasCached(key) || groups_.HasReady(key);
   };
   while (true) {
     std::optional<TrialId> chosen = scheduler_->ChooseTrialToRun(has_resources);
     if (!chosen) return;
     const TrialId trial_id = *chosen;
     const std::string best_key = RequestKeyOf(book_.TrialRef(trial_id));
-    if (std::optional<CachedActor> actor = cache_.Take(best_key)) {
+    if (std::optional<CachedActor> actor = actors_.TakeCached(best_key)) {
       StartTrialOnCachedActor(book_.TrialRef(trial_id), *actor);
       continue;
     }
@@ -303,7 +272,7 @@ void TrialRunner::Tick() {
   StageAndReconcile();
   groups_.Update();
   StartReadyTrials();
-  ReconcileCachedActors();
+  actors_.TrimCache();
   CheckInsufficientResources();
 }
 

@@ -7,7 +7,9 @@
 // WriteBatch. The HeadServer commits that batch (one fsync) before sending
 // anything that depends on it. The TrialScheduler (FIFO by default) keeps
 // per-request queues, so a turn costs O(request shapes + staging groups),
-// never O(trials). The .cc is split by job: trial_runner.cc (the turn),
+// never O(trials). Which trial holds which actor, and what becomes of an
+// actor when its attempt ends, is the ActorManager's. The .cc is split by
+// job: trial_runner.cc (the turn),
 // _phases.cc (the state machine, finish, failure), _worker_input.cc,
 // _actors.cc (reuse, pause), _recovery.cc, _client_api.cc.
 //
@@ -32,7 +34,7 @@
 #include "common/rate_limited_warning.h"
 #include "common/protocol/messages.h"
 #include "common/status.h"
-#include "head/actor_cache.h"
+#include "head/actor_manager.h"
 #include "head/checkpoint_manager.h"
 #include "head/command_sink.h"
 #include "head/executor.h"
@@ -167,12 +169,14 @@ class TrialRunner {
   void StartTrialOnCachedActor(Trial& t, const CachedActor& actor);
   // The trial's checkpoint to start from (memory, else newest persistent).
   std::string* CheckpointFor(Trial& t, std::string& storage);
-  const std::string& RequestKeyOf(const Trial& t);
-  int64_t KillAfterMs(const Experiment& e) const;
+  const std::string& RequestKeyOf(const Trial& t) const {
+    return book_.ExperimentOf(t).request_key;
+  }
   // The only writer of Trial::phase. Checks the change (IsLegalTransition)
   // and keeps the per-phase indexes in step with it: waits_ (re-attach,
-  // replay) and resetting_ hold a trial exactly while it is in that phase
-  // (the caller fills resetting_ before entering and waits_ after).
+  // replay) and the actors' RESETs in flight hold a trial exactly while it
+  // is in that phase (the caller begins the RESET before entering and fills
+  // waits_ after).
   // An illegal change is IllegalState and is refused (returns false).
   bool SetPhase(Trial& t, TrialPhase to);
   // How EndAttempt disposes of the attempt's actor.
@@ -194,13 +198,6 @@ class TrialRunner {
   // Checks the trial's phase against its status, its actor fields and the
   // per-phase indexes (IllegalState on a mismatch).
   void CheckInvariants(const Trial& t) const;
-  // The trial no longer needs its actor: cache it for reuse when allowed and
-  // wanted, otherwise stop it. Clears the trial's actor fields. EndAttempt only.
-  void ReleaseActor(Trial& t, bool reusable);
-  bool TryCacheActor(Trial& t);
-  bool IsCachedActor(const WorkerId& worker_id, const TrialId& trial_id,
-                     uint64_t attempt) const;
-  void ReconcileCachedActors();
   void StartPause(Trial& t, SendTiming timing = SendTiming::kNow);
   void OnPauseSaved(Trial& t, const std::string& payload);
   void OnResetReply(Trial& t, const protocol::Reply& reply);
@@ -249,8 +246,6 @@ class TrialRunner {
   // The start of the trial's attempt was lost in transit (not the trial's
   // fault): it goes back to the queue without counting a failure.
   void RequeueLostStart(Trial& t, const std::string& why);
-  // Clears the trial's actor fields (worker, group, placement).
-  void ClearActor(Trial& t);
   void MaybeFinishExperiment(Experiment& e);
   // The experiment's searcher yields no more trials: its search space goes.
   void EndSearch(const Experiment& e) { searcher_.End(e.experiment_id); }
@@ -270,11 +265,8 @@ class TrialRunner {
 
   // Owns the queue of waiting trials and chooses which starts (FIFO today).
   std::unique_ptr<TrialScheduler> scheduler_;
-  ActorCache cache_;  // actors kept for reuse, by request shape
-  // Trial -> the actor key a RESET in flight is re-keying for it (kResetting).
-  std::unordered_map<TrialId, CachedActor> resetting_;
-  std::unordered_map<std::string, std::string> request_key_of_experiment_;
-  std::unordered_map<WorkerId, std::unordered_set<TrialId>> actors_by_worker_;
+  // Which trial holds an actor where, cached actors, RESETs in flight.
+  ActorManager actors_{executor_, groups_, book_, *scheduler_, options_.force_cleanup_ms};
   Searcher searcher_;  // the search spaces of the experiments that may yield more
   RecoveryWaits waits_;  // the trials in kAwaitingReattach and kAwaitingReplay
   int64_t max_pending_ = 16;

@@ -47,7 +47,6 @@ Result<Json> TrialRunner::Submit(const Json& spec_json) {
   e.created_at = WallSeconds();
   e.total_variants = *total;
   std::string id = e.experiment_id;
-  request_key_of_experiment_[id] = e.spec.resources.Key();
   searcher_.Start(id, std::move(space).value());
   Experiment& stored = book_.AddExperiment(std::move(e));
   book_.MarkDirty(stored);
@@ -120,22 +119,14 @@ std::string TrialRunner::WorkerNameOf(const Trial& t) const {
 }
 
 int64_t TrialRunner::ActorsOn(const WorkerId& worker_id) const {
-  auto it = actors_by_worker_.find(worker_id);
-  return it == actors_by_worker_.end() ? 0 : static_cast<int64_t>(it->second.size());
-}
-
-bool TrialRunner::IsCachedActor(const WorkerId& worker_id, const TrialId& trial_id,
-                                uint64_t attempt) const {
-  return cache_.Contains(worker_id, trial_id, attempt);
+  return actors_.ActorsOn(worker_id);
 }
 
 bool TrialRunner::HasResourcesForTrial(const TrialId& trial_id) const {
   const Trial* t = FindTrial(trial_id);
   if (t == nullptr) return false;
-  auto kit = request_key_of_experiment_.find(t->experiment_id);
-  if (kit == request_key_of_experiment_.end()) return false;
-  const std::string& key = kit->second;
-  if (cache_.Has(key)) return true;
+  const std::string& key = RequestKeyOf(*t);
+  if (actors_.HasCached(key)) return true;
   return groups_.HasReady(key) || groups_.NumStaging(key) > 0 || groups_.CanStage();
 }
 

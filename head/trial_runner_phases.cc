@@ -46,7 +46,7 @@ bool TrialRunner::SetPhase(Trial& t, TrialPhase to) {
   switch (from) {
     case TrialPhase::kAwaitingReattach:
     case TrialPhase::kAwaitingReplay: waits_.Leave(t.trial_id); break;
-    case TrialPhase::kResetting: resetting_.erase(t.trial_id); break;
+    case TrialPhase::kResetting: actors_.EndReset(t.trial_id); break;
     case TrialPhase::kSaving: t.stop_after_save = false; break;
     default: break;
   }
@@ -58,9 +58,9 @@ void TrialRunner::EndAttempt(Trial& t, ActorEnd end) {
   if (PhaseHoldsActor(t.phase)) {
     if (end == ActorEnd::kGone) {
       executor_.ForgetTrial(t.trial_id);  // their answers can never come
-      ClearActor(t);
+      actors_.Clear(t);
     } else {
-      ReleaseActor(t, end == ActorEnd::kReuseOrStop);
+      actors_.Release(t, end == ActorEnd::kReuseOrStop, max_pending_);
     }
   } else if (t.phase == TrialPhase::kAwaitingReattach) {
     // Not adopted: if its worker comes back with the actor, it is stopped as
@@ -92,8 +92,8 @@ void TrialRunner::CheckInvariants(const Trial& t) const {
   if ((t.phase == TrialPhase::kAwaitingReplay) != waits_.AwaitingReplay(t.trial_id)) {
     broken("waits_ holds a replay wait exactly for the trials awaiting a replay");
   }
-  if ((t.phase == TrialPhase::kResetting) != (resetting_.count(t.trial_id) > 0)) {
-    broken("resetting_ holds exactly the trials whose RESET is in flight");
+  if ((t.phase == TrialPhase::kResetting) != (actors_.ResetOf(t.trial_id) != nullptr)) {
+    broken("the actors' RESETs in flight are exactly those of the trials resetting");
   }
   if (t.stop_after_save && t.phase != TrialPhase::kSaving) {
     broken("stop_after_save is set only while saving");
@@ -154,7 +154,7 @@ void TrialRunner::FailTrial(Trial& t, const std::string& error, bool retry, Acto
   // the next start takes them), else requeue at the end of the queue. Its own
   // group is freed only once its STOP completes, so the end is the usual case.
   const std::string& key = RequestKeyOf(t);
-  const bool resources_now = groups_.HasReady(key) || cache_.Has(key);
+  const bool resources_now = groups_.HasReady(key) || actors_.HasCached(key);
   if (!resources_now) t.seq = book_.NextSeq();
   scheduler_->OnTrialError(t);  // Ray's _requeue_trial: on_trial_error, then on_trial_add
   book_.SetStatus(t, TrialStatus::kPending);

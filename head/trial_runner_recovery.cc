@@ -60,11 +60,7 @@ Status TrialRunner::Load() {
   }
   std::vector<std::string> ids;
   for (const auto& [id, e] : book_.experiments()) ids.push_back(id);
-  for (const std::string& id : ids) {
-    Experiment& e = *book_.FindExperiment(id);
-    request_key_of_experiment_[id] = e.spec.resources.Key();
-    MaybeFinishExperiment(e);
-  }
+  for (const std::string& id : ids) MaybeFinishExperiment(*book_.FindExperiment(id));
   spdlog::info("head epoch {}: loaded {} experiments and {} trials from the store", epoch_,
                book_.experiments().size(), book_.num_trials());
   return Status::Ok();
@@ -107,7 +103,7 @@ void TrialRunner::HandleRegister(const protocol::Register& reg) {
     Trial* t = book_.FindTrial(trial_id);
     bool ours = t != nullptr && PhaseHoldsActor(t->phase) && t->attempt == a.attempt &&
                 t->worker_id == worker;
-    ours = ours || IsCachedActor(worker, trial_id, a.attempt);
+    ours = ours || actors_.IsCached(worker, trial_id, a.attempt);
     if (!ours && t != nullptr && t->phase == TrialPhase::kAwaitingReattach &&
         t->attempt == a.attempt && t->actor_worker == worker) {
       ours = Reattach(*t, worker, a);
@@ -139,19 +135,13 @@ void TrialRunner::ReconcileAfterReconnect(const protocol::Register& reg) {
   std::map<std::pair<TrialId, uint64_t>, const protocol::LiveActor*> live;
   for (const auto& a : reg.live_actors) live[{TrialId(a.trial_id), a.attempt}] = &a;
   size_t resent = 0;
-  std::vector<TrialId> ids;
-  if (auto it = actors_by_worker_.find(worker_id); it != actors_by_worker_.end()) {
-    ids.assign(it->second.begin(), it->second.end());
-  }
-  for (const auto& id : ids) {
+  for (const TrialId& id : actors_.TrialsOn(worker_id)) {
     Trial* t = book_.FindTrial(id);
     if (t == nullptr || !PhaseHoldsActor(t->phase) || t->worker_id != worker_id) continue;
     auto l = live.find({id, t->attempt});
     if (l == live.end()) {
       // A RESET in flight: the actor may still have its old key.
-      if (auto r = resetting_.find(id); r != resetting_.end()) {
-        l = live.find({r->second.trial_id, r->second.attempt});
-      }
+      if (const CachedActor* r = actors_.ResetOf(id)) l = live.find({r->trial_id, r->attempt});
     }
     std::vector<std::pair<uint64_t, FutureType>> requests;
     for (uint64_t rid : executor_.DriverRidsOf(id)) {
@@ -208,9 +198,7 @@ bool TrialRunner::Reattach(Trial& t, const WorkerId& worker_id,
     GiveUpReattach(t, "its recorded placement does not fit what the workers offer now");
     return false;
   }
-  t.group_id = *group;
-  t.worker_id = worker_id;
-  actors_by_worker_[worker_id].insert(t.trial_id);
+  actors_.Hold(t, worker_id, *group);
   // Its own checkpoints are never ahead of its stored results; another
   // trial's (restore_from, before any result of its own) is.
   const Trial* source = t.restore_from.empty() ? nullptr : FindTrial(t.restore_from);

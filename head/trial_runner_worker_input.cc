@@ -139,7 +139,7 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id,
     // stored; ACK so the worker's outbox does not replay it forever.
     if (max_seq > 0) acks_[{worker_id, trial_id, batch.attempt}] = max_seq;
     const Trial* known = FindTrial(trial_id);
-    bool stale_actor = known != nullptr && !IsCachedActor(worker_id, trial_id, batch.attempt) &&
+    bool stale_actor = known != nullptr && !actors_.IsCached(worker_id, trial_id, batch.attempt) &&
                        (known->attempt != batch.attempt ||
                         (PhaseHoldsActor(known->phase) && known->worker_id != worker_id));
     if (stale_actor) {
