@@ -104,6 +104,10 @@ std::vector<TrialId> ActorManager::OnWorkerGone(const WorkerId& worker_id,
   return victims;
 }
 
+void ActorManager::OnStopDone(const Future& stop) {
+  if (stop.group_id != 0) groups_.ReturnInUse(stop.group_id);
+}
+
 int64_t ActorManager::ActorsOn(const WorkerId& worker_id) const {
   auto it = actors_by_worker_.find(worker_id);
   return it == actors_by_worker_.end() ? 0 : static_cast<int64_t>(it->second.size());

@@ -86,6 +86,9 @@ class ActorManager {
   // the runner fails each one, which Clears it).
   std::vector<TrialId> OnWorkerGone(const WorkerId& worker_id, const std::set<uint64_t>& broken);
   int64_t ActorsOn(const WorkerId& worker_id) const;
+  // A STOP completed, or can never complete (its worker is gone, its
+  // deadline passed): the actor is gone and its group, if any, returns.
+  void OnStopDone(const Future& stop);
   std::vector<TrialId> TrialsOn(const WorkerId& worker_id) const;
 
  private:

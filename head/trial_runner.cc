@@ -31,36 +31,6 @@ TrialRunner::TrialRunner(storage::Store& store, CommandSink& sink, const Clock& 
 
 // ---------------------------------------------------------------- lifecycle
 
-Trial& TrialRunner::NewTrial(Experiment& e, Json config) {
-  Trial& t = book_.AddTrial(e, std::move(config));
-  Enqueue(t);
-  return t;
-}
-
-void TrialRunner::Enqueue(Trial& t) {
-  scheduler_->OnTrialAdd(t, RequestKeyOf(t), book_.ExperimentOf(t).spec.resources);
-}
-
-void TrialRunner::Dequeue(Trial& t) { scheduler_->OnTrialRemove(t); }
-
-TrainBuffer TrialRunner::BufferFor(const Trial& t) const {
-  const ExperimentSpec& spec = book_.ExperimentOf(t).spec;
-  TrainBuffer b;
-  b.length = spec.result_buffer_length;
-  if (b.length > 1 && spec.checkpoint.at_end) b.length = 1;
-  if (b.length > 1 && spec.checkpoint.frequency > 0) {
-    b.length = std::min(b.length, spec.checkpoint.frequency);
-  }
-  b.time_s = executor_.BufferTime(spec.result_buffer_min_time_s, spec.result_buffer_max_time_s);
-  return b;
-}
-
-RequestTimeouts TrialRunner::TimeoutsFor(const Trial& t) const {
-  const RequestTimeoutsSpec& spec = book_.ExperimentOf(t).spec.timeouts;
-  auto ms = [](double s) { return static_cast<TimeMs>(s * 1000.0); };  // s <= 1e7: exact
-  return RequestTimeouts{ms(spec.setup_s), ms(spec.step_s), ms(spec.checkpoint_s)};
-}
-
 void TrialRunner::FailExpiredRequests() {
   for (const Future& f : executor_.TakeExpiredRequests()) {
     Trial* t = book_.FindTrial(f.trial_id);
@@ -70,7 +40,7 @@ void TrialRunner::FailExpiredRequests() {
                                                     : "setup_s";
     char budget[32];
     std::snprintf(budget, sizeof(budget), "%g", static_cast<double>(f.budget_ms) / 1000.0);
-    FailTrial(*t,
+    lifecycle_.FailTrial(*t,
               std::string(FutureTypeName(f.type)) + " of attempt " + std::to_string(f.attempt) +
                   " got no answer from worker " + f.worker_id + " within " + budget +
                   " s (spec timeouts." + key + "); its actor is stopped",
@@ -78,19 +48,14 @@ void TrialRunner::FailExpiredRequests() {
   }
 }
 
-void TrialRunner::ContinueTraining(Trial& t) {
-  if (!SetPhase(t, TrialPhase::kTraining)) return;
-  executor_.ContinueTraining(t, BufferFor(t), TimeoutsFor(t));
-}
-
 void TrialRunner::StartTrial(Trial& t, uint64_t group_id) {
   const auto* g = groups_.Find(group_id);
   Experiment& e = book_.ExperimentOf(t);
-  if (!SetPhase(t, TrialPhase::kStarting)) {
+  if (!lifecycle_.SetPhase(t, TrialPhase::kStarting)) {
     groups_.ReturnInUse(group_id);
     return;
   }
-  Dequeue(t);
+  lifecycle_.Dequeue(t);
   t.attempt++;
   // The actor lives on the worker of bundle 0 (or of the first worker bundle
   // when the head bundle is empty: then the actor itself takes nothing).
@@ -107,21 +72,13 @@ void TrialRunner::StartTrial(Trial& t, uint64_t group_id) {
   std::string* checkpoint = CheckpointFor(t, checkpoint_bytes);
   if (t.start_time == 0) t.start_time = WallSeconds();
   book_.SetStatus(t, TrialStatus::kRunning);
-  executor_.StartTrial(t, e.spec.trainable, t.worker_id, bundle0, gpu_ids, checkpoint, BufferFor(t),
-                       TimeoutsFor(t));
+  executor_.StartTrial(t, e.spec.trainable, t.worker_id, bundle0, gpu_ids, checkpoint, lifecycle_.BufferFor(t),
+                       lifecycle_.TimeoutsFor(t));
 }
 
 std::string* TrialRunner::CheckpointFor(Trial& t, std::string& storage) {
   const Trial* source = t.restore_from.empty() ? nullptr : FindTrial(t.restore_from);
   return checkpoints_.ForStart(t, source, storage);
-}
-
-void TrialRunner::ContinueOrPause(Trial& t) {
-  if (t.pause_requested) {
-    StartPause(t);
-  } else {
-    ContinueTraining(t);
-  }
 }
 
 void TrialRunner::OnWorkerDead(const WorkerId& worker_id, const std::string& cause) {
@@ -130,7 +87,7 @@ void TrialRunner::OnWorkerDead(const WorkerId& worker_id, const std::string& cau
   spdlog::warn("worker {} is gone: {}", who, cause);
   // Stops sent there will never be answered: the actors are gone with the
   // worker, and so are their groups' resources there.
-  for (const Future& f : executor_.TakeStopsOnWorker(worker_id)) OnStopDone(f);
+  for (const Future& f : executor_.TakeStopsOnWorker(worker_id)) actors_.OnStopDone(f);
   // Groups with a bundle there whose actors live on: every actor of such a
   // group ends, and its group is returned when it is gone; an actor on a
   // live worker keeps its resources booked until its STOP completes (they
@@ -143,7 +100,7 @@ void TrialRunner::OnWorkerDead(const WorkerId& worker_id, const std::string& cau
     Trial* t = book_.FindTrial(id);
     if (t == nullptr || !PhaseHoldsActor(t->phase)) continue;
     groups_.ReturnInUse(t->group_id);  // nothing to stop: the worker is gone
-    FailTrial(*t, "worker " + who + " died: " + cause, true, ActorEnd::kGone);
+    lifecycle_.FailTrial(*t, "worker " + who + " died: " + cause, true, ActorEnd::kGone);
   }
   for (uint64_t gid : broken) {
     const auto* g = groups_.Find(gid);
@@ -151,34 +108,9 @@ void TrialRunner::OnWorkerDead(const WorkerId& worker_id, const std::string& cau
     Trial* t = book_.FindTrial(g->trial_id);
     // A group whose actor is already stopping is returned by its STOP.
     if (t == nullptr || !PhaseHoldsActor(t->phase) || t->group_id != gid) continue;
-    FailTrial(*t, "worker " + who + ", which held a bundle of its placement group, died: " + cause,
+    lifecycle_.FailTrial(*t, "worker " + who + ", which held a bundle of its placement group, died: " + cause,
               true);  // stops its actor; the group returns when that is done
   }
-}
-
-void TrialRunner::MaybeFinishExperiment(Experiment& e) {
-  if (e.finished) return;
-  if (e.live_trials == 0 && e.SearchFinished()) {
-    e.finished = true;
-    EndSearch(e);
-    book_.MarkDirty(e);
-    spdlog::info("experiment {} ({}) finished: {} trials, {} TERMINATED, {} ERROR",
-                 e.experiment_id, e.spec.name, e.trial_ids.size(), e.counts[TrialStatus::kTerminated],
-                 e.counts[TrialStatus::kError]);
-  }
-}
-
-void TrialRunner::StopExperiment(Experiment& e, std::vector<TrialId>* stopped) {
-  e.stopped = true;
-  EndSearch(e);
-  book_.MarkDirty(e);
-  for (const auto& id : e.trial_ids) {
-    Trial& t = book_.TrialRef(id);
-    if (IsFinished(t.status)) continue;
-    FinishTrial(t, TrialStatus::kTerminated);
-    if (stopped != nullptr) stopped->push_back(id);
-  }
-  MaybeFinishExperiment(e);
 }
 
 // ---------------------------------------------------------------- turn
@@ -190,12 +122,12 @@ void TrialRunner::GenerateTrials() {
     Experiment& e = *found;
     while (!e.SearchFinished() && book_.num_pending() < max_pending_ &&
            (e.spec.max_concurrent_trials == 0 || e.live_trials < e.spec.max_concurrent_trials)) {
-      NewTrial(e, searcher_.Next(e));
+      lifecycle_.NewTrial(e, searcher_.Next(e));
     }
     if (e.SearchFinished()) {
       book_.MarkDirty(e);
-      EndSearch(e);
-      MaybeFinishExperiment(e);
+      searcher_.End(e.experiment_id);
+      lifecycle_.MaybeFinishExperiment(e);
     }
   }
 }
@@ -264,10 +196,10 @@ void TrialRunner::Tick() {
   for (const Future& f : executor_.TakeExpiredStops()) {
     spdlog::warn("stop of trial {} on {} not confirmed within its deadline; releasing its "
                  "resources", f.trial_id, f.worker_id);
-    OnStopDone(f);
+    actors_.OnStopDone(f);
   }
   FailExpiredRequests();
-  ExpireReattachWaits();
+  recovery_.ExpireWaits();
   GenerateTrials();
   StageAndReconcile();
   groups_.Update();
@@ -299,12 +231,13 @@ void TrialRunner::RecomputeMaxPending() {
     max_pending_ = std::max<int64_t>(16, static_cast<int64_t>(1.1 * cpus));
   }
   groups_.set_max_staging(max_pending_);
+  lifecycle_.set_max_cached_actors(max_pending_);
 }
 
 void TrialRunner::FlushTo(storage::WriteBatch& batch) {
   if (options_.strict_invariants) {
     for (const auto& [id, e] : book_.experiments()) {
-      for (const TrialId& tid : e.trial_ids) CheckInvariants(book_.TrialRef(tid));
+      for (const TrialId& tid : e.trial_ids) lifecycle_.CheckInvariants(book_.TrialRef(tid));
     }
   }
   book_.WriteDirty(batch_);

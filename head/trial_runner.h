@@ -1,17 +1,18 @@
 // TrialRunner: the step loop of Ray's TrialRunner. Turns protocol input
 // (registrations, replies, results) and client requests into trial
-// transitions: each trial's phase changes only through SetPhase (checked
-// against trial_phase.h) and every attempt ends through EndAttempt. It drives
-// the Executor and the PlacementGroupManager, applies its decisions to the
-// TrialBook, and records every state change in the current loop turn's
-// WriteBatch. The HeadServer commits that batch (one fsync) before sending
-// anything that depends on it. The TrialScheduler (FIFO by default) keeps
-// per-request queues, so a turn costs O(request shapes + staging groups),
-// never O(trials). Which trial holds which actor, and what becomes of an
-// actor when its attempt ends, is the ActorManager's. The .cc is split by
-// job: trial_runner.cc (the turn),
-// _phases.cc (the state machine, finish, failure), _worker_input.cc,
-// _actors.cc (reuse, pause), _recovery.cc, _client_api.cc.
+// transitions, and runs the turn: timers, trial generation, staging, starts.
+// It owns the parts and applies their decisions: the TrialLifecycle (each
+// trial's phase changes only through its SetPhase, checked against
+// trial_phase.h, and every attempt ends through its EndAttempt), the
+// TrialRecovery (load, re-attach, reconnect, resume policies), the
+// ActorManager (which trial holds which actor; reuse), the Executor
+// (requests and their futures), the PlacementGroupManager, the TrialBook, the
+// TrialScheduler (FIFO by default: per-request queues, so a turn costs
+// O(request shapes + staging groups), never O(trials)) and the
+// CheckpointManager. Every state change goes into the turn's WriteBatch; the
+// HeadServer commits it (one fsync) before sending anything that depends on
+// it. The .cc is split by job: trial_runner.cc (the turn), _worker_input.cc,
+// _actors.cc (starts on cached actors, pause), _client_api.cc.
 //
 // Lives on the head loop thread; not thread-safe.
 #pragma once
@@ -47,6 +48,8 @@
 #include "head/searcher.h"
 #include "head/starvation_warning.h"
 #include "head/trial_book.h"
+#include "head/trial_lifecycle.h"
+#include "head/trial_recovery.h"
 #include "head/trial.h"
 #include "head/worker_registry.h"
 #include "storage/store.h"
@@ -84,7 +87,7 @@ class TrialRunner {
   // RUNNING and waits (the re-attach grace) for that worker to report its
   // live actor; others go back to the queue and restart from their newest
   // persistent checkpoint. Corruption if a record cannot be read.
-  Status Load();
+  Status Load() { return recovery_.Load(); }
 
   // ---- worker input (the HeadServer has decoded and routed it) ----
   bool IsKnownWorker(const WorkerId& worker_id) const;
@@ -112,13 +115,11 @@ class TrialRunner {
   // behind every PENDING trial, and resumes from the memory checkpoint.
   Status PauseTrial(const TrialId& trial_id, bool hold);
   Status Resume(const TrialId& trial_id);
-  // Ray's resume policies for an experiment: `errored` "retry" puts ERROR
-  // trials back in the queue with their id (from their newest persistent
-  // checkpoint), "restart" adds a fresh trial (new id, same config, from
-  // scratch) for each; `unfinished` false terminates every unfinished trial
-  // and ends the search. Returns what changed.
+  // Ray's resume policies (TrialRecovery::ResumeExperiment).
   Result<Json> ResumeExperiment(const std::string& experiment_id, const std::string& errored,
-                                bool unfinished);
+                                bool unfinished) {
+    return recovery_.ResumeExperiment(experiment_id, errored, unfinished);
+  }
 
   // Timers and scheduling; call once per loop turn after the input.
   void Tick();
@@ -149,16 +150,11 @@ class TrialRunner {
   // Time until Tick has timed work to do (heartbeats, removals), for poll.
   TimeMs NextTimerMs() const;
   // This head's epoch (1 at the first start of a store; Load bumps it).
-  uint64_t epoch() const { return epoch_; }
+  uint64_t epoch() const { return recovery_.epoch(); }
   // The trials held back for a re-attach or a replay, with their deadlines.
   const RecoveryWaits& recovery_waits() const { return waits_; }
 
  private:
-
-  // A new PENDING trial of `e` (TrialBook::AddTrial), queued.
-  Trial& NewTrial(Experiment& e, Json config);
-  void Enqueue(Trial& t);
-  void Dequeue(Trial& t);
   // The trial a message is about, if it is the current attempt with an actor.
   Trial* CurrentTrial(const TrialId& trial_id, uint64_t attempt);
 
@@ -172,84 +168,18 @@ class TrialRunner {
   const std::string& RequestKeyOf(const Trial& t) const {
     return book_.ExperimentOf(t).request_key;
   }
-  // The only writer of Trial::phase. Checks the change (IsLegalTransition)
-  // and keeps the per-phase indexes in step with it: waits_ (re-attach,
-  // replay) and the actors' RESETs in flight hold a trial exactly while it
-  // is in that phase (the caller begins the RESET before entering and fills
-  // waits_ after).
-  // An illegal change is IllegalState and is refused (returns false).
-  bool SetPhase(Trial& t, TrialPhase to);
-  // How EndAttempt disposes of the attempt's actor.
-  enum class ActorEnd {
-    kStop,         // stop it (its group is freed when the STOP completes)
-    kReuseOrStop,  // cache it for a waiting trial of its shape, else stop it
-    kGone,         // it is gone and its group dealt with (its worker died, or
-                   // it was stopped under its key before a RESET): forget it
-  };
-  // The single exit from every phase: disposes of the actor as `end` says
-  // (dropping every request of the attempt), forgets a re-attach that will
-  // not happen, leaves every per-phase index, clears the attempt's intents
-  // (pause requested, stop after save) and marks the trial for the turn's
-  // commit. The phase is kIdle afterwards; the caller sets the status.
-  void EndAttempt(Trial& t, ActorEnd end);
-  // A broken invariant or illegal change: aborts under strict_invariants,
-  // otherwise logs `what` as an error.
-  void IllegalState(const std::string& what) const;
-  // Checks the trial's phase against its status, its actor fields and the
-  // per-phase indexes (IllegalState on a mismatch).
-  void CheckInvariants(const Trial& t) const;
-  void StartPause(Trial& t, SendTiming timing = SendTiming::kNow);
   void OnPauseSaved(Trial& t, const std::string& payload);
   void OnResetReply(Trial& t, const protocol::Reply& reply);
-  // What a trial does when its TRAIN or SAVE completes without stopping.
-  void ContinueOrPause(Trial& t);
-  TrainBuffer BufferFor(const Trial& t) const;
-  // A trial awaiting a re-attach whose actor will not be re-attached:
-  // it starts again (or stays paused when a user paused it).
-  void GiveUpReattach(Trial& t, const std::string& why);
-  RequestTimeouts TimeoutsFor(const Trial& t) const;
   // Fails the attempts whose requests went unanswered past their deadline.
   void FailExpiredRequests();
-  void ContinueTraining(Trial& t);
 
   void OnCreateReply(Trial& t, const protocol::Reply& reply);
   void OnRestoreReply(Trial& t, const protocol::Reply& reply);
   void OnSaveReply(Trial& t, const protocol::Reply& reply, const std::string& payload);
-  void OnStopDone(const Future& f);
   // Stores a persistent checkpoint and applies retention (Ray's rules).
   void AddCheckpoint(Trial& t, const std::string& bytes, int64_t iteration);
 
-  // Ends the trial's attempt (EndAttempt: its actor is stopped, or cached when
-  // the trial TERMINATED with reuse_actors, unless `end` is kGone) and makes it
-  // TERMINATED or ERROR.
-  void FinishTrial(Trial& t, TrialStatus final_status, ActorEnd end = ActorEnd::kStop);
-  // Counts a failure; retries within max_failures (from the newest persistent
-  // checkpoint), otherwise ERROR. `retry` false forces ERROR. `end` as for
-  // FinishTrial (kReuseOrStop is never used: an actor is not reused after an
-  // error).
-  void FailTrial(Trial& t, const std::string& error, bool retry,
-                 ActorEnd end = ActorEnd::kStop);
   void OnWorkerDead(const WorkerId& worker_id, const std::string& cause);
-  // Adopts a live actor reported by a registering worker (after a restart).
-  bool Reattach(Trial& t, const WorkerId& worker_id, const protocol::LiveActor& live);
-  // The first decision for a re-attached trial, from its stored state: finish
-  // it if its last result stopped it, take a checkpoint that is due, or train.
-  void DriveAfterReattach(Trial& t, SendTiming timing);
-  // Whether a persistent checkpoint is due after the trial's last result.
-  bool CheckpointDue(const Trial& t) const;
-  void ExpireReattachWaits();
-  // A live worker registered again with a new incarnation (it reconnected):
-  // what the head sent it meanwhile, or what it answered, may be lost. Each
-  // of its trials is checked against the actors and request ids it reports:
-  // requests are sent again (same rid), a lost start begins again.
-  void ReconcileAfterReconnect(const protocol::Register& reg);
-  // The start of the trial's attempt was lost in transit (not the trial's
-  // fault): it goes back to the queue without counting a failure.
-  void RequeueLostStart(Trial& t, const std::string& why);
-  void MaybeFinishExperiment(Experiment& e);
-  // The experiment's searcher yields no more trials: its search space goes.
-  void EndSearch(const Experiment& e) { searcher_.End(e.experiment_id); }
-  void StopExperiment(Experiment& e, std::vector<TrialId>* stopped);
   void RecomputeMaxPending();
   void CheckInsufficientResources();
 
@@ -276,12 +206,20 @@ class TrialRunner {
   // (worker, trial, attempt) -> highest result seq of the turn, ACKed after commit.
   std::map<std::tuple<WorkerId, TrialId, uint64_t>, uint64_t> acks_;
 
-  // Persisted in meta, bumped at every Load: fences request ids across restarts.
-  uint64_t epoch_ = 0;
   RateLimitedWarning peer_warnings_;
   TimeMs last_expiry_check_ = 0;
   TimeMs last_tick_ = 0;  // a longer gap than a heartbeat interval: the head stalled
   StarvationWarning starvation_{options_.insufficient_resources_warn_ms};
+  // Last: it works on the parts above.
+  TrialLifecycle lifecycle_{
+      TrialLifecycle::Parts{book_, executor_, actors_, *scheduler_, waits_, searcher_, groups_,
+                            batch_},
+      options_.strict_invariants};
+  TrialRecovery recovery_{
+      TrialRecovery::Parts{store_, book_, lifecycle_, executor_, actors_, groups_, waits_,
+                           searcher_, sink_, clock_, batch_},
+      TrialRecovery::Options{options_.reattach_grace_ms, options_.heartbeat_ms, options_.liveness,
+                             options_.force_cleanup_ms}};
 };
 
 }  // namespace ztune::head

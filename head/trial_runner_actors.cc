@@ -1,6 +1,5 @@
 // TrialRunner, actor reuse and pausing: starting a trial on a cached actor
-// (RESET), releasing or caching actors when trials end, and pause/resume with
-// memory checkpoints.
+// (RESET) and pause/resume with memory checkpoints.
 #include "head/trial_runner.h"
 
 #include <algorithm>
@@ -14,20 +13,20 @@ namespace ztune::head {
 
 void TrialRunner::StartTrialOnCachedActor(Trial& t, const CachedActor& actor) {
   actors_.BeginReset(t.trial_id, actor);
-  if (!SetPhase(t, TrialPhase::kResetting)) {
+  if (!lifecycle_.SetPhase(t, TrialPhase::kResetting)) {
     actors_.EndReset(t.trial_id);
     executor_.StopActorKey(actor.worker_id, actor.trial_id, actor.attempt, actor.group_id,
                            actors_.KillAfterMs(book_.ExperimentOf(t)));
     return;
   }
-  Dequeue(t);
+  lifecycle_.Dequeue(t);
   t.attempt++;
   actors_.Hold(t, actor.worker_id, actor.group_id);
   if (const auto* g = groups_.Find(actor.group_id)) t.placement = g->placement;
   groups_.AssignCached(actor.group_id, t.trial_id);
   if (t.start_time == 0) t.start_time = WallSeconds();
   book_.SetStatus(t, TrialStatus::kRunning);
-  executor_.Reset(t, actor.trial_id, actor.attempt, TimeoutsFor(t));
+  executor_.Reset(t, actor.trial_id, actor.attempt, lifecycle_.TimeoutsFor(t));
 }
 
 void TrialRunner::OnResetReply(Trial& t, const protocol::Reply& reply) {
@@ -36,10 +35,10 @@ void TrialRunner::OnResetReply(Trial& t, const protocol::Reply& reply) {
   const CachedActor old = *resetting;
   bool accepted = reply.ok && reply.data.is_object() && reply.data.value("reset", false);
   if (accepted) {
-    if (!SetPhase(t, TrialPhase::kStarting)) return;
+    if (!lifecycle_.SetPhase(t, TrialPhase::kStarting)) return;
     std::string bytes;
     std::string* checkpoint = CheckpointFor(t, bytes);
-    executor_.ResumeOnActor(t, checkpoint, BufferFor(t), TimeoutsFor(t));
+    executor_.ResumeOnActor(t, checkpoint, lifecycle_.BufferFor(t), lifecycle_.TimeoutsFor(t));
     return;
   }
   // The actor kept its old key (or is gone): stop it under that key, which
@@ -49,7 +48,7 @@ void TrialRunner::OnResetReply(Trial& t, const protocol::Reply& reply) {
   std::string why = reply.ok ? std::string("Trainable runner reuse requires reset_config() to be "
                                            "implemented and return True.")
                              : "actor reuse failed: " + reply.error;
-  FailTrial(t, why, false, ActorEnd::kGone);
+  lifecycle_.FailTrial(t, why, false, ActorEnd::kGone);
 }
 
 Status TrialRunner::PauseTrial(const TrialId& trial_id, bool hold) {
@@ -67,7 +66,7 @@ Status TrialRunner::PauseTrial(const TrialId& trial_id, bool hold) {
     case TrialStatus::kPending:
     case TrialStatus::kPaused:
       if (!hold) return Status::Ok();
-      Dequeue(*t);
+      lifecycle_.Dequeue(*t);
       book_.SetStatus(*t, TrialStatus::kPaused);
       t->held = true;
       book_.MarkDirty(*t);
@@ -92,23 +91,17 @@ Status TrialRunner::Resume(const TrialId& trial_id) {
   if (t->held) {
     t->held = false;
     book_.MarkDirty(*t);
-    Enqueue(*t);
+    lifecycle_.Enqueue(*t);
   }
   return Status::Ok();
 }
 
-void TrialRunner::StartPause(Trial& t, SendTiming timing) {
-  if (!SetPhase(t, TrialPhase::kPausing)) return;
-  t.pause_requested = false;
-  executor_.Save(t, CheckpointStorage::kMemory, TimeoutsFor(t), timing);
-}
-
 void TrialRunner::OnPauseSaved(Trial& t, const std::string& payload) {
   const Experiment& e = book_.ExperimentOf(t);
-  EndAttempt(t, e.spec.reuse_actors ? ActorEnd::kReuseOrStop : ActorEnd::kStop);
+  lifecycle_.EndAttempt(t, e.spec.reuse_actors ? ActorEnd::kReuseOrStop : ActorEnd::kStop);
   t.memory_checkpoint = payload;
   book_.SetStatus(t, TrialStatus::kPaused);
-  if (!t.held) Enqueue(t);
+  if (!t.held) lifecycle_.Enqueue(t);
 }
 
 }  // namespace ztune::head

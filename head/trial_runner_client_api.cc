@@ -87,7 +87,7 @@ Result<TrialId> TrialRunner::AddTrial(const std::string& experiment_id, const Js
                                      "', not '" + e.spec.trainable + "'");
     }
   }
-  Trial& t = NewTrial(e, config);
+  Trial& t = lifecycle_.NewTrial(e, config);
   t.restore_from = restore_from;
   e.total_variants++;
   e.next_variant++;  // an added trial counts as a variant the searcher produced
@@ -98,13 +98,13 @@ Result<TrialId> TrialRunner::AddTrial(const std::string& experiment_id, const Js
 Result<std::vector<TrialId>> TrialRunner::Stop(const std::string& id) {
   std::vector<TrialId> stopped;
   if (Experiment* e = book_.FindExperiment(id)) {
-    StopExperiment(*e, &stopped);
+    lifecycle_.StopExperiment(*e, &stopped);
     return stopped;
   }
   Trial* t = book_.FindTrial(TrialId(id));  // not an experiment: a trial, if anything
   if (t == nullptr) return Status::NotFound("no experiment or trial '" + id + "'");
   if (!IsFinished(t->status)) {
-    FinishTrial(*t, TrialStatus::kTerminated);
+    lifecycle_.FinishTrial(*t, TrialStatus::kTerminated);
     stopped.push_back(t->trial_id);
   }
   return stopped;

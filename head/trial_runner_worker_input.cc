@@ -1,7 +1,7 @@
 // TrialRunner, worker input: registrations' liveness, replies to the head's
 // requests (create, restore, save, reset, stop) and RESULT batches, turned
-// into trial transitions. The rest of the runner: trial_runner.cc (lifecycle
-// and the turn), _actors.cc, _recovery.cc, _client_api.cc.
+// into trial transitions. The rest of the runner: trial_runner.cc (the
+// turn), _actors.cc, _client_api.cc.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/printable.h"
 #include "head/trial_runner.h"
 #include "storage/keys.h"
 
@@ -16,12 +17,42 @@ namespace ztune::head {
 
 // ---------------------------------------------------------------- workers
 
-bool TrialRunner::IsKnownWorker(const WorkerId& worker_id) const {
-  return registry_.FindAlive(worker_id) != nullptr;
+void TrialRunner::HandleRegister(const protocol::Register& reg) {
+  // Refused registrations change nothing; the worker keeps asking (every
+  // heartbeat interval) and the warning says why.
+  Result<ResourceSet> offered = WorkerRegistry::CheckOffer(reg);
+  if (!offered.ok()) {
+    peer_warnings_.Warn("REGISTER of worker '" + reg.worker_id + "' refused: " +
+                        offered.status().message());
+    return;
+  }
+  const WorkerId worker(reg.worker_id);  // the seam: CheckOffer and HeadServer checked it
+  const WorkerInfo* before = registry_.Find(worker);
+  const bool reconnected =
+      before != nullptr && before->alive && before->incarnation != reg.incarnation;
+  bool fresh = registry_.Register(reg);
+  protocol::Registered registered;
+  registered.worker_id = worker.str();
+  registered.heartbeat_ms = options_.heartbeat_ms;
+  registered.liveness = options_.liveness;
+  registered.head_epoch = recovery_.epoch();
+  // Sent before anything below (re-attach TRAINs, STOPs): the worker holds
+  // its replies and replays its outbox once it has this.
+  sink_.SendToWorker(worker, protocol::Message{registered, {}}, SendTiming::kAfterCommit);
+  if (fresh) {
+    ledger_.AddWorker(worker, *offered, reg.gpu_ids);
+    groups_.NotifyCapacityChanged();
+    RecomputeMaxPending();
+    spdlog::info("worker {} registered ({} on {}, pid {}): {}, {} live actors",
+                 EscapeControl(worker.str()), EscapeControl(reg.name), EscapeControl(reg.host),
+                 reg.pid, offered->ToString(),
+                 reg.live_actors.size());
+  }
+  recovery_.OnRegistered(reg, reconnected);
 }
 
-bool TrialRunner::CheckpointDue(const Trial& t) const {
-  return CheckpointManager::Due(t, book_.ExperimentOf(t).spec.checkpoint);
+bool TrialRunner::IsKnownWorker(const WorkerId& worker_id) const {
+  return registry_.FindAlive(worker_id) != nullptr;
 }
 
 void TrialRunner::HandleHeartbeat(const WorkerId& worker_id) { registry_.Touch(worker_id); }
@@ -54,7 +85,7 @@ void TrialRunner::HandleReply(const WorkerId& worker_id, const protocol::Reply& 
   }
   if (f->type == FutureType::kStop) {
     if (!reply.ok) spdlog::warn("stop of trial {}: {}", f->trial_id, reply.error);
-    OnStopDone(*f);
+    actors_.OnStopDone(*f);
     return;
   }
   if (f->type == FutureType::kExport) {
@@ -80,10 +111,10 @@ void TrialRunner::HandleReply(const WorkerId& worker_id, const protocol::Reply& 
     case FutureType::kSave:
       if (f->storage == CheckpointStorage::kMemory) {
         if (t->phase != TrialPhase::kPausing) {
-          IllegalState("trial " + t->trial_id + ": a pause SAVE answered in phase " +
+          lifecycle_.IllegalState("trial " + t->trial_id + ": a pause SAVE answered in phase " +
                        TrialPhaseName(t->phase));
         } else if (!reply.ok || payload.empty()) {
-          FailTrial(*t, "pause checkpoint failed: " + reply.error, true);
+          lifecycle_.FailTrial(*t, "pause checkpoint failed: " + reply.error, true);
         } else {
           OnPauseSaved(*t, payload);
         }
@@ -104,7 +135,7 @@ void TrialRunner::OnCreateReply(Trial& t, const protocol::Reply& reply) {
   const WorkerInfo* w = registry_.Find(t.worker_id);
   const std::string& trainable = book_.ExperimentOf(t).spec.trainable;
   const bool hosted = w != nullptr && w->trainables.count(trainable) > 0;
-  FailTrial(t, "failed to start: " + reply.error +
+  lifecycle_.FailTrial(t, "failed to start: " + reply.error +
                    (hosted ? "" : " (worker " + t.worker_id + " does not host '" + trainable +
                                       "'; not retried)"),
             hosted);
@@ -116,13 +147,9 @@ void TrialRunner::OnRestoreReply(Trial& t, const protocol::Reply& reply) {
   // retry starts from scratch; retrying from it again spent max_failures on
   // a damaged checkpoint (or looped forever at -1).
   CheckpointManager::GiveUpCurrent(t);
-  FailTrial(t, "failed to restore from checkpoint: " + reply.error +
+  lifecycle_.FailTrial(t, "failed to restore from checkpoint: " + reply.error +
                    " (the retry starts from scratch)",
             true);
-}
-
-void TrialRunner::OnStopDone(const Future& f) {
-  if (f.group_id != 0) groups_.ReturnInUse(f.group_id);
 }
 
 // ---------------------------------------------------------------- results
@@ -192,51 +219,51 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id,
   }
   if (max_seq > 0) acks_[{worker_id, t->trial_id, t->attempt}] = max_seq;
   if (!error.empty()) {
-    FailTrial(*t, error, false);
+    lifecycle_.FailTrial(*t, error, false);
     return;
   }
   if (batch.failed) {
-    FailTrial(*t, batch.error.empty() ? "step failed" : batch.error, true);
+    lifecycle_.FailTrial(*t, batch.error.empty() ? "step failed" : batch.error, true);
     return;
   }
   if (!f) {
     if (t->phase == TrialPhase::kAwaitingReplay && waits_.ReplayReached(t->trial_id, t->iteration)) {
       // The outbox replay of a re-attached actor is in: drive it from here.
-      DriveAfterReattach(*t, SendTiming::kNow);
+      recovery_.OnReplayReached(*t);
       return;
     }
     // A replay (after a reconnect or a head restart): the live TRAIN's own
     // batch drives the trial, but a replayed stop ends it here, so that no
     // iteration past the stop is ever stored.
-    if (stop) FinishTrial(*t, TrialStatus::kTerminated);
+    if (stop) lifecycle_.FinishTrial(*t, TrialStatus::kTerminated);
     return;
   }
   if (checkpoint) {
-    if (!SetPhase(*t, TrialPhase::kSaving)) return;
+    if (!lifecycle_.SetPhase(*t, TrialPhase::kSaving)) return;
     t->stop_after_save = stop;
-    executor_.Save(*t, CheckpointStorage::kPersistent, TimeoutsFor(*t));
+    executor_.Save(*t, CheckpointStorage::kPersistent, lifecycle_.TimeoutsFor(*t));
     return;
   }
   if (stop) {
-    FinishTrial(*t, TrialStatus::kTerminated);
+    lifecycle_.FinishTrial(*t, TrialStatus::kTerminated);
   } else {
-    ContinueOrPause(*t);
+    lifecycle_.ContinueOrPause(*t);
   }
 }
 
 void TrialRunner::OnSaveReply(Trial& t, const protocol::Reply& reply, const std::string& payload) {
   if (t.phase != TrialPhase::kSaving) {
-    IllegalState("trial " + t.trial_id + ": a persistent SAVE answered in phase " +
+    lifecycle_.IllegalState("trial " + t.trial_id + ": a persistent SAVE answered in phase " +
                  TrialPhaseName(t.phase));
     return;
   }
   const bool stop = t.stop_after_save;
   if (!reply.ok) {
-    FailTrial(t, "checkpoint save failed: " + reply.error, true);
+    lifecycle_.FailTrial(t, "checkpoint save failed: " + reply.error, true);
     return;
   }
   if (payload.empty()) {
-    FailTrial(t, "checkpoint save returned no bytes", true);
+    lifecycle_.FailTrial(t, "checkpoint save returned no bytes", true);
     return;
   }
   int64_t iteration = t.iteration;
@@ -249,9 +276,9 @@ void TrialRunner::OnSaveReply(Trial& t, const protocol::Reply& reply, const std:
   }
   AddCheckpoint(t, payload, iteration);
   if (stop) {
-    FinishTrial(t, TrialStatus::kTerminated);
+    lifecycle_.FinishTrial(t, TrialStatus::kTerminated);
   } else {
-    ContinueOrPause(t);
+    lifecycle_.ContinueOrPause(t);
   }
 }
 
