@@ -57,8 +57,8 @@ void ActorManager::Release(Trial& t, bool reusable, int64_t max_cached) {
   }
   if (reset != resetting_.end()) {
     // Whichever key the actor has when the RESET settles, one STOP finds it.
-    executor_.StopActorKey(reset->second.worker_id, reset->second.trial_id,
-                           reset->second.attempt, 0, kill);
+    executor_.StopActorKey(reset->second.worker_id, reset->second.trial_id, reset->second.attempt,
+                           0, kill);
     resetting_.erase(reset);
   }
   Clear(t);
@@ -79,7 +79,8 @@ void ActorManager::TrimCache() {
       cache_.TrimTo([&](const std::string& key) { return scheduler_.NumWaiting(key); });
   for (const CachedActor& a : unwanted) {
     const Trial* owner = book_.FindTrial(a.trial_id);
-    const int64_t kill = owner == nullptr ? force_cleanup_ms_ : KillAfterMs(book_.ExperimentOf(*owner));
+    const int64_t kill =
+        owner == nullptr ? force_cleanup_ms_ : KillAfterMs(book_.ExperimentOf(*owner));
     executor_.StopActorKey(a.worker_id, a.trial_id, a.attempt, a.group_id, kill);
   }
 }

@@ -40,8 +40,8 @@ void TrialLifecycle::IllegalState(const std::string& what) const {
 bool TrialLifecycle::SetPhase(Trial& t, TrialPhase to) {
   const TrialPhase from = t.phase;
   if (!IsLegalTransition(from, to)) {
-    IllegalState("trial " + t.trial_id + ": illegal phase change " + TrialPhaseName(from) +
-                 " -> " + TrialPhaseName(to));
+    IllegalState("trial " + t.trial_id + ": illegal phase change " + TrialPhaseName(from) + " -> " +
+                 TrialPhaseName(to));
     return false;
   }
   if (from == to) return true;
@@ -117,8 +117,7 @@ void TrialLifecycle::FinishTrial(Trial& t, TrialStatus final_status, ActorEnd en
       (t.status == TrialStatus::kPending || t.status == TrialStatus::kPaused)) {
     Dequeue(t);
   }
-  EndAttempt(t, ok && end == ActorEnd::kStop && e.spec.reuse_actors ? ActorEnd::kReuseOrStop
-                                                                    : end);
+  EndAttempt(t, ok && end == ActorEnd::kStop && e.spec.reuse_actors ? ActorEnd::kReuseOrStop : end);
   t.memory_checkpoint.clear();
   t.end_time = WallSeconds();
   p_.book.SetStatus(t, final_status);
@@ -184,8 +183,8 @@ void TrialLifecycle::MaybeFinishExperiment(Experiment& e) {
     e.finished = true;
     p_.searcher.End(e.experiment_id);
     p_.book.MarkDirty(e);
-    spdlog::info("experiment {} ({}) finished: {} trials, {} TERMINATED, {} ERROR",
-                 e.experiment_id, e.spec.name, e.trial_ids.size(), e.counts[TrialStatus::kTerminated],
+    spdlog::info("experiment {} ({}) finished: {} trials, {} TERMINATED, {} ERROR", e.experiment_id,
+                 e.spec.name, e.trial_ids.size(), e.counts[TrialStatus::kTerminated],
                  e.counts[TrialStatus::kError]);
   }
 }

@@ -28,18 +28,19 @@ Status TrialRecovery::Load() {
     // A schema-1 store's trials carry their checkpoint records and error_log
     // inline: they move to records of their own below, in this first commit
     // together with the new schema value.
-    spdlog::info("store schema {} -> {}: moving the checkpoint records and error logs of {} "
-                 "trials to records of their own",
-                 *loaded.schema_upgrade_from, storage::kSchemaVersion, loaded.inline_lists.size());
+    spdlog::info(
+        "store schema {} -> {}: moving the checkpoint records and error logs of {} "
+        "trials to records of their own",
+        *loaded.schema_upgrade_from, storage::kSchemaVersion, loaded.inline_lists.size());
     p_.batch.Put(storage::Family::kMeta, storage::kMetaSchema,
-               std::to_string(storage::kSchemaVersion));
+                 std::to_string(storage::kSchemaVersion));
   }
   const TimeMs grace =
       ReattachGraceMs(options_.reattach_grace_ms, options_.heartbeat_ms, options_.liveness);
   for (Trial& t : loaded.trials) {
     const RestartDisposition disposition = DispositionAfterRestart(t);
-    const bool changed = disposition == RestartDisposition::kRequeue &&
-                         t.status != TrialStatus::kPending;
+    const bool changed =
+        disposition == RestartDisposition::kRequeue && t.status != TrialStatus::kPending;
     if (disposition == RestartDisposition::kRequeue) t.status = TrialStatus::kPending;
     const bool move_lists = loaded.inline_lists.count(t.trial_id) > 0;
     Trial& stored = p_.book.AddLoadedTrial(std::move(t), changed);
@@ -80,8 +81,10 @@ void TrialRecovery::OnRegistered(const protocol::Register& reg, bool reconnected
       // CREATE_ACTOR (or RESET) and committing it. Never name it again, or
       // the worker, still holding or stopping that actor, refuses the new
       // one ("already exists") and a healthy trial fails.
-      spdlog::info("trial {}: worker {} holds attempt {}, which was never stored; the next "
-                   "start uses a later one", t->trial_id, worker, a.attempt);
+      spdlog::info(
+          "trial {}: worker {} holds attempt {}, which was never stored; the next "
+          "start uses a later one",
+          t->trial_id, worker, a.attempt);
       t->attempt = a.attempt;
       p_.book.MarkDirty(*t);
     }
@@ -114,8 +117,8 @@ void TrialRecovery::ReconcileAfterReconnect(const protocol::Register& reg) {
     for (uint64_t rid : p_.executor.DriverRidsOf(id)) {
       requests.emplace_back(rid, p_.executor.Find(rid)->type);
     }
-    const ReconnectPlan plan = PlanAfterReconnect(l == live.end() ? nullptr : l->second,
-                                                  requests, worker_id, t->attempt);
+    const ReconnectPlan plan =
+        PlanAfterReconnect(l == live.end() ? nullptr : l->second, requests, worker_id, t->attempt);
     switch (plan.action) {
       case ReconnectPlan::Action::kRequeueLostStart: RequeueLostStart(*t, plan.why); break;
       case ReconnectPlan::Action::kFail: p_.lifecycle.FailTrial(*t, plan.why, true); break;
@@ -134,7 +137,8 @@ void TrialRecovery::ReconcileAfterReconnect(const protocol::Register& reg) {
     if (live.count({f->trial_id, f->attempt}) > 0) {
       p_.executor.Resend(rid);
       ++resent;
-    } else if (auto done = p_.executor.Take(rid, Answer{false, f->trial_id, f->attempt, worker_id})) {
+    } else if (auto done =
+                   p_.executor.Take(rid, Answer{false, f->trial_id, f->attempt, worker_id})) {
       p_.actors.OnStopDone(*done);  // the actor is gone: stopped
     }
   }
@@ -158,8 +162,7 @@ void TrialRecovery::StartAgain(Trial& t) {
   }
 }
 
-bool TrialRecovery::Reattach(Trial& t, const WorkerId& worker_id,
-                             const protocol::LiveActor& live) {
+bool TrialRecovery::Reattach(Trial& t, const WorkerId& worker_id, const protocol::LiveActor& live) {
   const int64_t live_iteration = live.iteration;
   const Experiment& e = p_.book.ExperimentOf(t);
   std::optional<uint64_t> group = p_.groups.AdoptInUse(e.spec.resources, t.placement, t.trial_id);

@@ -41,44 +41,12 @@ void TrialRunner::FailExpiredRequests() {
     char budget[32];
     std::snprintf(budget, sizeof(budget), "%g", static_cast<double>(f.budget_ms) / 1000.0);
     lifecycle_.FailTrial(*t,
-              std::string(FutureTypeName(f.type)) + " of attempt " + std::to_string(f.attempt) +
-                  " got no answer from worker " + f.worker_id + " within " + budget +
-                  " s (spec timeouts." + key + "); its actor is stopped",
-              true);
+                         std::string(FutureTypeName(f.type)) + " of attempt " +
+                             std::to_string(f.attempt) + " got no answer from worker " +
+                             f.worker_id + " within " + budget + " s (spec timeouts." + key +
+                             "); its actor is stopped",
+                         true);
   }
-}
-
-void TrialRunner::StartTrial(Trial& t, uint64_t group_id) {
-  const auto* g = groups_.Find(group_id);
-  Experiment& e = book_.ExperimentOf(t);
-  if (!lifecycle_.SetPhase(t, TrialPhase::kStarting)) {
-    groups_.ReturnInUse(group_id);
-    return;
-  }
-  lifecycle_.Dequeue(t);
-  t.attempt++;
-  // The actor lives on the worker of bundle 0 (or of the first worker bundle
-  // when the head bundle is empty: then the actor itself takes nothing).
-  const BundlePlacement& host = g->placement.bundles.front();
-  actors_.Hold(t, host.worker_id, group_id);
-  t.placement = g->placement;
-  std::map<std::string, double> bundle0;
-  if (!g->request.head_bundle_empty) bundle0 = host.resources.ToDoubles();
-  std::vector<int64_t> gpu_ids;
-  for (const auto& b : g->placement.bundles) {
-    if (b.worker_id == host.worker_id) gpu_ids.insert(gpu_ids.end(), b.gpu_ids.begin(), b.gpu_ids.end());
-  }
-  std::string checkpoint_bytes;
-  std::string* checkpoint = CheckpointFor(t, checkpoint_bytes);
-  if (t.start_time == 0) t.start_time = WallSeconds();
-  book_.SetStatus(t, TrialStatus::kRunning);
-  executor_.StartTrial(t, e.spec.trainable, t.worker_id, bundle0, gpu_ids, checkpoint, lifecycle_.BufferFor(t),
-                       lifecycle_.TimeoutsFor(t));
-}
-
-std::string* TrialRunner::CheckpointFor(Trial& t, std::string& storage) {
-  const Trial* source = t.restore_from.empty() ? nullptr : FindTrial(t.restore_from);
-  return checkpoints_.ForStart(t, source, storage);
 }
 
 void TrialRunner::OnWorkerDead(const WorkerId& worker_id, const std::string& cause) {
@@ -108,8 +76,9 @@ void TrialRunner::OnWorkerDead(const WorkerId& worker_id, const std::string& cau
     Trial* t = book_.FindTrial(g->trial_id);
     // A group whose actor is already stopping is returned by its STOP.
     if (t == nullptr || !PhaseHoldsActor(t->phase) || t->group_id != gid) continue;
-    lifecycle_.FailTrial(*t, "worker " + who + ", which held a bundle of its placement group, died: " + cause,
-              true);  // stops its actor; the group returns when that is done
+    lifecycle_.FailTrial(
+        *t, "worker " + who + ", which held a bundle of its placement group, died: " + cause,
+        true);  // stops its actor; the group returns when that is done
   }
 }
 
@@ -149,28 +118,6 @@ void TrialRunner::StageAndReconcile() {
   for (const std::string& key : idle) scheduler_->ForgetRequest(key);
 }
 
-void TrialRunner::StartReadyTrials() {
-  // FIFO across request shapes: among shapes with a cached actor or a ready
-  // group, the one whose first waiting trial comes first. A shape without
-  // either never blocks another (Ray's _on_pg_ready fallback, without its
-  // deadlock). A cached actor is preferred over a fresh group (Ray).
-  auto has_resources = [&](const std::string& key) {
-    return actors_.HasCached(key) || groups_.HasReady(key);
-  };
-  while (true) {
-    std::optional<TrialId> chosen = scheduler_->ChooseTrialToRun(has_resources);
-    if (!chosen) return;
-    const TrialId trial_id = *chosen;
-    const std::string best_key = RequestKeyOf(book_.TrialRef(trial_id));
-    if (std::optional<CachedActor> actor = actors_.TakeCached(best_key)) {
-      StartTrialOnCachedActor(book_.TrialRef(trial_id), *actor);
-      continue;
-    }
-    auto gid = groups_.TakeReady(best_key, trial_id);
-    StartTrial(book_.TrialRef(trial_id), *gid);
-  }
-}
-
 void TrialRunner::Tick() {
   TimeMs now = clock_.NowMs();
   // The loop turns at least once per heartbeat (NextTimerMs), so an idle
@@ -203,7 +150,7 @@ void TrialRunner::Tick() {
   GenerateTrials();
   StageAndReconcile();
   groups_.Update();
-  StartReadyTrials();
+  launcher_.StartReadyTrials();
   actors_.TrimCache();
   CheckInsufficientResources();
 }

@@ -29,11 +29,11 @@
 #include <unordered_set>
 #include <vector>
 
-#include "common/ids.h"
 #include "common/clock.h"
+#include "common/ids.h"
 #include "common/json.h"
-#include "common/rate_limited_warning.h"
 #include "common/protocol/messages.h"
+#include "common/rate_limited_warning.h"
 #include "common/status.h"
 #include "head/actor_manager.h"
 #include "head/checkpoint_manager.h"
@@ -47,10 +47,11 @@
 #include "head/search_space.h"
 #include "head/searcher.h"
 #include "head/starvation_warning.h"
+#include "head/trial.h"
 #include "head/trial_book.h"
+#include "head/trial_launcher.h"
 #include "head/trial_lifecycle.h"
 #include "head/trial_recovery.h"
-#include "head/trial.h"
 #include "head/worker_registry.h"
 #include "storage/store.h"
 
@@ -160,21 +161,13 @@ class TrialRunner {
 
   void GenerateTrials();
   void StageAndReconcile();
-  void StartReadyTrials();
-  void StartTrial(Trial& t, uint64_t group_id);
-  void StartTrialOnCachedActor(Trial& t, const CachedActor& actor);
-  // The trial's checkpoint to start from (memory, else newest persistent).
-  std::string* CheckpointFor(Trial& t, std::string& storage);
   const std::string& RequestKeyOf(const Trial& t) const {
     return book_.ExperimentOf(t).request_key;
   }
   void OnPauseSaved(Trial& t, const std::string& payload);
-  void OnResetReply(Trial& t, const protocol::Reply& reply);
   // Fails the attempts whose requests went unanswered past their deadline.
   void FailExpiredRequests();
 
-  void OnCreateReply(Trial& t, const protocol::Reply& reply);
-  void OnRestoreReply(Trial& t, const protocol::Reply& reply);
   void OnSaveReply(Trial& t, const protocol::Reply& reply, const std::string& payload);
   // Stores a persistent checkpoint and applies retention (Ray's rules).
   void AddCheckpoint(Trial& t, const std::string& bytes, int64_t iteration);
@@ -211,15 +204,15 @@ class TrialRunner {
   TimeMs last_tick_ = 0;  // a longer gap than a heartbeat interval: the head stalled
   StarvationWarning starvation_{options_.insufficient_resources_warn_ms};
   // Last: it works on the parts above.
-  TrialLifecycle lifecycle_{
-      TrialLifecycle::Parts{book_, executor_, actors_, *scheduler_, waits_, searcher_, groups_,
-                            batch_},
-      options_.strict_invariants};
-  TrialRecovery recovery_{
-      TrialRecovery::Parts{store_, book_, lifecycle_, executor_, actors_, groups_, waits_,
-                           searcher_, sink_, clock_, batch_},
-      TrialRecovery::Options{options_.reattach_grace_ms, options_.heartbeat_ms, options_.liveness,
-                             options_.force_cleanup_ms}};
+  TrialLifecycle lifecycle_{TrialLifecycle::Parts{book_, executor_, actors_, *scheduler_, waits_,
+                                                  searcher_, groups_, batch_},
+                            options_.strict_invariants};
+  TrialRecovery recovery_{TrialRecovery::Parts{store_, book_, lifecycle_, executor_, actors_,
+                                               groups_, waits_, searcher_, sink_, clock_, batch_},
+                          TrialRecovery::Options{options_.reattach_grace_ms, options_.heartbeat_ms,
+                                                 options_.liveness, options_.force_cleanup_ms}};
+  TrialLauncher launcher_{TrialLauncher::Parts{book_, lifecycle_, actors_, groups_, executor_,
+                                               *scheduler_, checkpoints_, registry_}};
 };
 
 }  // namespace ztune::head

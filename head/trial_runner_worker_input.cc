@@ -22,8 +22,8 @@ void TrialRunner::HandleRegister(const protocol::Register& reg) {
   // heartbeat interval) and the warning says why.
   Result<ResourceSet> offered = WorkerRegistry::CheckOffer(reg);
   if (!offered.ok()) {
-    peer_warnings_.Warn("REGISTER of worker '" + reg.worker_id + "' refused: " +
-                        offered.status().message());
+    peer_warnings_.Warn("REGISTER of worker '" + reg.worker_id +
+                        "' refused: " + offered.status().message());
     return;
   }
   const WorkerId worker(reg.worker_id);  // the seam: CheckOffer and HeadServer checked it
@@ -45,8 +45,7 @@ void TrialRunner::HandleRegister(const protocol::Register& reg) {
     RecomputeMaxPending();
     spdlog::info("worker {} registered ({} on {}, pid {}): {}, {} live actors",
                  EscapeControl(worker.str()), EscapeControl(reg.name), EscapeControl(reg.host),
-                 reg.pid, offered->ToString(),
-                 reg.live_actors.size());
+                 reg.pid, offered->ToString(), reg.live_actors.size());
   }
   recovery_.OnRegistered(reg, reconnected);
 }
@@ -105,14 +104,14 @@ void TrialRunner::HandleReply(const WorkerId& worker_id, const protocol::Reply& 
   Trial* t = CurrentTrial(f->trial_id, f->attempt);
   if (t == nullptr) return;  // stale attempt: fenced
   switch (f->type) {
-    case FutureType::kCreate: OnCreateReply(*t, reply); break;
-    case FutureType::kRestore: OnRestoreReply(*t, reply); break;
-    case FutureType::kReset: OnResetReply(*t, reply); break;
+    case FutureType::kCreate: launcher_.OnCreateReply(*t, reply); break;
+    case FutureType::kRestore: launcher_.OnRestoreReply(*t, reply); break;
+    case FutureType::kReset: launcher_.OnResetReply(*t, reply); break;
     case FutureType::kSave:
       if (f->storage == CheckpointStorage::kMemory) {
         if (t->phase != TrialPhase::kPausing) {
           lifecycle_.IllegalState("trial " + t->trial_id + ": a pause SAVE answered in phase " +
-                       TrialPhaseName(t->phase));
+                                  TrialPhaseName(t->phase));
         } else if (!reply.ok || payload.empty()) {
           lifecycle_.FailTrial(*t, "pause checkpoint failed: " + reply.error, true);
         } else {
@@ -124,32 +123,6 @@ void TrialRunner::HandleReply(const WorkerId& worker_id, const protocol::Reply& 
       break;
     default: break;  // TRAIN is answered by a RESULT batch (Executor::Take checked)
   }
-}
-
-void TrialRunner::OnCreateReply(Trial& t, const protocol::Reply& reply) {
-  if (reply.ok) return;
-  // A setup that raised is a failure like any other, retried within
-  // max_failures (Ray: it surfaces through the trial's first future and goes
-  // through _process_trial_failure). A worker that does not host the
-  // trainable is a configuration error no retry mends: ERROR at once.
-  const WorkerInfo* w = registry_.Find(t.worker_id);
-  const std::string& trainable = book_.ExperimentOf(t).spec.trainable;
-  const bool hosted = w != nullptr && w->trainables.count(trainable) > 0;
-  lifecycle_.FailTrial(t, "failed to start: " + reply.error +
-                   (hosted ? "" : " (worker " + t.worker_id + " does not host '" + trainable +
-                                      "'; not retried)"),
-            hosted);
-}
-
-void TrialRunner::OnRestoreReply(Trial& t, const protocol::Reply& reply) {
-  if (reply.ok) return;
-  // Ray (TUNE_RESTORE_RETRY_NUM = 0): the checkpoint is given up and the
-  // retry starts from scratch; retrying from it again spent max_failures on
-  // a damaged checkpoint (or looped forever at -1).
-  CheckpointManager::GiveUpCurrent(t);
-  lifecycle_.FailTrial(t, "failed to restore from checkpoint: " + reply.error +
-                   " (the retry starts from scratch)",
-            true);
 }
 
 // ---------------------------------------------------------------- results
@@ -254,7 +227,7 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id,
 void TrialRunner::OnSaveReply(Trial& t, const protocol::Reply& reply, const std::string& payload) {
   if (t.phase != TrialPhase::kSaving) {
     lifecycle_.IllegalState("trial " + t.trial_id + ": a persistent SAVE answered in phase " +
-                 TrialPhaseName(t.phase));
+                            TrialPhaseName(t.phase));
     return;
   }
   const bool stop = t.stop_after_save;
