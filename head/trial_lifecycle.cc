@@ -223,6 +223,14 @@ void TrialLifecycle::StartPause(Trial& t, SendTiming timing) {
   p_.executor.Save(t, CheckpointStorage::kMemory, TimeoutsFor(t), timing);
 }
 
+void TrialLifecycle::FinishPause(Trial& t, const std::string& memory_checkpoint) {
+  const Experiment& e = p_.book.ExperimentOf(t);
+  EndAttempt(t, e.spec.reuse_actors ? ActorEnd::kReuseOrStop : ActorEnd::kStop);
+  t.memory_checkpoint = memory_checkpoint;
+  p_.book.SetStatus(t, TrialStatus::kPaused);
+  if (!t.held) Enqueue(t);
+}
+
 void TrialLifecycle::SaveCheckpoint(Trial& t, bool then_stop, SendTiming timing) {
   if (!SetPhase(t, TrialPhase::kSaving)) return;
   t.stop_after_save = then_stop;

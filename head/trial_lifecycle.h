@@ -108,6 +108,10 @@ class TrialLifecycle {
   void ContinueOrPause(Trial& t);
   // A memory checkpoint, after which the trial releases its actor (PAUSED).
   void StartPause(Trial& t, SendTiming timing = SendTiming::kNow);
+  // The pause's memory checkpoint is in: the attempt ends (its actor cached
+  // for reuse when the experiment reuses actors, else stopped) and the trial
+  // is PAUSED with it, queued again unless a user holds it.
+  void FinishPause(Trial& t, const std::string& memory_checkpoint);
   // A persistent checkpoint; with `then_stop` the trial TERMINATES once saved.
   void SaveCheckpoint(Trial& t, bool then_stop, SendTiming timing = SendTiming::kNow);
   // Whether a persistent checkpoint is due after the trial's last result.

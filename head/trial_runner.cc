@@ -210,4 +210,46 @@ void TrialRunner::FlushTo(storage::WriteBatch& batch) {
   acks_.clear();
 }
 
+// ---------------------------------------------------------------- client API
+
+Result<Json> TrialRunner::Submit(const Json& spec) {
+  Result<Json> submitted = control_.Submit(spec);
+  if (submitted.ok()) GenerateTrials();
+  return submitted;
+}
+
+// ---------------------------------------------------------------- reads
+
+std::string TrialRunner::WorkerNameOf(const Trial& t) const {
+  if (!PhaseHoldsActor(t.phase)) return {};
+  const WorkerInfo* w = registry_.Find(t.worker_id);
+  return w == nullptr ? t.worker_id : w->name;
+}
+
+int64_t TrialRunner::ActorsOn(const WorkerId& worker_id) const {
+  return actors_.ActorsOn(worker_id);
+}
+
+bool TrialRunner::HasResourcesForTrial(const TrialId& trial_id) const {
+  const Trial* t = FindTrial(trial_id);
+  if (t == nullptr) return false;
+  const std::string& key = RequestKeyOf(*t);
+  if (actors_.HasCached(key)) return true;
+  return groups_.HasReady(key) || groups_.NumStaging(key) > 0 || groups_.CanStage();
+}
+
+std::string TrialRunner::DebugString() const {
+  ResourceSet used = groups_.OccupiedResources();
+  ResourceSet total = ledger_.Total();
+  auto fmt = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", v);
+    return std::string(buf);
+  };
+  return "Resources requested: " + fmt(used.Get("CPU")) + "/" + fmt(total.Get("CPU")) +
+         " CPUs, " + fmt(used.Get("GPU")) + "/" + fmt(total.Get("GPU")) + " GPUs";
+}
+
+TimeMs TrialRunner::NextTimerMs() const { return options_.heartbeat_ms; }
+
 }  // namespace ztune::head

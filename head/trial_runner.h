@@ -1,18 +1,19 @@
-// TrialRunner: the step loop of Ray's TrialRunner. Turns protocol input
-// (registrations, replies, results) and client requests into trial
-// transitions, and runs the turn: timers, trial generation, staging, starts.
-// It owns the parts and applies their decisions: the TrialLifecycle (each
-// trial's phase changes only through its SetPhase, checked against
-// trial_phase.h, and every attempt ends through its EndAttempt), the
-// TrialRecovery (load, re-attach, reconnect, resume policies), the
-// ActorManager (which trial holds which actor; reuse), the Executor
-// (requests and their futures), the PlacementGroupManager, the TrialBook, the
-// TrialScheduler (FIFO by default: per-request queues, so a turn costs
-// O(request shapes + staging groups), never O(trials)) and the
-// CheckpointManager. Every state change goes into the turn's WriteBatch; the
-// HeadServer commits it (one fsync) before sending anything that depends on
-// it. The .cc is split by job: trial_runner.cc (the turn), _worker_input.cc,
-// _actors.cc (starts on cached actors, pause), _client_api.cc.
+// TrialRunner: the step loop of Ray's TrialRunner. It owns the parts, turns
+// protocol input (registrations, replies, results) and client requests into
+// their calls, and runs the turn: liveness and request deadlines, trial
+// generation, staging of placement groups, starts. The parts: the
+// TrialLifecycle (each trial's phase changes only through its SetPhase,
+// checked against trial_phase.h, and every attempt ends through its
+// EndAttempt), the TrialLauncher (starts), the TrialControl (what clients
+// change), the TrialRecovery (load, re-attach, reconnect, resume policies),
+// the ActorManager (which trial holds which actor; reuse), the Executor
+// (requests and their futures), the PlacementGroupManager and ResourceLedger,
+// the TrialBook, the CheckpointManager and the TrialScheduler (FIFO by
+// default: per-request queues, so a turn costs O(request shapes + staging
+// groups), never O(trials)). Every state change goes into the turn's
+// WriteBatch; the HeadServer commits it (one fsync) before sending anything
+// that depends on it. The .cc is split in two: trial_runner.cc (the turn,
+// client calls, reads) and trial_runner_worker_input.cc.
 //
 // Lives on the head loop thread; not thread-safe.
 #pragma once
@@ -49,6 +50,7 @@
 #include "head/starvation_warning.h"
 #include "head/trial.h"
 #include "head/trial_book.h"
+#include "head/trial_control.h"
 #include "head/trial_launcher.h"
 #include "head/trial_lifecycle.h"
 #include "head/trial_recovery.h"
@@ -103,19 +105,18 @@ class TrialRunner {
   void HandleResultBatch(const WorkerId& worker_id, const protocol::ResultBatch& batch);
 
   // ---- client requests ----
+  // TrialControl's: what clients may change (see there). A submitted
+  // experiment's first trials are generated at once.
   Result<Json> Submit(const Json& spec);
-  // Adds a trial with `config`; with `restore_from` (a trial with a persistent
-  // checkpoint) it starts from that checkpoint.
   Result<TrialId> AddTrial(const std::string& experiment_id, const Json& config,
-                           const TrialId& restore_from = {});
-  Result<std::vector<TrialId>> Stop(const std::string& id);
-  // Pauses a trial: a RUNNING trial takes a memory checkpoint at the end of its
-  // current step, releases its actor (or hands it to the next trial with actor
-  // reuse) and becomes PAUSED. `hold` (a user's pause) keeps it PAUSED until
-  // Resume; without it the trial goes back to the queue (a scheduler's pause),
-  // behind every PENDING trial, and resumes from the memory checkpoint.
-  Status PauseTrial(const TrialId& trial_id, bool hold);
-  Status Resume(const TrialId& trial_id);
+                           const TrialId& restore_from = {}) {
+    return control_.AddTrial(experiment_id, config, restore_from);
+  }
+  Result<std::vector<TrialId>> Stop(const std::string& id) { return control_.Stop(id); }
+  Status PauseTrial(const TrialId& trial_id, bool hold) {
+    return control_.PauseTrial(trial_id, hold);
+  }
+  Status Resume(const TrialId& trial_id) { return control_.Resume(trial_id); }
   // Ray's resume policies (TrialRecovery::ResumeExperiment).
   Result<Json> ResumeExperiment(const std::string& experiment_id, const std::string& errored,
                                 bool unfinished) {
@@ -164,7 +165,6 @@ class TrialRunner {
   const std::string& RequestKeyOf(const Trial& t) const {
     return book_.ExperimentOf(t).request_key;
   }
-  void OnPauseSaved(Trial& t, const std::string& payload);
   // Fails the attempts whose requests went unanswered past their deadline.
   void FailExpiredRequests();
 
@@ -213,6 +213,9 @@ class TrialRunner {
                                                  options_.liveness, options_.force_cleanup_ms}};
   TrialLauncher launcher_{TrialLauncher::Parts{book_, lifecycle_, actors_, groups_, executor_,
                                                *scheduler_, checkpoints_, registry_}};
+  TrialControl control_{
+      TrialControl::Parts{book_, lifecycle_, searcher_, registry_, ledger_, batch_},
+      options_.max_trials_per_experiment};
 };
 
 }  // namespace ztune::head

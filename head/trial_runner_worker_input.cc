@@ -1,7 +1,6 @@
 // TrialRunner, worker input: registrations' liveness, replies to the head's
 // requests (create, restore, save, reset, stop) and RESULT batches, turned
-// into trial transitions. The rest of the runner: trial_runner.cc (the
-// turn), _actors.cc, _client_api.cc.
+// into trial transitions. The rest of the runner: trial_runner.cc.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -115,7 +114,7 @@ void TrialRunner::HandleReply(const WorkerId& worker_id, const protocol::Reply& 
         } else if (!reply.ok || payload.empty()) {
           lifecycle_.FailTrial(*t, "pause checkpoint failed: " + reply.error, true);
         } else {
-          OnPauseSaved(*t, payload);
+          lifecycle_.FinishPause(*t, payload);
         }
       } else {
         OnSaveReply(*t, reply, payload);

@@ -1,0 +1,158 @@
+#include "head/trial_control.h"
+
+#include <optional>
+#include <random>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "head/experiment_spec.h"
+#include "head/search_space.h"
+#include "storage/keys.h"
+
+namespace ztune::head {
+
+Result<Json> TrialControl::Submit(const Json& spec_json) {
+  std::random_device rd;
+  uint64_t seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  auto spec = ExperimentSpec::Parse(spec_json, seed % 1'000'000'007ULL);
+  if (!spec.ok()) return spec.status();
+  auto space = SearchSpace::Parse(spec->param_space);
+  if (!space.ok()) return space.status();
+  if (p_.registry.NumAlive() > 0) {
+    std::string offered;
+    if (!p_.registry.AnyHosts(spec->trainable, &offered)) {
+      return Status::InvalidArgument("spec.trainable: no registered worker hosts trainable '" +
+                                     spec->trainable + "' (workers offer: " + offered + ")");
+    }
+    RETURN_IF_ERROR(p_.ledger.CheckFeasible(spec->resources));
+  }
+  // Trials are generated lazily (GenerateTrials), but each one ends as a
+  // record and head memory: an experiment's size is bounded up front.
+  const std::optional<uint64_t> total = space->NumVariants(spec->num_samples);
+  if (!total || *total > max_trials_per_experiment_) {
+    return Status::InvalidArgument(
+        "spec: " + std::to_string(space->GridSize()) + " grid combinations x num_samples " +
+        std::to_string(spec->num_samples) + " = " +
+        (total ? std::to_string(*total) : std::string("more than 2^64")) +
+        " trials, more than this head allows per experiment (" +
+        std::to_string(max_trials_per_experiment_) +
+        "; ztune-head --max-trials-per-experiment)");
+  }
+  Experiment e;
+  e.experiment_id = p_.book.NextExperimentId();
+  e.spec = std::move(spec).value();
+  e.created_at = WallSeconds();
+  e.total_variants = *total;
+  std::string id = e.experiment_id;
+  p_.searcher.Start(id, std::move(space).value());
+  Experiment& stored = p_.book.AddExperiment(std::move(e));
+  p_.book.MarkDirty(stored);
+  p_.batch.Put(storage::Family::kMeta, storage::kMetaNextExperiment,
+               std::to_string(p_.book.next_experiment()));
+  spdlog::info("experiment {} ({}) submitted: trainable {}, {} trials, resources {}", id,
+               stored.spec.name, stored.spec.trainable, stored.total_variants,
+               stored.spec.resources.ToString());
+  return Json{{"experiment_id", id}, {"total_trials", stored.total_variants}};
+}
+
+Result<TrialId> TrialControl::AddTrial(const std::string& experiment_id, const Json& config,
+                                       const TrialId& restore_from) {
+  Experiment* found = p_.book.FindExperiment(experiment_id);
+  if (found == nullptr) return Status::NotFound("unknown experiment '" + experiment_id + "'");
+  if (!config.is_object()) return Status::InvalidArgument("config must be a JSON object");
+  Experiment& e = *found;
+  if (e.finished || e.stopped) {
+    return Status::FailedPrecondition("experiment " + experiment_id + " is " +
+                                      (e.stopped ? "stopped" : "finished"));
+  }
+  if (e.total_variants >= max_trials_per_experiment_) {
+    return Status::FailedPrecondition(
+        "experiment " + experiment_id + " has " + std::to_string(e.total_variants) +
+        " trials, the most this head allows per experiment (ztune-head "
+        "--max-trials-per-experiment)");
+  }
+  if (!restore_from.empty()) {
+    const Trial* source = p_.book.FindTrial(restore_from);
+    if (source == nullptr) {
+      return Status::NotFound("restore_from: unknown trial '" + restore_from + "'");
+    }
+    if (source->NewestCheckpoint() == nullptr) {
+      return Status::FailedPrecondition("restore_from: trial " + restore_from +
+                                        " has no persistent checkpoint");
+    }
+    if (p_.book.ExperimentOf(*source).spec.trainable != e.spec.trainable) {
+      return Status::InvalidArgument("restore_from: trial " + restore_from + " runs trainable '" +
+                                     p_.book.ExperimentOf(*source).spec.trainable +
+                                     "', not '" + e.spec.trainable + "'");
+    }
+  }
+  Trial& t = p_.lifecycle.NewTrial(e, config);
+  t.restore_from = restore_from;
+  e.total_variants++;
+  e.next_variant++;  // an added trial counts as a variant the searcher produced
+  p_.book.MarkDirty(e);
+  return t.trial_id;
+}
+
+Result<std::vector<TrialId>> TrialControl::Stop(const std::string& id) {
+  std::vector<TrialId> stopped;
+  if (Experiment* e = p_.book.FindExperiment(id)) {
+    p_.lifecycle.StopExperiment(*e, &stopped);
+    return stopped;
+  }
+  Trial* t = p_.book.FindTrial(TrialId(id));  // not an experiment: a trial, if anything
+  if (t == nullptr) return Status::NotFound("no experiment or trial '" + id + "'");
+  if (!IsFinished(t->status)) {
+    p_.lifecycle.FinishTrial(*t, TrialStatus::kTerminated);
+    stopped.push_back(t->trial_id);
+  }
+  return stopped;
+}
+
+Status TrialControl::PauseTrial(const TrialId& trial_id, bool hold) {
+  Trial* t = p_.book.FindTrial(trial_id);
+  if (t == nullptr) return Status::NotFound("unknown trial '" + trial_id + "'");
+  switch (t->status) {
+    case TrialStatus::kTerminated:
+    case TrialStatus::kError:
+      return Status::FailedPrecondition("trial " + trial_id + " is " + TrialStatusName(t->status));
+    case TrialStatus::kRunning:
+      t->pause_requested = true;
+      t->held = hold;
+      p_.book.MarkDirty(*t);
+      return Status::Ok();
+    case TrialStatus::kPending:
+    case TrialStatus::kPaused:
+      if (!hold) return Status::Ok();
+      p_.lifecycle.Dequeue(*t);
+      p_.book.SetStatus(*t, TrialStatus::kPaused);
+      t->held = true;
+      p_.book.MarkDirty(*t);
+      return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+Status TrialControl::Resume(const TrialId& trial_id) {
+  Trial* t = p_.book.FindTrial(trial_id);
+  if (t == nullptr) return Status::NotFound("unknown trial '" + trial_id + "'");
+  if (t->status == TrialStatus::kRunning && t->pause_requested) {
+    t->pause_requested = false;  // not paused yet: carry on
+    t->held = false;
+    p_.book.MarkDirty(*t);  // `held` is stored: a restart would bring the pause back
+    return Status::Ok();
+  }
+  if (t->status != TrialStatus::kPaused) {
+    return Status::FailedPrecondition("trial " + trial_id + " is " + TrialStatusName(t->status) +
+                                      ", not PAUSED");
+  }
+  if (t->held) {
+    t->held = false;
+    p_.book.MarkDirty(*t);
+    p_.lifecycle.Enqueue(*t);
+  }
+  return Status::Ok();
+}
+
+}  // namespace ztune::head
