@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -66,6 +67,10 @@ Status TrialRecovery::Load() {
 void TrialRecovery::OnRegistered(const protocol::Register& reg, bool reconnected) {
   const WorkerId worker(reg.worker_id);  // checked at the seam (HandleRegister)
   if (reconnected) ReconcileAfterReconnect(reg);
+  // Two passes: every awaited actor is adopted before any other reported
+  // actor can change its trial (a later attempt raises the trial's attempt,
+  // which listed first made the awaited one look stray).
+  std::vector<const protocol::LiveActor*> strays;
   for (const auto& a : reg.live_actors) {
     const TrialId trial_id(a.trial_id);  // as the worker reports it
     Trial* t = p_.book.FindTrial(trial_id);
@@ -76,7 +81,11 @@ void TrialRecovery::OnRegistered(const protocol::Register& reg, bool reconnected
         t->attempt == a.attempt && t->actor_worker == worker) {
       ours = Reattach(*t, worker, a);
     }
-    if (!ours && t != nullptr && !PhaseHoldsActor(t->phase) && a.attempt > t->attempt) {
+    if (!ours) strays.push_back(&a);
+  }
+  for (const protocol::LiveActor* a : strays) {
+    Trial* t = p_.book.FindTrial(TrialId(a->trial_id));
+    if (t != nullptr && !PhaseHoldsActor(t->phase) && a->attempt > t->attempt) {
       // An attempt the store never saw: a head that crashed between sending
       // CREATE_ACTOR (or RESET) and committing it. Never name it again, or
       // the worker, still holding or stopping that actor, refuses the new
@@ -84,19 +93,17 @@ void TrialRecovery::OnRegistered(const protocol::Register& reg, bool reconnected
       spdlog::info(
           "trial {}: worker {} holds attempt {}, which was never stored; the next "
           "start uses a later one",
-          t->trial_id, worker, a.attempt);
-      t->attempt = a.attempt;
+          t->trial_id, worker, a->attempt);
+      t->attempt = a->attempt;
       p_.book.MarkDirty(*t);
     }
-    if (!ours) {
-      // An actor the head does not own (its trial moved on, finished, or is
-      // unknown after a restart): it must not keep running.
-      protocol::Stop stop;  // rid 0: no reply wanted
-      stop.trial_id = a.trial_id;
-      stop.attempt = a.attempt;
-      stop.kill_after_ms = options_.force_cleanup_ms;
-      p_.sink.SendToWorker(worker, protocol::Message{stop, {}}, SendTiming::kAfterCommit);
-    }
+    // An actor the head does not own (its trial moved on, finished, or is
+    // unknown after a restart): it must not keep running.
+    protocol::Stop stop;  // rid 0: no reply wanted
+    stop.trial_id = a->trial_id;
+    stop.attempt = a->attempt;
+    stop.kill_after_ms = options_.force_cleanup_ms;
+    p_.sink.SendToWorker(worker, protocol::Message{stop, {}}, SendTiming::kAfterCommit);
   }
 }
 

@@ -131,6 +131,28 @@ class TrialRecoveryTest : public ::testing::Test {
     return a;
   }
 
+  // Trial 0 awaits attempt 1 on w1, which reports attempts 1 and 2 of it.
+  void ExpectAwaitedAttemptReattached(bool later_first) {
+    StoreExperiment(1, 1, 1);
+    StoreTrial(RunningOn(0, "w1"));
+    Load();
+    ledger_.AddWorker(WorkerId("w1"), ResourceSet::FromDoubles({{"CPU", 2}}), {});
+    std::vector<protocol::LiveActor> live = {Live(T(0).trial_id, 1, 2),
+                                             Live(T(0).trial_id, 2, 0)};
+    if (later_first) std::swap(live[0], live[1]);
+    recovery_.OnRegistered(Registration("w1", live), /*reconnected=*/false);
+    EXPECT_EQ(T(0).phase, TrialPhase::kTraining);
+    EXPECT_EQ(T(0).attempt, 1u);
+    EXPECT_EQ(T(0).worker_id, "w1");
+    ASSERT_EQ(sink_.Count<protocol::Stop>(), 1u);
+    for (const auto& sent : sink_.sent) {
+      if (const auto* stop = std::get_if<protocol::Stop>(&sent.message.body)) {
+        EXPECT_EQ(stop->attempt, 2u) << "the later, never-stored attempt is the stray";
+      }
+    }
+    CheckAll();
+  }
+
   void CheckAll() {
     for (const TrialId& id : E().trial_ids) lifecycle_.CheckInvariants(book_.TrialRef(id));
   }
@@ -184,6 +206,19 @@ TEST_F(TrialRecoveryTest, LoadBumpsTheEpochAndSortsTheRunningTrials) {
   EXPECT_EQ(T(2).status, TrialStatus::kTerminated);
   EXPECT_FALSE(E().finished) << "two trials are live";
   CheckAll();
+}
+
+// Whatever order a worker lists its actors in, the awaited attempt is
+// re-attached and a later attempt of the same trial (one the store never
+// saw) is stopped. (Listed first, the later one raised the trial past the
+// awaited attempt, which was then stopped too and the trial waited out its
+// grace with its worker present.)
+TEST_F(TrialRecoveryTest, TheAwaitedAttemptIsReattachedWhenALaterOneIsListedFirst) {
+  ExpectAwaitedAttemptReattached(/*later_first=*/true);
+}
+
+TEST_F(TrialRecoveryTest, TheAwaitedAttemptIsReattachedWhenItIsListedFirst) {
+  ExpectAwaitedAttemptReattached(/*later_first=*/false);
 }
 
 // The registering worker's live actors are adopted: one level with the store
