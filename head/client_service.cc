@@ -291,7 +291,7 @@ Json ClientService::ExperimentDoc(const Experiment& e) const {
               {"metric", NullIfEmpty(e.spec.metric)},
               {"mode", NullIfEmpty(e.spec.mode)},
               {"created_at", e.created_at},
-              {"total_trials", e.total_variants},
+              {"total_trials", e.TotalTrials()},
               {"trial_counts", counts},
               {"finished", e.finished},
               {"stopped", e.stopped},

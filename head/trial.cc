@@ -234,6 +234,7 @@ Json Experiment::ToJson() const {
               {"created_at", created_at},
               {"next_variant", next_variant},
               {"total_variants", total_variants},
+              {"added_trials", added_trials},
               {"next_trial_index", next_trial_index}};
 }
 
@@ -250,6 +251,9 @@ Result<Experiment> Experiment::FromJson(const Json& j) {
     e.next_variant = StoredInt<uint64_t>(j.at("next_variant"));
     e.total_variants = StoredInt<uint64_t>(j.at("total_variants"));
     e.next_trial_index = StoredInt<uint64_t>(j.at("next_trial_index"));
+    // Absent in records of heads before it (their added trials moved the
+    // search's cursor and count instead).
+    if (j.contains("added_trials")) e.added_trials = StoredInt<uint64_t>(j.at("added_trials"));
     return e;
   } catch (const Json::exception& ex) {
     return Status::Corruption(std::string("experiment record: ") + ex.what());

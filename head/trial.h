@@ -111,6 +111,9 @@ struct Experiment {
   double created_at = 0;
   uint64_t next_variant = 0;    // searcher state: variants generated so far
   uint64_t total_variants = 0;  // grid x num_samples
+  // Trials added by clients (add-trial, a resume that restarts errored
+  // trials): not variants of the search, which they must not move.
+  uint64_t added_trials = 0;
   uint64_t next_trial_index = 0;  // trial id counter (variants + added trials)
   // ---- runtime ----
   std::vector<TrialId> trial_ids;  // creation order
@@ -121,6 +124,7 @@ struct Experiment {
   std::string request_key;
 
   bool SearchFinished() const { return stopped || next_variant >= total_variants; }
+  uint64_t TotalTrials() const { return total_variants + added_trials; }
   Json ToJson() const;
   static Result<Experiment> FromJson(const Json& j);
 };

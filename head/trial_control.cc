@@ -66,9 +66,9 @@ Result<TrialId> TrialControl::AddTrial(const std::string& experiment_id, const J
     return Status::FailedPrecondition("experiment " + experiment_id + " is " +
                                       (e.stopped ? "stopped" : "finished"));
   }
-  if (e.total_variants >= max_trials_per_experiment_) {
+  if (e.TotalTrials() >= max_trials_per_experiment_) {
     return Status::FailedPrecondition(
-        "experiment " + experiment_id + " has " + std::to_string(e.total_variants) +
+        "experiment " + experiment_id + " has " + std::to_string(e.TotalTrials()) +
         " trials, the most this head allows per experiment (ztune-head "
         "--max-trials-per-experiment)");
   }
@@ -89,8 +89,7 @@ Result<TrialId> TrialControl::AddTrial(const std::string& experiment_id, const J
   }
   Trial& t = p_.lifecycle.NewTrial(e, config);
   t.restore_from = restore_from;
-  e.total_variants++;
-  e.next_variant++;  // an added trial counts as a variant the searcher produced
+  e.added_trials++;
   p_.book.MarkDirty(e);
   return t.trial_id;
 }

@@ -272,8 +272,7 @@ Result<Json> TrialRecovery::ResumeExperiment(const std::string& experiment_id,
       retried.push_back(id);
     } else {
       Trial& fresh = p_.lifecycle.NewTrial(e, t.config);
-      e.total_variants++;
-      e.next_variant++;
+      e.added_trials++;
       restarted.push_back(Json{{"from", id}, {"trial_id", fresh.trial_id}});
     }
   }

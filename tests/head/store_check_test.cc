@@ -153,11 +153,16 @@ TEST(StoredRecordTest, FloatWhereAnIntegerIsStoredIsCorruption) {
   e.spec = ExperimentSpec::Parse(Json{{"trainable", "noop"}}, 1).value();
   const Json stored = e.ToJson();
   ASSERT_TRUE(Experiment::FromJson(stored).ok());
-  for (const char* key : {"next_variant", "total_variants", "next_trial_index"}) {
+  for (const char* key : {"next_variant", "total_variants", "added_trials", "next_trial_index"}) {
     Json b = stored;
     b[key] = 1e30;
     EXPECT_EQ(Experiment::FromJson(b).status().code(), StatusCode::kCorruption) << key;
   }
+  Json before_added_trials = stored;  // as heads before the field wrote it
+  before_added_trials.erase("added_trials");
+  auto old = Experiment::FromJson(before_added_trials);
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(old->added_trials, 0u);
 }
 
 // Found by tests/fuzz/fuzz_store_records: a result whose training_iteration

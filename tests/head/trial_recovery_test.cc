@@ -390,7 +390,8 @@ TEST_F(TrialRecoveryTest, ResumeRestartAddsAFreshTrialPerErroredOne) {
   EXPECT_EQ(T(2).config, T(0).config);
   EXPECT_EQ(T(2).attempt, 0u);
   EXPECT_EQ(E().trial_ids.size(), 3u);
-  EXPECT_EQ(E().total_variants, 3u);
+  EXPECT_EQ(E().TotalTrials(), 3u);
+  EXPECT_EQ(E().added_trials, 1u) << "not a variant: the search does not move";
   EXPECT_EQ(NextToRun(), fresh);
   EXPECT_FALSE(E().finished);
   CheckAll();

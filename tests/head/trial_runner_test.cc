@@ -381,6 +381,26 @@ TEST_F(TrialRunnerTest, AddTrialRunsTheGivenConfig) {
   EXPECT_EQ(runner_->AddTrial("e9999", Json::object()).status().code(), StatusCode::kNotFound);
 }
 
+// Trials added while the search still has variants to yield (add-trial, a
+// resume that restarts errored trials) do not move the search: every grid
+// point still runs exactly once. (They advanced its cursor: one grid point
+// was skipped and another sampled twice.)
+TEST_F(TrialRunnerTest, AddedTrialsDoNotSkipAVariantOfTheSearch) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "max_concurrent_trials": 1,
+      "param_space": {"x0": {"grid_search": [1, 2, 3, 4]}},
+      "stop": {"training_iteration": 1}})");
+  ASSERT_EQ(runner_->FindExperiment(exp)->trial_ids.size(), 1u) << "lazy: one at a time";
+  ASSERT_TRUE(runner_->AddTrial(exp, Json{{"x0", 100}}).ok());
+  RunToEnd(exp);
+  std::multiset<int> x0s;
+  for (const TrialId& id : runner_->FindExperiment(exp)->trial_ids) {
+    x0s.insert(runner_->FindTrial(id)->config["x0"].get<int>());
+  }
+  EXPECT_EQ(x0s, (std::multiset<int>{1, 2, 3, 4, 100}));
+  EXPECT_EQ(runner_->FindExperiment(exp)->TotalTrials(), 5u);
+}
+
 // head restart mid-run -> RUNNING trials resume from checkpoints, no trial is
 // sampled twice, results stay exactly once.
 TEST_F(TrialRunnerTest, ResumesFromTheStoreAfterARestart) {
