@@ -18,7 +18,7 @@
 
 namespace ztune::head {
 
-enum class TrialStatus { kPending, kRunning, kPaused, kTerminated, kError };
+// TrialStatus (trial_phase.h, with its legal changes).
 const char* TrialStatusName(TrialStatus s);
 Result<TrialStatus> ParseTrialStatus(const std::string& s);
 inline bool IsFinished(TrialStatus s) {

@@ -125,7 +125,7 @@ Status TrialControl::PauseTrial(const TrialId& trial_id, bool hold) {
     case TrialStatus::kPaused:
       if (!hold) return Status::Ok();
       p_.lifecycle.Dequeue(*t);
-      p_.book.SetStatus(*t, TrialStatus::kPaused);
+      p_.lifecycle.SetStatus(*t, TrialStatus::kPaused);
       t->held = true;
       p_.book.MarkDirty(*t);
       return Status::Ok();

@@ -56,7 +56,7 @@ void TrialLauncher::StartTrial(Trial& t, uint64_t group_id) {
   std::string checkpoint_bytes;
   std::string* checkpoint = CheckpointFor(t, checkpoint_bytes);
   if (t.start_time == 0) t.start_time = WallSeconds();
-  p_.book.SetStatus(t, TrialStatus::kRunning);
+  p_.lifecycle.SetStatus(t, TrialStatus::kRunning);
   p_.executor.StartTrial(t, e.spec.trainable, t.worker_id, bundle0, gpu_ids, checkpoint,
                          p_.lifecycle.BufferFor(t), p_.lifecycle.TimeoutsFor(t));
 }
@@ -75,7 +75,7 @@ void TrialLauncher::StartOnCachedActor(Trial& t, const CachedActor& actor) {
   if (const auto* g = p_.groups.Find(actor.group_id)) t.placement = g->placement;
   p_.groups.AssignCached(actor.group_id, t.trial_id);
   if (t.start_time == 0) t.start_time = WallSeconds();
-  p_.book.SetStatus(t, TrialStatus::kRunning);
+  p_.lifecycle.SetStatus(t, TrialStatus::kRunning);
   p_.executor.Reset(t, actor.trial_id, actor.attempt, p_.lifecycle.TimeoutsFor(t));
 }
 

@@ -56,6 +56,16 @@ bool TrialLifecycle::SetPhase(Trial& t, TrialPhase to) {
   return true;
 }
 
+bool TrialLifecycle::SetStatus(Trial& t, TrialStatus to) {
+  if (!IsLegalStatusChange(t.status, to)) {
+    IllegalState("trial " + t.trial_id + ": illegal status change " + TrialStatusName(t.status) +
+                 " -> " + TrialStatusName(to));
+    return false;
+  }
+  p_.book.SetStatus(t, to);
+  return true;
+}
+
 void TrialLifecycle::EndAttempt(Trial& t, ActorEnd end) {
   if (PhaseHoldsActor(t.phase)) {
     if (end == ActorEnd::kGone) {
@@ -120,7 +130,7 @@ void TrialLifecycle::FinishTrial(Trial& t, TrialStatus final_status, ActorEnd en
   EndAttempt(t, ok && end == ActorEnd::kStop && e.spec.reuse_actors ? ActorEnd::kReuseOrStop : end);
   t.memory_checkpoint.clear();
   t.end_time = WallSeconds();
-  p_.book.SetStatus(t, final_status);
+  SetStatus(t, final_status);
   if (final_status == TrialStatus::kError) {
     p_.scheduler.OnTrialError(t);
   } else {
@@ -158,7 +168,7 @@ void TrialLifecycle::FailTrial(Trial& t, const std::string& error, bool retry, A
   const bool resources_now = p_.groups.HasReady(key) || p_.actors.HasCached(key);
   if (!resources_now) t.seq = p_.book.NextSeq();
   p_.scheduler.OnTrialError(t);  // Ray's _requeue_trial: on_trial_error, then on_trial_add
-  p_.book.SetStatus(t, TrialStatus::kPending);
+  SetStatus(t, TrialStatus::kPending);
   Enqueue(t);
 }
 
@@ -227,7 +237,7 @@ void TrialLifecycle::FinishPause(Trial& t, const std::string& memory_checkpoint)
   const Experiment& e = p_.book.ExperimentOf(t);
   EndAttempt(t, e.spec.reuse_actors ? ActorEnd::kReuseOrStop : ActorEnd::kStop);
   t.memory_checkpoint = memory_checkpoint;
-  p_.book.SetStatus(t, TrialStatus::kPaused);
+  SetStatus(t, TrialStatus::kPaused);
   if (!t.held) Enqueue(t);
 }
 

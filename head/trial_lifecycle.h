@@ -69,6 +69,11 @@ class TrialLifecycle {
   // and fills the waits after). An illegal change is IllegalState and is
   // refused (returns false).
   bool SetPhase(Trial& t, TrialPhase to);
+  // The only way the runner's parts change a trial's stored status: checks
+  // the change (IsLegalStatusChange) and records it in the TrialBook (its
+  // counts, the turn's commit). An illegal change is IllegalState and is
+  // refused (returns false).
+  bool SetStatus(Trial& t, TrialStatus to);
   // The single exit from every phase: disposes of the actor as `end` says
   // (dropping every request of the attempt), forgets a re-attach that will
   // not happen, leaves every per-phase index, clears the attempt's intents

@@ -44,4 +44,17 @@ bool IsLegalTransition(TrialPhase from, TrialPhase to) {
   return false;
 }
 
+bool IsLegalStatusChange(TrialStatus from, TrialStatus to) {
+  using S = TrialStatus;
+  if (from == to) return true;
+  switch (from) {
+    case S::kPending: return to == S::kRunning || to == S::kPaused || to == S::kTerminated;
+    case S::kRunning: return true;
+    case S::kPaused: return to == S::kRunning || to == S::kTerminated;
+    case S::kError: return to == S::kPending;
+    case S::kTerminated: return false;
+  }
+  return false;
+}
+
 }  // namespace ztune::head

@@ -14,6 +14,9 @@
 
 namespace ztune::head {
 
+// Where a trial is in its life; stored with the trial.
+enum class TrialStatus { kPending, kRunning, kPaused, kTerminated, kError };
+
 enum class TrialPhase : uint8_t {
   kIdle,              // no actor: PENDING, PAUSED, TERMINATED or ERROR
   kStarting,          // CREATE_ACTOR sent (then RESTORE, TRAIN, pipelined)
@@ -44,5 +47,18 @@ bool PhaseHoldsActor(TrialPhase p);
 //   kPausing          -> kIdle
 // (kStarting and kAwaitingReplay are not re-entered: a later TRAIN is kTraining.)
 bool IsLegalTransition(TrialPhase from, TrialPhase to);
+
+// The legal changes of the persisted status (a status to itself is no
+// change, always legal):
+//   PENDING    -> RUNNING (started), PAUSED (a user's pause), TERMINATED (stopped)
+//   RUNNING    -> PENDING (a retry, a lost start, a re-attach given up),
+//                 PAUSED (paused, or a held pause outliving its lost actor),
+//                 TERMINATED, ERROR
+//   PAUSED     -> RUNNING (resumed from its memory checkpoint), TERMINATED
+//   ERROR      -> PENDING (resume with errored "retry")
+//   TERMINATED -> nothing
+// An attempt fails only while it is RUNNING: ERROR is never entered from the
+// queue.
+bool IsLegalStatusChange(TrialStatus from, TrialStatus to);
 
 }  // namespace ztune::head

@@ -162,9 +162,9 @@ void TrialRecovery::RequeueLostStart(Trial& t, const std::string& why) {
 
 void TrialRecovery::StartAgain(Trial& t) {
   if (t.held) {
-    p_.book.SetStatus(t, TrialStatus::kPaused);  // an acknowledged pause outlives the lost actor
+    p_.lifecycle.SetStatus(t, TrialStatus::kPaused);  // an acknowledged pause outlives the lost actor
   } else {
-    p_.book.SetStatus(t, TrialStatus::kPending);
+    p_.lifecycle.SetStatus(t, TrialStatus::kPending);
     p_.lifecycle.Enqueue(t);
   }
 }
@@ -267,7 +267,7 @@ Result<Json> TrialRecovery::ResumeExperiment(const std::string& experiment_id,
       t.end_time = 0;
       t.memory_checkpoint.clear();
       t.seq = p_.book.NextSeq();
-      p_.book.SetStatus(t, TrialStatus::kPending);
+      p_.lifecycle.SetStatus(t, TrialStatus::kPending);
       p_.lifecycle.Enqueue(t);
       retried.push_back(id);
     } else {

@@ -121,6 +121,20 @@ TEST_F(TrialLifecycleTest, StrictInvariantsAbortOnAnIllegalChangeOrABrokenInvari
   EXPECT_DEATH(strict.CheckInvariants(t), "");
 }
 
+// A status change off the table is refused (logged; the status stays) or,
+// with strict invariants, aborts; a legal one reaches the book's counts.
+TEST_F(TrialLifecycleTest, AnIllegalStatusChangeIsRefused) {
+  Trial& t = Added();
+  EXPECT_FALSE(lifecycle_.SetStatus(t, TrialStatus::kError)) << "ERROR only from RUNNING";
+  EXPECT_EQ(t.status, TrialStatus::kPending);
+  ASSERT_TRUE(lifecycle_.SetStatus(t, TrialStatus::kTerminated));
+  EXPECT_EQ(exp_->counts[TrialStatus::kTerminated], 1);
+  EXPECT_FALSE(lifecycle_.SetStatus(t, TrialStatus::kPending)) << "TERMINATED is final";
+  EXPECT_EQ(t.status, TrialStatus::kTerminated);
+  TrialLifecycle strict(MakeParts(), /*strict_invariants=*/true);
+  EXPECT_DEATH(strict.SetStatus(t, TrialStatus::kRunning), "");
+}
+
 // The exit from resetting leaves the actors' RESET index and stops the actor
 // under both keys (never caches it), and the trial ends idle without an actor.
 TEST_F(TrialLifecycleTest, EndAttemptFromResettingLeavesTheResetIndexAndStopsBothKeys) {

@@ -1,4 +1,5 @@
 // The phase table of trial_phase.h, pair by pair.
+#include "head/trial.h"
 #include "head/trial_phase.h"
 
 #include <set>
@@ -63,6 +64,25 @@ TEST(TrialPhaseTest, OnlyIdleAndAwaitingReattachHoldNoActor) {
     if (!PhaseHoldsActor(PhaseAt(p))) without.insert(TrialPhaseName(PhaseAt(p)));
   }
   EXPECT_EQ(without, (std::set<std::string>{"idle", "awaiting_reattach"}));
+}
+
+// The status table, whole: finished is final except ERROR's retry, an
+// attempt fails only while RUNNING, and a queued trial starts, is held or
+// is stopped.
+TEST(TrialPhaseTest, StatusChangesFollowTheTable) {
+  using S = TrialStatus;
+  const S all[] = {S::kPending, S::kRunning, S::kPaused, S::kTerminated, S::kError};
+  const std::set<std::pair<S, S>> legal = {
+      {S::kPending, S::kRunning}, {S::kPending, S::kPaused},   {S::kPending, S::kTerminated},
+      {S::kRunning, S::kPending}, {S::kRunning, S::kPaused},   {S::kRunning, S::kTerminated},
+      {S::kRunning, S::kError},   {S::kPaused, S::kRunning},   {S::kPaused, S::kTerminated},
+      {S::kError, S::kPending}};
+  for (S from : all) {
+    for (S to : all) {
+      EXPECT_EQ(IsLegalStatusChange(from, to), from == to || legal.count({from, to}) > 0)
+          << TrialStatusName(from) << " -> " << TrialStatusName(to);
+    }
+  }
 }
 
 TEST(TrialPhaseTest, NamesAreDistinct) {
