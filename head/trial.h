@@ -80,7 +80,7 @@ struct Trial {
 
   // ---- runtime only (the actor of the current attempt) ----
   // What the attempt is doing (trial_phase.h). Written only by
-  // TrialRunner::SetPhase, which checks the change and keeps the runner's
+  // TrialLifecycle::SetPhase, which checks the change and keeps the runner's
   // per-phase indexes (RecoveryWaits, resets in flight) in step with it.
   TrialPhase phase = TrialPhase::kIdle;
   // Set exactly while PhaseHoldsActor(phase).

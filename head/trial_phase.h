@@ -6,7 +6,7 @@
 //
 // The phase is runtime state (never stored): a restarted head rebuilds it
 // (kAwaitingReattach for a trial that was RUNNING on a worker, kIdle
-// otherwise). TrialRunner::SetPhase is the only writer and checks every
+// otherwise). TrialLifecycle::SetPhase is the only writer and checks every
 // change against IsLegalTransition. Pure functions; no thread affinity.
 #pragma once
 

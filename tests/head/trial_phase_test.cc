@@ -52,7 +52,7 @@ TEST(TrialPhaseTest, OnlyTheDocumentedChangesAreLegal) {
 }
 
 TEST(TrialPhaseTest, EveryPhaseCanBeLeftForIdle) {
-  // The single exit path (TrialRunner::EndAttempt) needs this from anywhere.
+  // The single exit path (TrialLifecycle::EndAttempt) needs this from anywhere.
   for (int from = 0; from < kNumTrialPhases; ++from) {
     EXPECT_TRUE(IsLegalTransition(PhaseAt(from), P::kIdle)) << TrialPhaseName(PhaseAt(from));
   }

@@ -1,5 +1,5 @@
 // The phases a trial goes through (head/trial_phase.h), observed answer by
-// answer, and the single exit path (TrialRunner::EndAttempt). The fixture runs
+// answer, and the single exit path (TrialLifecycle::EndAttempt). The fixture runs
 // with strict invariants: an illegal change or a broken invariant aborts.
 #include <string>
 #include <utility>
