@@ -10,19 +10,14 @@
 
 #include <gtest/gtest.h>
 
-#include "head/fifo_scheduler.h"
-#include "tests/fakes/recording_command_sink.h"
+#include "tests/head/runner_parts_fixture.h"
 
 namespace ztune::head {
 namespace {
 
-class ActorManagerTest : public ::testing::Test {
+class ActorManagerTest : public RunnerPartsTest {
  protected:
-  ActorManagerTest()
-      : groups_(ledger_, clock_, PlacementGroupOptions{16, 0}),
-        executor_(sink_, clock_),
-        actors_(executor_, groups_, book_, scheduler_, /*force_cleanup_ms=*/600'000) {
-    executor_.SetEpoch(1);
+  ActorManagerTest() {
     ledger_.AddWorker(WorkerId("w1"), ResourceSet::FromDoubles({{"CPU", 4}}), {});
     ledger_.AddWorker(WorkerId("w2"), ResourceSet::FromDoubles({{"CPU", 4}}), {});
     Experiment e;
@@ -48,25 +43,6 @@ class ActorManagerTest : public ::testing::Test {
     scheduler_.OnTrialAdd(t, exp_->request_key, exp_->spec.resources);
   }
 
-  // The STOPs sent since the last call, as "worker/trial/attempt".
-  std::set<std::string> Stops() {
-    std::set<std::string> out;
-    for (const auto& s : sink_.TakeAll()) {
-      if (const auto* stop = std::get_if<protocol::Stop>(&s.message.body)) {
-        out.insert(s.worker_id.str() + "/" + stop->trial_id + "/" + std::to_string(stop->attempt));
-      }
-    }
-    return out;
-  }
-
-  FakeClock clock_;
-  ResourceLedger ledger_;
-  PlacementGroupManager groups_;
-  testing::RecordingCommandSink sink_;
-  Executor executor_;
-  TrialBook book_;
-  FifoScheduler scheduler_;
-  ActorManager actors_;
   Experiment* exp_ = nullptr;
 };
 

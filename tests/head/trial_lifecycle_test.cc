@@ -12,22 +12,16 @@
 
 #include <gtest/gtest.h>
 
-#include "head/fifo_scheduler.h"
 #include "head/search_space.h"
 #include "storage/keys.h"
-#include "tests/fakes/recording_command_sink.h"
+#include "tests/head/runner_parts_fixture.h"
 
 namespace ztune::head {
 namespace {
 
-class TrialLifecycleTest : public ::testing::Test {
+class TrialLifecycleTest : public RunnerPartsTest {
  protected:
-  TrialLifecycleTest()
-      : groups_(ledger_, clock_, PlacementGroupOptions{16, 0}),
-        executor_(sink_, clock_),
-        actors_(executor_, groups_, book_, scheduler_, /*force_cleanup_ms=*/600'000),
-        lifecycle_(MakeParts(), /*strict_invariants=*/false) {
-    executor_.SetEpoch(1);
+  TrialLifecycleTest() {
     ledger_.AddWorker(WorkerId("w1"), ResourceSet::FromDoubles({{"CPU", 8}}), {});
     Experiment e;
     e.experiment_id = "e0001";
@@ -37,11 +31,6 @@ class TrialLifecycleTest : public ::testing::Test {
     e.total_variants = 2;  // the search has yielded everything
     exp_ = &book_.AddExperiment(std::move(e));
     searcher_.Start(exp_->experiment_id, SearchSpace::Parse(Json::object()).value());
-  }
-
-  TrialLifecycle::Parts MakeParts() {
-    return TrialLifecycle::Parts{book_,   executor_, actors_, scheduler_,
-                                 waits_,  searcher_, groups_, batch_};
   }
 
   // A new PENDING trial of the experiment, not queued.
@@ -67,33 +56,10 @@ class TrialLifecycleTest : public ::testing::Test {
     return t;
   }
 
-  // The STOPs sent since the last take, as "worker/trial/attempt".
-  std::set<std::string> Stops() {
-    std::set<std::string> out;
-    for (const auto& s : sink_.TakeAll()) {
-      if (const auto* stop = std::get_if<protocol::Stop>(&s.message.body)) {
-        out.insert(s.worker_id.str() + "/" + stop->trial_id + "/" + std::to_string(stop->attempt));
-      }
-    }
-    return out;
-  }
-
   static std::string Key(const Trial& t) {
     return "w1/" + t.trial_id.str() + "/" + std::to_string(t.attempt);
   }
 
-  FakeClock clock_;
-  ResourceLedger ledger_;
-  PlacementGroupManager groups_;
-  testing::RecordingCommandSink sink_;
-  Executor executor_;
-  TrialBook book_;
-  FifoScheduler scheduler_;
-  ActorManager actors_;
-  RecoveryWaits waits_;
-  Searcher searcher_;
-  storage::WriteBatch batch_;
-  TrialLifecycle lifecycle_;
   Experiment* exp_ = nullptr;
 };
 
@@ -112,7 +78,7 @@ TEST_F(TrialLifecycleTest, AnIllegalPhaseChangeIsRefusedAndLeavesThePhase) {
 
 // With strict invariants an illegal change, or a broken invariant, aborts.
 TEST_F(TrialLifecycleTest, StrictInvariantsAbortOnAnIllegalChangeOrABrokenInvariant) {
-  TrialLifecycle strict(MakeParts(), /*strict_invariants=*/true);
+  TrialLifecycle strict(LifecycleParts(), /*strict_invariants=*/true);
   Trial& t = Added();
   EXPECT_DEATH(strict.SetPhase(t, TrialPhase::kPausing), "");
   EXPECT_TRUE(strict.SetPhase(t, TrialPhase::kIdle)) << "idle -> idle is legal";
@@ -131,7 +97,7 @@ TEST_F(TrialLifecycleTest, AnIllegalStatusChangeIsRefused) {
   EXPECT_EQ(exp_->counts[TrialStatus::kTerminated], 1);
   EXPECT_FALSE(lifecycle_.SetStatus(t, TrialStatus::kPending)) << "TERMINATED is final";
   EXPECT_EQ(t.status, TrialStatus::kTerminated);
-  TrialLifecycle strict(MakeParts(), /*strict_invariants=*/true);
+  TrialLifecycle strict(LifecycleParts(), /*strict_invariants=*/true);
   EXPECT_DEATH(strict.SetStatus(t, TrialStatus::kRunning), "");
 }
 

@@ -13,26 +13,20 @@
 
 #include <gtest/gtest.h>
 
-#include "head/fifo_scheduler.h"
 #include "head/trial_records.h"
 #include "storage/in_memory_store.h"
 #include "storage/keys.h"
-#include "tests/fakes/recording_command_sink.h"
+#include "tests/head/runner_parts_fixture.h"
 
 namespace ztune::head {
 namespace {
 
 constexpr char kExp[] = "e0001";
 
-class TrialRecoveryTest : public ::testing::Test {
+class TrialRecoveryTest : public RunnerPartsTest {
  protected:
   TrialRecoveryTest()
-      : groups_(ledger_, clock_, PlacementGroupOptions{16, 0}),
-        executor_(sink_, clock_),
-        actors_(executor_, groups_, book_, scheduler_, /*force_cleanup_ms=*/600'000),
-        lifecycle_(TrialLifecycle::Parts{book_, executor_, actors_, scheduler_, waits_,
-                                         searcher_, groups_, batch_},
-                   /*strict_invariants=*/true),
+      : RunnerPartsTest(/*strict_invariants=*/true),
         recovery_(TrialRecovery::Parts{store_, book_, lifecycle_, executor_, actors_, groups_,
                                        waits_, searcher_, sink_, clock_, batch_},
                   Options()) {}
@@ -158,18 +152,6 @@ class TrialRecoveryTest : public ::testing::Test {
   }
 
   storage::InMemoryStore store_;
-  FakeClock clock_;
-  ResourceLedger ledger_;
-  PlacementGroupManager groups_;
-  testing::RecordingCommandSink sink_;
-  Executor executor_;
-  TrialBook book_;
-  FifoScheduler scheduler_;
-  ActorManager actors_;
-  RecoveryWaits waits_;
-  Searcher searcher_;
-  storage::WriteBatch batch_;
-  TrialLifecycle lifecycle_;
   TrialRecovery recovery_;
 };
 

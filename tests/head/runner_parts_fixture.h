@@ -1,0 +1,60 @@
+// RunnerPartsTest: the real parts of a TrialRunner wired together without the
+// runner (a fake clock, a recording command sink, a FIFO scheduler), as the
+// base of the unit tests of ActorManager, TrialLifecycle and TrialRecovery.
+// Test-thread only.
+#pragma once
+
+#include <set>
+#include <string>
+#include <variant>
+
+#include <gtest/gtest.h>
+
+#include "head/actor_manager.h"
+#include "head/fifo_scheduler.h"
+#include "head/recovery_waits.h"
+#include "head/searcher.h"
+#include "head/trial_lifecycle.h"
+#include "tests/fakes/recording_command_sink.h"
+
+namespace ztune::head {
+
+class RunnerPartsTest : public ::testing::Test {
+ protected:
+  // `strict_invariants`: an illegal change aborts instead of being refused.
+  explicit RunnerPartsTest(bool strict_invariants = false)
+      : lifecycle_(LifecycleParts(), strict_invariants) {
+    executor_.SetEpoch(1);
+  }
+
+  TrialLifecycle::Parts LifecycleParts() {
+    return TrialLifecycle::Parts{book_,  executor_, actors_, scheduler_,
+                                 waits_, searcher_, groups_, batch_};
+  }
+
+  // The STOPs sent since the last take of the sink, as "worker/trial/attempt".
+  std::set<std::string> Stops() {
+    std::set<std::string> out;
+    for (const auto& s : sink_.TakeAll()) {
+      if (const auto* stop = std::get_if<protocol::Stop>(&s.message.body)) {
+        out.insert(s.worker_id.str() + "/" + stop->trial_id + "/" + std::to_string(stop->attempt));
+      }
+    }
+    return out;
+  }
+
+  FakeClock clock_;
+  ResourceLedger ledger_;
+  PlacementGroupManager groups_{ledger_, clock_, PlacementGroupOptions{16, 0}};
+  testing::RecordingCommandSink sink_;
+  Executor executor_{sink_, clock_};
+  TrialBook book_;
+  FifoScheduler scheduler_;
+  ActorManager actors_{executor_, groups_, book_, scheduler_, /*force_cleanup_ms=*/600'000};
+  RecoveryWaits waits_;
+  Searcher searcher_;
+  storage::WriteBatch batch_;
+  TrialLifecycle lifecycle_;
+};
+
+}  // namespace ztune::head
