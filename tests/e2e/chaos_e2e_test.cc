@@ -24,6 +24,7 @@
 
 #include "storage/keys.h"
 #include "storage/rocksdb_store.h"
+#include "tests/fakes/file_damage.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/trial_queries.h"
 
@@ -678,21 +679,6 @@ std::map<std::string, std::string> SstFiles(const std::string& dir) {
   return out;
 }
 
-// Inverts 64 bytes in the middle of `path` (size unchanged).
-void DamageMiddle(const std::string& path) {
-  const uintmax_t size = fs::file_size(path);
-  ASSERT_GT(size, 256u) << path;
-  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  ASSERT_TRUE(f.good()) << path;
-  std::string bytes(64, '\0');
-  f.seekg(static_cast<std::streamoff>(size / 2));
-  f.read(bytes.data(), 64);
-  for (char& c : bytes) c = static_cast<char>(~c);
-  f.seekp(static_cast<std::streamoff>(size / 2));
-  f.write(bytes.data(), 64);
-  ASSERT_TRUE(f.good()) << path;
-}
-
 // A data dir written by a real head: an experiment of `n` noop trials, run to
 // the end, head stopped cleanly. The cluster's workers are stopped too.
 void MakeStoreWithData(LocalCluster& cluster, int n) {
@@ -777,7 +763,7 @@ TEST(StoreErrorsE2ETest, RefusesAStoreWithADamagedTrialsSst) {
   }
   const auto ssts = SstFilesOf(cluster.data_dir(), "trials");
   ASSERT_FALSE(ssts.empty()) << "no SST file of the trials family";
-  DamageMiddle(ssts.front());
+  testing::DamageMiddle(ssts.front());
   if (HasFatalFailure()) return;
   const auto before = SstFiles(cluster.data_dir());
 

@@ -1078,11 +1078,7 @@ TEST_F(TrialRunnerTest, ABufferedBatchIsStoredWholeAndCheckpointedOnce) {
       "checkpoint": {"num_to_keep": 5}})");
   runner_->Tick();
   const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
-  for (int i = 0; i < 1000 && runner_->FindTrial(id)->iteration < 2; ++i) {
-    fleet_->Turn();
-    fleet_->Heartbeat();
-    clock_.AdvanceMs(10);
-  }
+  RunUntilIteration(id, 2);
   fleet_->Turn();
   const Trial* t = runner_->FindTrial(id);
   ASSERT_EQ(t->status, TrialStatus::kRunning);
@@ -1127,11 +1123,7 @@ TEST_F(TrialRunnerTest, AResultThatSkipsIterationsFailsItsTrialAndStoresNothing)
     std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 50}})");
     runner_->Tick();
     const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
-    for (int i = 0; i < 1000 && runner_->FindTrial(id)->iteration < 2; ++i) {
-      fleet_->Turn();
-      fleet_->Heartbeat();
-      clock_.AdvanceMs(10);
-    }
+    RunUntilIteration(id, 2);
     fleet_->Turn();
     const Trial* t = runner_->FindTrial(id);
     ASSERT_EQ(t->status, TrialStatus::kRunning);
@@ -1178,11 +1170,7 @@ TEST_F(TrialRunnerTest, AResultWithNonBooleanFlagsFailsItsTrialAndIsAcknowledged
     ASSERT_EQ(runner_->FindExperiment(exp)->trial_ids.size(), 1u);
     const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
     // (The previous trial's group is released after pg_removal_delay_ms.)
-    for (int i = 0; i < 1000 && runner_->FindTrial(id)->iteration < 2; ++i) {
-      fleet_->Turn();
-      fleet_->Heartbeat();
-      clock_.AdvanceMs(10);
-    }
+    RunUntilIteration(id, 2);
     const Trial* t = runner_->FindTrial(id);
     ASSERT_EQ(t->status, TrialStatus::kRunning) << flag << "=" << value.dump();
     fleet_->Turn();  // the fleet answers what is pending before the sink is read

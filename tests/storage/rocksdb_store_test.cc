@@ -16,6 +16,7 @@
 #include <rocksdb/db.h>
 
 #include "storage/keys.h"
+#include "tests/fakes/file_damage.h"
 #include "tests/storage/child_process.h"
 #include "tests/storage/temp_dir.h"
 
@@ -62,21 +63,6 @@ std::string LargestFile(const std::string& dir, const std::string& ext) {
     }
   }
   return best;
-}
-
-// Inverts 64 bytes in the middle of `path` (size unchanged).
-void DamageMiddle(const std::string& path) {
-  const uintmax_t size = fs::file_size(path);
-  ASSERT_GT(size, 256u) << path;
-  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  ASSERT_TRUE(f.good()) << path;
-  std::string bytes(64, '\0');
-  f.seekg(static_cast<std::streamoff>(size / 2));
-  f.read(bytes.data(), 64);
-  for (char& c : bytes) c = static_cast<char>(~c);
-  f.seekp(static_cast<std::streamoff>(size / 2));
-  f.write(bytes.data(), 64);
-  ASSERT_TRUE(f.good()) << path;
 }
 
 // Writes `batch` into a store in `dir`, then closes and reopens it once so the
@@ -301,7 +287,7 @@ TEST_F(RocksDbStoreTest, OpenReportsCorruptionWhenTrialsSstIsDamaged) {
   WriteAndFlush(dir_, b);
   const std::string sst = LargestFile(dir_, ".sst");
   ASSERT_FALSE(sst.empty());
-  DamageMiddle(sst);
+  testing::DamageMiddle(sst);
 
   auto r = RocksDbStore::Open(dir_);
   ASSERT_FALSE(r.ok()) << "a damaged store opened";
@@ -318,7 +304,7 @@ TEST_F(RocksDbStoreTest, VerifyAndReadsReportCorruptionWhenResultsSstIsDamaged) 
   WriteAndFlush(dir_, b);
   const std::string sst = LargestFile(dir_, ".sst");
   ASSERT_FALSE(sst.empty());
-  DamageMiddle(sst);
+  testing::DamageMiddle(sst);
 
   auto r = RocksDbStore::Open(dir_);
   if (!r.ok()) {
@@ -355,7 +341,7 @@ TEST_F(RocksDbStoreTest, VerifyAndReadsReportCorruptionWhenBlobIsDamaged) {
   WriteAndFlush(dir_, b);
   const std::string blob = LargestFile(dir_, ".blob");
   ASSERT_FALSE(blob.empty()) << "checkpoints did not go to a blob file";
-  DamageMiddle(blob);
+  testing::DamageMiddle(blob);
 
   auto r = RocksDbStore::Open(dir_);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -385,7 +371,7 @@ TEST_F(RocksDbStoreTest, OpenFailsWhenManifestIsDamaged) {
     if (e.path().filename().string().rfind("MANIFEST-", 0) == 0) path = e.path().string();
   }
   ASSERT_FALSE(path.empty());
-  DamageMiddle(path);
+  testing::DamageMiddle(path);
 
   auto r = RocksDbStore::Open(dir_);
   ASSERT_FALSE(r.ok()) << "a store with a damaged MANIFEST opened";
