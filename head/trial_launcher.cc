@@ -116,8 +116,12 @@ void TrialLauncher::OnResetReply(Trial& t, const protocol::Reply& reply) {
   const CachedActor* resetting = p_.actors.ResetOf(t.trial_id);
   if (resetting == nullptr) return;
   const CachedActor old = *resetting;
-  bool accepted = reply.ok && reply.data.is_object() && reply.data.value("reset", false);
-  if (accepted) {
+  // `reset` comes from the worker: only a boolean counts.
+  const Json* reset = reply.data.is_object() && reply.data.contains("reset")
+                          ? &reply.data["reset"]
+                          : nullptr;
+  const bool well_formed = reset != nullptr && reset->is_boolean();
+  if (reply.ok && well_formed && reset->get<bool>()) {
     if (!p_.lifecycle.SetPhase(t, TrialPhase::kStarting)) return;
     std::string bytes;
     std::string* checkpoint = CheckpointFor(t, bytes);
@@ -129,10 +133,14 @@ void TrialLauncher::OnResetReply(Trial& t, const protocol::Reply& reply) {
   // frees its group when done.
   p_.executor.StopActorKey(old.worker_id, old.trial_id, old.attempt, old.group_id,
                            p_.actors.KillAfterMs(p_.book.ExperimentOf(t)));
-  std::string why = reply.ok ? std::string(
-                                   "Trainable runner reuse requires reset_config() to be "
-                                   "implemented and return True.")
-                             : "actor reuse failed: " + reply.error;
+  std::string why;
+  if (!reply.ok) {
+    why = "actor reuse failed: " + reply.error;
+  } else if (!well_formed) {
+    why = "actor reuse failed: the worker's RESET answer has no boolean \"reset\"";
+  } else {
+    why = "Trainable runner reuse requires reset_config() to be implemented and return True.";
+  }
   p_.lifecycle.FailTrial(t, why, false, ActorEnd::kGone);
 }
 

@@ -168,8 +168,16 @@ void TrialLifecycle::FailTrial(Trial& t, const std::string& error, bool retry, A
   const bool resources_now = p_.groups.HasReady(key) || p_.actors.HasCached(key);
   if (!resources_now) t.seq = p_.book.NextSeq();
   p_.scheduler.OnTrialError(t);  // Ray's _requeue_trial: on_trial_error, then on_trial_add
-  SetStatus(t, TrialStatus::kPending);
-  Enqueue(t);
+  StartAgain(t);
+}
+
+void TrialLifecycle::StartAgain(Trial& t) {
+  if (t.held) {
+    SetStatus(t, TrialStatus::kPaused);  // a user's pause outlives the attempt
+  } else {
+    SetStatus(t, TrialStatus::kPending);
+    Enqueue(t);
+  }
 }
 
 // ---------------------------------------------------------------- queues

@@ -89,6 +89,11 @@ class TrialLifecycle {
   // FinishTrial (kReuseOrStop is never used: an actor is not reused after an
   // error).
   void FailTrial(Trial& t, const std::string& error, bool retry, ActorEnd end = ActorEnd::kStop);
+  // An attempt that ended early without ending the trial (a retried failure,
+  // a lost start, a re-attach given up) starts again: queued as PENDING, or
+  // PAUSED when a user paused it (held, out of the queue until resumed; it
+  // then starts from its newest persistent checkpoint).
+  void StartAgain(Trial& t);
   // A broken invariant or illegal change: aborts under strict invariants,
   // otherwise logs `what` as an error.
   void IllegalState(const std::string& what) const;

@@ -157,16 +157,7 @@ void TrialRecovery::RequeueLostStart(Trial& t, const std::string& why) {
   spdlog::warn("trial {} attempt {}: {}; it starts again (not counted as a failure)", t.trial_id,
                t.attempt, why);
   p_.lifecycle.EndAttempt(t, ActorEnd::kStop);
-  StartAgain(t);
-}
-
-void TrialRecovery::StartAgain(Trial& t) {
-  if (t.held) {
-    p_.lifecycle.SetStatus(t, TrialStatus::kPaused);  // an acknowledged pause outlives the lost actor
-  } else {
-    p_.lifecycle.SetStatus(t, TrialStatus::kPending);
-    p_.lifecycle.Enqueue(t);
-  }
+  p_.lifecycle.StartAgain(t);
 }
 
 bool TrialRecovery::Reattach(Trial& t, const WorkerId& worker_id, const protocol::LiveActor& live) {
@@ -212,7 +203,7 @@ bool TrialRecovery::Reattach(Trial& t, const WorkerId& worker_id, const protocol
 void TrialRecovery::GiveUpReattach(Trial& t, const std::string& why) {
   spdlog::info("trial {}: {}; restarting it from its newest checkpoint", t.trial_id, why);
   p_.lifecycle.EndAttempt(t, ActorEnd::kStop);  // no actor was adopted: nothing to stop
-  StartAgain(t);
+  p_.lifecycle.StartAgain(t);
 }
 
 void TrialRecovery::DriveAfterReattach(Trial& t, SendTiming timing) {

@@ -102,10 +102,6 @@ class TrialRecovery {
   // The start of the trial's attempt was lost in transit (not the trial's
   // fault): it goes back to the queue without counting a failure.
   void RequeueLostStart(Trial& t, const std::string& why);
-  // An attempt that ended without a failure and without its actor (a lost
-  // start, a re-attach given up): PAUSED again when a user paused it (the
-  // pause outlives the lost actor), else queued to start again.
-  void StartAgain(Trial& t);
 
   Parts p_;
   const Options options_;

@@ -393,5 +393,24 @@ TEST_F(TrialLauncherTest, ARefusedResetStopsTheOldKeyAndEndsInError) {
   EXPECT_EQ(groups_.NumInUse(), 0);
 }
 
+// A RESET answer whose "reset" is not a boolean (a worker's bytes) is a
+// refusal with a clear error, not an exception out of the head loop.
+TEST_F(TrialLauncherTest, AMalformedResetAnswerIsARefusalNotACrash) {
+  AddWorker("w1", {"noop"});
+  Experiment& e = AddExperiment(Json{{"reuse_actors", true}});
+  Trial& old = Queued(e, 0.1);
+  Trial& next = Queued(e, 0.2);
+  StartAndCache(old, e);
+  launcher_.StartReadyTrials();
+  ASSERT_EQ(next.phase, TrialPhase::kResetting);
+  protocol::Reply reply;
+  reply.ok = true;
+  reply.data = Json{{"reset", 1}};
+  EXPECT_NO_THROW(launcher_.OnResetReply(next, reply));
+  EXPECT_EQ(next.status, TrialStatus::kError);
+  EXPECT_EQ(next.error, "actor reuse failed: the worker's RESET answer has no boolean \"reset\"");
+  lifecycle_.CheckInvariants(next);
+}
+
 }  // namespace
 }  // namespace ztune::head

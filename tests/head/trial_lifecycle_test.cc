@@ -160,6 +160,23 @@ TEST_F(TrialLifecycleTest, EndAttemptFromAwaitingReattachForgetsTheWorkerAndTheW
 
 // A failure within max_failures is retried: PENDING and queued again, its
 // actor stopped, its error record in the turn's batch; one more is ERROR.
+// A user's pause outlives a retried failure of the attempt it was waiting
+// for: the trial is PAUSED and held (out of the queue) until resumed, as
+// after a lost start; it was queued and ran again, and resume was refused.
+TEST_F(TrialLifecycleTest, AHeldPauseOutlivesARetriedFailure) {
+  exp_->spec.max_failures = 1;
+  Trial& t = Added();
+  Start(t);
+  t.pause_requested = true;
+  t.held = true;
+  lifecycle_.FailTrial(t, "boom", /*retry=*/true);
+  EXPECT_EQ(t.status, TrialStatus::kPaused);
+  EXPECT_TRUE(t.held);
+  EXPECT_EQ(t.num_failures, 1);
+  EXPECT_EQ(scheduler_.NumWaiting(exp_->request_key), 0u) << "held: not queued";
+  lifecycle_.CheckInvariants(t);
+}
+
 TEST_F(TrialLifecycleTest, AFailureWithinMaxFailuresRequeuesAndOnePastItEndsInError) {
   exp_->spec.max_failures = 1;
   Trial& t = Added();
