@@ -9,10 +9,10 @@ PlacementGroupManager::PlacementGroupManager(ResourceLedger& ledger, const Clock
                                              PlacementGroupOptions options)
     : ledger_(ledger), clock_(clock), options_(options) {}
 
-uint64_t PlacementGroupManager::Stage(const PlacementRequest& request) {
+uint64_t PlacementGroupManager::Stage(const PlacementRequest& request, const std::string& key) {
   Group g;
   g.id = next_id_++;
-  g.key = request.Key();
+  g.key = key;
   g.request = request;
   g.state = State::kStaging;
   pools_[g.key].staging++;
@@ -101,12 +101,13 @@ void PlacementGroupManager::ReturnInUse(uint64_t group_id) {
 }
 
 std::optional<uint64_t> PlacementGroupManager::AdoptInUse(const PlacementRequest& request,
+                                                          const std::string& key,
                                                           const Placement& placement,
                                                           const TrialId& trial_id) {
   if (!ledger_.ReserveExact(placement)) return std::nullopt;
   Group g;
   g.id = next_id_++;
-  g.key = request.Key();
+  g.key = key;
   g.request = request;
   g.state = State::kInUse;
   g.placement = placement;

@@ -51,7 +51,10 @@ class PlacementGroupManager {
 
   // Requests a new group; it becomes ready once the ledger can hold it.
   // Not limited by CanStage (the caller checks it).
-  uint64_t Stage(const PlacementRequest& request);
+  // Pooled under `key` (the experiment's request key: the shape, plus the
+  // trainable when actors are reused); the one-argument form pools by shape.
+  uint64_t Stage(const PlacementRequest& request, const std::string& key);
+  uint64_t Stage(const PlacementRequest& request) { return Stage(request, request.Key()); }
   // Places staging groups (FIFO, skipping ones that do not fit) and performs
   // due delayed removals. Returns the number of groups that became ready.
   int Update();
@@ -71,8 +74,8 @@ class PlacementGroupManager {
   // A re-attached actor after a head restart: an in-use group with the
   // recorded placement (reserved again in the ledger). nullopt, and nothing
   // reserved, when the placement does not fit what the ledger has now.
-  std::optional<uint64_t> AdoptInUse(const PlacementRequest& request, const Placement& placement,
-                                     const TrialId& trial_id);
+  std::optional<uint64_t> AdoptInUse(const PlacementRequest& request, const std::string& key,
+                                     const Placement& placement, const TrialId& trial_id);
   // Actor reuse: the in-use group's actor is kept, owned by no trial.
   void MarkCached(uint64_t group_id);
   // A cached group's actor serves `trial_id` now.

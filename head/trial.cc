@@ -226,6 +226,12 @@ const CheckpointRecord* Trial::NewestCheckpoint() const {
   return best;
 }
 
+std::string RequestKeyFor(const ExperimentSpec& spec) {
+  std::string key = spec.resources.Key();
+  if (spec.reuse_actors) key += "\x1f" + spec.trainable;
+  return key;
+}
+
 Json Experiment::ToJson() const {
   return Json{{"experiment_id", experiment_id},
               {"spec", spec.ToJson()},

@@ -119,8 +119,8 @@ struct Experiment {
   std::vector<TrialId> trial_ids;  // creation order
   std::map<TrialStatus, int64_t> counts;
   int64_t live_trials = 0;  // not finished
-  // spec.resources.Key(), set by TrialBook::AddExperiment: the shape that
-  // queues, groups and cached actors of its trials are keyed by.
+  // RequestKeyFor(spec), set by TrialBook::AddExperiment: what queues,
+  // placement groups and cached actors of its trials are keyed by.
   std::string request_key;
 
   bool SearchFinished() const { return stopped || next_variant >= total_variants; }
@@ -128,6 +128,13 @@ struct Experiment {
   Json ToJson() const;
   static Result<Experiment> FromJson(const Json& j);
 };
+
+// The key of an experiment's requests: its placement request's shape, and,
+// when it reuses actors, its trainable too, so that a cached actor only ever
+// serves a trial of the same trainable that reuses actors (a RESET carries
+// no trainable). Unambiguous: a shape's key delimits itself (its resource
+// names are length-prefixed), and the trainable is all that follows it.
+std::string RequestKeyFor(const ExperimentSpec& spec);
 
 // Whether `trial_id` is an id `e` has issued: TrialIdFor(e, k) with k below
 // its next_trial_index. Corruption otherwise: a store where it is not would

@@ -18,7 +18,7 @@ Experiment& TrialBook::AddExperiment(Experiment e, bool loaded) {
   const uint64_t n = std::strtoull(e.experiment_id.c_str() + 1, nullptr, 10);
   next_experiment_ = std::max(next_experiment_, n + 1);
   const std::string id = e.experiment_id;
-  e.request_key = e.spec.resources.Key();
+  e.request_key = RequestKeyFor(e.spec);
   auto [it, inserted] = experiments_.emplace(id, std::move(e));
   CHECK(inserted);  // ids come from NextExperimentId or from distinct store keys
   if (!loaded) MarkDirty(it->second);

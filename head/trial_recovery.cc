@@ -163,7 +163,7 @@ void TrialRecovery::RequeueLostStart(Trial& t, const std::string& why) {
 bool TrialRecovery::Reattach(Trial& t, const WorkerId& worker_id, const protocol::LiveActor& live) {
   const int64_t live_iteration = live.iteration;
   const Experiment& e = p_.book.ExperimentOf(t);
-  std::optional<uint64_t> group = p_.groups.AdoptInUse(e.spec.resources, t.placement, t.trial_id);
+  std::optional<uint64_t> group = p_.groups.AdoptInUse(e.spec.resources, e.request_key, t.placement, t.trial_id);
   if (!group) {
     // Its recorded placement no longer fits (the worker came back with less):
     // the actor is stopped as a stray and the trial starts again.

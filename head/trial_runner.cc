@@ -109,7 +109,7 @@ void TrialRunner::StageAndReconcile() {
         int64_t have = groups_.NumStaging(key) + groups_.NumReady(key) + cached;
         const int64_t want = static_cast<int64_t>(waiting);
         while (have < want && groups_.CanStage()) {
-          groups_.Stage(request);
+          groups_.Stage(request, key);
           ++have;
         }
         while (have > want && groups_.UnstageOne(key)) --have;  // cached actors: Reconcile

@@ -61,7 +61,7 @@ class TrialLauncherTest : public RunnerPartsTest {
 
   // One ready placement group of `e`'s shape.
   void ReadyGroup(const Experiment& e) {
-    groups_.Stage(e.spec.resources);
+    groups_.Stage(e.spec.resources, e.request_key);
     ASSERT_EQ(groups_.Update(), 1);
     ASSERT_TRUE(groups_.HasReady(e.request_key));
   }
@@ -410,6 +410,32 @@ TEST_F(TrialLauncherTest, AMalformedResetAnswerIsARefusalNotACrash) {
   EXPECT_EQ(next.status, TrialStatus::kError);
   EXPECT_EQ(next.error, "actor reuse failed: the worker's RESET answer has no boolean \"reset\"");
   lifecycle_.CheckInvariants(next);
+}
+
+// A cached actor serves only a trial of its own trainable whose experiment
+// reuses actors: a waiting trial of another trainable, or of an experiment
+// without reuse_actors, of the same shape and ahead in the queue, is not
+// handed it (it was: RESET carries no trainable, so that trial ran the
+// cached actor's code).
+TEST_F(TrialLauncherTest, ACachedActorServesOnlyItsTrainableAndOnlyWithReuse) {
+  AddWorker("w1", {"noop", "other"});
+  Experiment& a = AddExperiment(Json{{"reuse_actors", true}});
+  Experiment& b = AddExperiment(Json{{"trainable", "other"}, {"reuse_actors", true}});
+  Experiment& c = AddExperiment();  // noop, without reuse_actors
+  EXPECT_NE(a.request_key, b.request_key);
+  EXPECT_NE(a.request_key, c.request_key);
+  Trial& old = Queued(a, 0.1);
+  Trial& other = Queued(b);
+  Trial& plain = Queued(c);
+  Trial& next = Queued(a, 0.2);
+  StartAndCache(old, a);
+  launcher_.StartReadyTrials();
+  EXPECT_EQ(other.status, TrialStatus::kPending);
+  EXPECT_EQ(plain.status, TrialStatus::kPending);
+  EXPECT_EQ(next.phase, TrialPhase::kResetting) << "its own experiment's trial takes it";
+  const std::vector<Sent> sent = sink_.TakeAll();
+  ASSERT_EQ(Names(sent), (std::vector<std::string>{"RESET@w1"}));
+  EXPECT_EQ(std::get<protocol::Reset>(sent[0].message.body).new_trial_id, next.trial_id.str());
 }
 
 }  // namespace
