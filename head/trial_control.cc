@@ -97,7 +97,8 @@ Result<TrialId> TrialControl::AddTrial(const std::string& experiment_id, const J
 Result<std::vector<TrialId>> TrialControl::Stop(const std::string& id) {
   std::vector<TrialId> stopped;
   if (Experiment* e = p_.book.FindExperiment(id)) {
-    p_.lifecycle.StopExperiment(*e, &stopped);
+    // A finished experiment stays finished (not "stopped"): nothing to stop.
+    if (!e->finished) p_.lifecycle.StopExperiment(*e, &stopped);
     return stopped;
   }
   Trial* t = p_.book.FindTrial(TrialId(id));  // not an experiment: a trial, if anything

@@ -276,6 +276,24 @@ TEST_F(TrialControlTest, StopEndsATrialOrAWholeExperiment) {
   for (const TrialId& id : e.trial_ids) lifecycle_.CheckInvariants(book_.TrialRef(id));
 }
 
+// Stopping an experiment that already finished changes nothing: it stays
+// finished, not "stopped" (which add-trial then reported).
+TEST_F(TrialControlTest, StoppingAFinishedExperimentChangesNothing) {
+  Experiment& e = Submitted(Json{{"trainable", "noop"}});
+  Trial& t = Added(e);
+  ASSERT_TRUE(control_.Stop(t.trial_id).ok());
+  e.next_variant = e.total_variants;  // the search has yielded everything
+  lifecycle_.MaybeFinishExperiment(e);
+  ASSERT_TRUE(e.finished);
+  batch_.Clear();
+  Result<std::vector<TrialId>> r = control_.Stop(e.experiment_id);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->empty());
+  EXPECT_FALSE(e.stopped);
+  ExpectRefused(control_.AddTrial(e.experiment_id, Json::object(), {}).status(),
+                StatusCode::kFailedPrecondition, "is finished");
+}
+
 // A user's pause of a RUNNING trial is a request (it stays RUNNING); Resume
 // before the pause completes cancels it; once completed it is PAUSED, held
 // out of the queue until Resume queues it.
