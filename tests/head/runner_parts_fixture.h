@@ -6,7 +6,9 @@
 
 #include <set>
 #include <string>
+#include <utility>
 #include <variant>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -15,6 +17,7 @@
 #include "head/recovery_waits.h"
 #include "head/searcher.h"
 #include "head/trial_lifecycle.h"
+#include "head/worker_registry.h"
 #include "tests/fakes/recording_command_sink.h"
 
 namespace ztune::head {
@@ -32,6 +35,20 @@ class RunnerPartsTest : public ::testing::Test {
                                  waits_, searcher_, groups_, batch_};
   }
 
+  // Registers worker `id` hosting `trainables` with `cpus` CPUs, in the
+  // registry and the ledger (as the runner does on REGISTER).
+  void AddWorker(const std::string& id, std::vector<std::string> trainables, double cpus = 4) {
+    protocol::Register r;
+    r.worker_id = id;
+    r.incarnation = 1;
+    r.resources = {{"CPU", cpus}};
+    r.trainables = std::move(trainables);
+    ASSERT_TRUE(WorkerRegistry::CheckOffer(r).ok());
+    ASSERT_TRUE(registry_.Register(r));
+    ledger_.AddWorker(WorkerId(id), ResourceSet::FromDoubles(r.resources), r.gpu_ids);
+    groups_.NotifyCapacityChanged();
+  }
+
   // The STOPs sent since the last take of the sink, as "worker/trial/attempt".
   std::set<std::string> Stops() {
     std::set<std::string> out;
@@ -44,6 +61,7 @@ class RunnerPartsTest : public ::testing::Test {
   }
 
   FakeClock clock_;
+  WorkerRegistry registry_{clock_, /*expiry_ms=*/10'000};
   ResourceLedger ledger_;
   PlacementGroupManager groups_{ledger_, clock_, PlacementGroupOptions{16, 0}};
   testing::RecordingCommandSink sink_;

@@ -25,19 +25,6 @@ class TrialControlTest : public RunnerPartsTest {
  protected:
   TrialControlTest() : RunnerPartsTest(/*strict_invariants=*/true) {}
 
-  // Registers `id` hosting `trainables` with `cpus` CPUs, in the registry and
-  // the ledger (as the runner does on REGISTER).
-  void AddWorker(const std::string& id, std::vector<std::string> trainables, double cpus = 4) {
-    protocol::Register r;
-    r.worker_id = id;
-    r.incarnation = 1;
-    r.resources = {{"CPU", cpus}};
-    r.trainables = std::move(trainables);
-    ASSERT_TRUE(registry_.Register(r));
-    ledger_.AddWorker(WorkerId(id), ResourceSet::FromDoubles(r.resources), r.gpu_ids);
-    groups_.NotifyCapacityChanged();
-  }
-
   // Submits `spec` (which must be accepted) and returns its experiment.
   Experiment& Submitted(const Json& spec) {
     Result<Json> r = control_.Submit(spec);
@@ -73,7 +60,6 @@ class TrialControlTest : public RunnerPartsTest {
     EXPECT_NE(s.message().find(part), std::string::npos) << s.ToString();
   }
 
-  WorkerRegistry registry_{clock_, /*expiry_ms=*/10'000};
   TrialControl control_{
       TrialControl::Parts{book_, lifecycle_, searcher_, registry_, ledger_, batch_}, kMaxTrials};
 };

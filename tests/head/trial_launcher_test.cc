@@ -27,20 +27,6 @@ class TrialLauncherTest : public RunnerPartsTest {
  protected:
   TrialLauncherTest() : RunnerPartsTest(/*strict_invariants=*/true) {}
 
-  // Registers `id` hosting `trainables` with `cpus` CPUs, in the registry and
-  // the ledger (as the runner does on REGISTER).
-  void AddWorker(const std::string& id, std::vector<std::string> trainables, double cpus = 4) {
-    protocol::Register r;
-    r.worker_id = id;
-    r.incarnation = 1;
-    r.resources = {{"CPU", cpus}};
-    r.trainables = std::move(trainables);
-    ASSERT_TRUE(WorkerRegistry::CheckOffer(r).ok());
-    ASSERT_TRUE(registry_.Register(r));
-    ledger_.AddWorker(WorkerId(id), ResourceSet::FromDoubles(r.resources), r.gpu_ids);
-    groups_.NotifyCapacityChanged();
-  }
-
   // An experiment of trainable "noop" (one CPU, max_failures 1) with `extra`
   // merged into its spec; its search has nothing more to yield.
   Experiment& AddExperiment(const Json& extra = Json::object()) {
@@ -104,7 +90,6 @@ class TrialLauncherTest : public RunnerPartsTest {
 
   storage::InMemoryStore store_;
   CheckpointManager checkpoints_{store_, batch_, sink_};
-  WorkerRegistry registry_{clock_, /*expiry_ms=*/10'000};
   TrialLauncher launcher_{TrialLauncher::Parts{book_, lifecycle_, actors_, groups_, executor_,
                                                scheduler_, checkpoints_, registry_}};
 };
