@@ -405,18 +405,19 @@ Json TimeHeadStart(const std::string& dir, const std::string& data_dir, const st
                    const StoreShape& shape, int index) {
   std::string endpoints = dir + "/endpoints-cold-" + std::to_string(index) + ".json";
   double resident_mb = Mb(ResidentBytes(data_dir));
-  Proc head(ZTUNE_HEAD_BIN,
-            {"--data-dir", data_dir, "--worker-endpoint", "tcp://127.0.0.1:*", "--client-endpoint",
-             "tcp://127.0.0.1:*", "--endpoints-file", endpoints, "--log-level", "info"},
-            dir + "/head-cold-" + std::to_string(index) + ".log");
+  Proc head(
+      ZTUNE_HEAD_BIN,
+      {"--data-dir", data_dir, "--worker-endpoint", "tcp://127.0.0.1:*", "--client-endpoint",
+       "tcp://127.0.0.1:*", "--endpoints-file", endpoints, "--log-level", "info", "--insecure"},
+      dir + "/head-cold-" + std::to_string(index) + ".log");
   Json out{{"label", label},
            {"data_dir_page_cache_mb", resident_mb},
            {"wal_mb", Mb(SizeOf(data_dir).wal)}};
   auto ep = WaitEndpoints(endpoints, head, 60000);
   if (!ep) return Json{{"label", label}, {"error", "head did not write its endpoints file"}};
   out["endpoints_file_ms"] = MsSince(head.started());
-  ztune::client::HeadClient client(
-      ztune::client::HeadClientOptions{(*ep)["client_endpoint"].get<std::string>(), 30000, 0});
+  ztune::client::HeadClient client(ztune::client::HeadClientOptions{
+      (*ep)["client_endpoint"].get<std::string>(), 30000, 0, std::nullopt});
   auto reply = client.Call("experiments");
   out["head_start_to_serving_ms"] = MsSince(head.started());
   if (!reply.ok()) return Json{{"label", label}, {"error", reply.status().ToString()}};
@@ -524,10 +525,15 @@ struct Cluster {
 std::vector<std::string> HeadArgs(const Cluster& c, const std::string& worker_ep,
                                   const std::string& client_ep, const std::string& endpoints,
                                   int64_t heartbeat_ms) {
-  return {"--data-dir", c.data_dir, "--worker-endpoint", worker_ep, "--client-endpoint",
-          client_ep, "--endpoints-file", endpoints, "--heartbeat-ms",
-          std::to_string(heartbeat_ms), "--liveness", "3", "--reattach-grace-ms", "30000",
-          "--log-level", "info"};
+  return {"--data-dir",          c.data_dir,
+          "--worker-endpoint",   worker_ep,
+          "--client-endpoint",   client_ep,
+          "--endpoints-file",    endpoints,
+          "--heartbeat-ms",      std::to_string(heartbeat_ms),
+          "--liveness",          "3",
+          "--reattach-grace-ms", "30000",
+          "--log-level",         "info",
+          "--insecure"};
 }
 
 int AliveWorkers(ztune::client::HeadClient& client) {
@@ -555,7 +561,7 @@ Json KillAndRestart(Cluster& c, const std::string& exp, int64_t heartbeat_ms,
   if (!ep) return Json{{"error", "restarted head did not bind"}};
   sample["head_bound_ms"] = MsSince(t0);
   ztune::client::HeadClient client(
-      ztune::client::HeadClientOptions{c.client_endpoint, 10000, 0});
+      ztune::client::HeadClientOptions{c.client_endpoint, 10000, 0, std::nullopt});
   std::optional<double> first_reattached, all_reattached, all_workers;
   std::vector<double> worker_alive_ms;
   int polls = 0;
@@ -653,15 +659,15 @@ Json ReattachRun(int64_t heartbeat_ms, int actors, int repeats, const std::vecto
     std::string name = "bench-" + std::to_string(w);
     c.workers.push_back(std::make_unique<Proc>(
         ZTUNE_WORKER_BIN,
-        std::vector<std::string>{"--head", c.worker_endpoint, "--cpus",
-                                 std::to_string(cpus_per_worker), "--name", name, "--work-dir",
-                                 c.dir + "/work-" + name, "--heartbeat-ms",
-                                 std::to_string(heartbeat_ms), "--liveness", "3",
-                                 "--max-backoff-ms", std::to_string(max_backoff_ms),
-                                 "--log-level", "info"},
+        std::vector<std::string>{
+            "--head", c.worker_endpoint, "--cpus", std::to_string(cpus_per_worker), "--name", name,
+            "--work-dir", c.dir + "/work-" + name, "--heartbeat-ms", std::to_string(heartbeat_ms),
+            "--liveness", "3", "--max-backoff-ms", std::to_string(max_backoff_ms), "--log-level",
+            "info", "--insecure"},
         c.dir + "/worker-" + name + ".log"));
   }
-  ztune::client::HeadClient client(ztune::client::HeadClientOptions{c.client_endpoint, 10000, 0});
+  ztune::client::HeadClient client(
+      ztune::client::HeadClientOptions{c.client_endpoint, 10000, 0, std::nullopt});
   for (int i = 0; i < 1000 && AliveWorkers(client) < num_workers; ++i) SleepMs(10);
   Json spec{{"name", "recovery-reattach"},
             {"trainable", "sleep"},
@@ -725,7 +731,8 @@ Json ReattachRun(int64_t heartbeat_ms, int actors, int repeats, const std::vecto
   stats(delayed, "_after_down");
   out["all_reattached"] = all;
   // Clean stop: the experiment, then the processes.
-  ztune::client::HeadClient stopper(ztune::client::HeadClientOptions{c.client_endpoint, 10000, 0});
+  ztune::client::HeadClient stopper(
+      ztune::client::HeadClientOptions{c.client_endpoint, 10000, 0, std::nullopt});
   auto stopped = stopper.Call("stop", Json{{"id", exp}});
   out["stopped_trials"] = stopped.ok() ? (*stopped)["stopped"].size() : 0;
   bool finished = false;

@@ -12,11 +12,20 @@
 // reserve/release, CREATE_ACTOR, one TRAIN, STOP and its durable records, so
 // head_cpu_us_per_trial is the head's bookkeeping cost per trial.
 //
+// With one trial (shape 1xN) every result is one round trip head -> worker ->
+// head, so us_per_result is the mean single-step latency.
+//
+// --security curve,insecure runs every shape with CURVE (keys made as an
+// operator makes them, tests/fakes/cluster_keys.h) and with plain TCP, one
+// after the other per shape, so that both see the same machine state.
+//
 //   throughput [--shapes 100x100,1000x10,10000x1] [--cpus-per-worker 16] [--buffer 1]
+//              [--security curve,insecure]
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +35,7 @@
 #include "bench/cluster_process.h"
 #include "client/client.h"
 #include "common/json.h"
+#include "tests/fakes/cluster_keys.h"
 
 namespace {
 
@@ -37,14 +47,24 @@ struct Shape {
   int64_t iterations;
 };
 
-Json RunShape(const Shape& shape, int cpus_per_worker, int64_t buffer) {
+Json RunShape(const Shape& shape, int cpus_per_worker, int64_t buffer, bool curve) {
   std::string dir = ztune::bench::MakeTempDir("throughput");
   std::string endpoints = dir + "/endpoints.json";
-  ChildProcess head(ZTUNE_HEAD_BIN,
-                    {"--data-dir", dir + "/data", "--worker-endpoint", "tcp://127.0.0.1:*",
-                     "--client-endpoint", "tcp://127.0.0.1:*", "--endpoints-file", endpoints,
-                     "--log-level", "warn"},
-                    dir + "/head.log");
+  std::optional<ztune::testing::ClusterKeys> keys;
+  std::vector<std::string> head_args = {"--data-dir",        dir + "/data",
+                                        "--worker-endpoint", "tcp://127.0.0.1:*",
+                                        "--client-endpoint", "tcp://127.0.0.1:*",
+                                        "--endpoints-file",  endpoints,
+                                        "--log-level",       "warn"};
+  std::vector<std::string> worker_security = {"--insecure"};
+  if (curve) {
+    keys.emplace(dir);
+    for (const auto& a : keys->HeadArgs()) head_args.push_back(a);
+    worker_security = keys->WorkerArgs();
+  } else {
+    head_args.push_back("--insecure");
+  }
+  ChildProcess head(ZTUNE_HEAD_BIN, head_args, dir + "/head.log");
   for (int i = 0; i < 500 && !std::filesystem::exists(endpoints); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -52,16 +72,19 @@ Json RunShape(const Shape& shape, int cpus_per_worker, int64_t buffer) {
   if (ep.is_discarded()) return Json{{"error", "head did not start"}};
   std::vector<std::unique_ptr<ChildProcess>> workers;
   for (int w = 0; w < 2; ++w) {
+    std::vector<std::string> args{"--head",      ep["worker_endpoint"],
+                                  "--cpus",      std::to_string(cpus_per_worker),
+                                  "--name",      "bench-" + std::to_string(w),
+                                  "--work-dir",  dir + "/work-" + std::to_string(w),
+                                  "--log-level", "warn"};
+    args.insert(args.end(), worker_security.begin(), worker_security.end());
     workers.push_back(std::make_unique<ChildProcess>(
-        ZTUNE_WORKER_BIN,
-        std::vector<std::string>{"--head", ep["worker_endpoint"], "--cpus",
-                                 std::to_string(cpus_per_worker), "--name",
-                                 "bench-" + std::to_string(w), "--work-dir",
-                                 dir + "/work-" + std::to_string(w), "--log-level", "warn"},
-        dir + "/worker-" + std::to_string(w) + ".log"));
+        ZTUNE_WORKER_BIN, args, dir + "/worker-" + std::to_string(w) + ".log"));
   }
-  ztune::client::HeadClient client(
-      ztune::client::HeadClientOptions{ep["client_endpoint"].get<std::string>(), 30000, 0});
+  ztune::client::HeadClientOptions client_options{ep["client_endpoint"].get<std::string>(), 30000,
+                                                  0, std::nullopt};
+  if (curve) client_options.curve = keys->ClientKeys(keys->admin_key_file());
+  ztune::client::HeadClient client(client_options);
   for (int i = 0; i < 500; ++i) {
     auto w = client.Call("workers");
     int alive = 0;
@@ -93,13 +116,15 @@ Json RunShape(const Shape& shape, int cpus_per_worker, int64_t buffer) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   double head_cpu = ztune::bench::ProcessCpuSeconds(head.pid()) - cpu_before;
   int64_t results = shape.trials * shape.iterations;
-  Json out{{"trials", shape.trials},
+  Json out{{"security", curve ? "curve" : "insecure"},
+           {"trials", shape.trials},
            {"iterations", shape.iterations},
            {"results", results},
            {"buffer_length", buffer},
            {"concurrent_trials", 2 * cpus_per_worker},
            {"seconds", seconds},
            {"results_per_s", results / seconds},
+           {"us_per_result", 1e6 * seconds / results},
            {"trials_per_s", shape.trials / seconds},
            {"head_cpu_s", head_cpu},
            {"head_cpu_us_per_result", 1e6 * head_cpu / results},
@@ -123,6 +148,11 @@ int main(int argc, char** argv) {
   app.add_option("--cpus-per-worker", cpus_per_worker, "CPUs each worker advertises")
       ->capture_default_str();
   app.add_option("--buffer", buffers, "result_buffer_length values to run")->capture_default_str();
+  std::vector<std::string> security = {"curve"};
+  app.add_option("--security", security, "curve, insecure, or both (alternated per shape)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"curve", "insecure"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   std::vector<Shape> shapes;
   std::string rest = shapes_arg;
@@ -138,7 +168,11 @@ int main(int argc, char** argv) {
   }
   Json runs = Json::array();
   for (int64_t b : buffers) {
-    for (const auto& s : shapes) runs.push_back(RunShape(s, cpus_per_worker, b));
+    for (const auto& s : shapes) {
+      for (const auto& mode : security) {
+        runs.push_back(RunShape(s, cpus_per_worker, b, mode == "curve"));
+      }
+    }
   }
   std::cout << Json{{"benchmark", "throughput"}, {"runs", runs}}.dump(2) << std::endl;
   return 0;

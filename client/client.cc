@@ -65,6 +65,15 @@ Status HeadClient::EnsureSocket() {
   }
   // LINGER 0: a request the head never took must not keep the process alive.
   Status s = zmqutil::SetIntOption(*socket_, ZMQ_LINGER, 0);
+  if (s.ok() && options_.curve) s = security::ApplyCurveClient(*socket_, *options_.curve);
+  if (s.ok()) {
+    auto monitor = zmqutil::ConnectionMonitor::Start(context_, *socket_);
+    if (monitor.ok()) {
+      monitor_ = std::move(monitor).value();
+    } else {
+      s = monitor.status();
+    }
+  }
   if (s.ok()) s = zmqutil::Connect(*socket_, options_.endpoint);
   if (!s.ok()) {
     CloseSocket();
@@ -74,6 +83,9 @@ Status HeadClient::EnsureSocket() {
 }
 
 void HeadClient::CloseSocket() {
+  monitor_.reset();  // before the socket it watches
+  handshake_done_ = false;
+  cut_ = false;
   if (!socket_.has_value()) return;
   zmqutil::SetIntOption(*socket_, ZMQ_LINGER, 0).IgnoreError();
   socket_->close();
@@ -110,6 +122,7 @@ Result<Json> HeadClient::Call(const std::string& op, Json args) {
       std::string msg = "no reply from head at " + options_.endpoint + " within " +
                         std::to_string(options_.timeout_ms) + " ms";
       if (attempts > 1) msg += " (" + std::to_string(attempts) + " attempts)";
+      msg += timeout_hint_;
       return Status::Unavailable(std::move(msg));
     }
     // Rebuild the args for the resend.
@@ -131,23 +144,51 @@ Result<Json> HeadClient::Attempt(uint64_t rid, const std::string& frame, bool* t
   }
   SteadyClock clock;
   const TimeMs deadline = clock.NowMs() + options_.timeout_ms;
+  timeout_hint_.clear();
   while (true) {
     const TimeMs remaining = deadline - clock.NowMs();
     if (remaining <= 0) {
+      if (!handshake_done_ && cut_) {
+        timeout_hint_ = options_.curve
+                            ? ": the head closed every connection during the handshake (is "
+                              "--head-key the key of the head at this endpoint?)"
+                            : ": the head closed every connection during the handshake (it "
+                              "requires CURVE keys: pass --key and --head-key)";
+      } else if (!handshake_done_) {
+        timeout_hint_ = "; is ztune-head running there?";
+      }
       *timed_out = true;
       return Status::Unavailable("timed out");
     }
-    zmq_pollitem_t item{};
-    item.socket = socket_->handle();
-    item.events = ZMQ_POLLIN;
-    const int rc = zmq_poll(&item, 1, static_cast<long>(remaining));
+    zmq_pollitem_t items[2] = {{socket_->handle(), 0, ZMQ_POLLIN, 0},
+                               {monitor_->handle(), 0, ZMQ_POLLIN, 0}};
+    const int rc = zmq_poll(items, 2, static_cast<long>(remaining));
     if (rc < 0) {
       if (zmq_errno() == EINTR) continue;
       const std::string err = zmq_strerror(zmq_errno());
       CloseSocket();
       return Status::IOError("poll on head socket: " + err);
     }
-    if (rc == 0 || (item.revents & ZMQ_POLLIN) == 0) continue;
+    if ((items[1].revents & ZMQ_POLLIN) != 0) {
+      // A refused handshake is final for this request: say why now instead
+      // of waiting out the timeout.
+      const zmqutil::ConnectionEvents events = monitor_->Drain();
+      handshake_done_ = handshake_done_ || events.connected;
+      cut_ = cut_ || events.disconnected;
+      if (events.auth_failed) {
+        CloseSocket();
+        return Status::PermissionDenied(
+            "the head at " + options_.endpoint + " refused this client's key " +
+            (options_.curve ? options_.curve->own.public_key.Fingerprint() : "(none)") +
+            ": it is not in the head's clients allow-list, or it was revoked");
+      }
+      if (events.handshake_failed) {
+        CloseSocket();
+        return Status::Unavailable("cannot talk to the head at " + options_.endpoint + ": " +
+                                   events.handshake_error);
+      }
+    }
+    if (rc == 0 || (items[0].revents & ZMQ_POLLIN) == 0) continue;
     // Drain everything ready; the reply may sit behind stale ones.
     while (true) {
       auto frames = zmqutil::RecvMultipart(*socket_);

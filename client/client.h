@@ -21,7 +21,9 @@
 #include <zmq.hpp>
 
 #include "common/json.h"
+#include "common/security/curve_socket.h"
 #include "common/status.h"
+#include "common/zmq/connection_monitor.h"
 
 namespace ztune::client {
 
@@ -40,6 +42,9 @@ struct HeadClientOptions {
   // experiment, status, trials, trial, results, workers). Mutating ops (submit,
   // add_trial, stop) are never resent: the head may have applied the first copy.
   int read_retries = 0;
+  // The head's public key and this client's key pair; nullopt: plain TCP (a
+  // head started with --insecure).
+  std::optional<security::CurveClientKeys> curve;
 };
 
 class HeadClient {
@@ -62,6 +67,9 @@ class HeadClient {
   //  - the head's error: the Status code named by error.code (an unknown name
   //    becomes Internal with the name kept in the message) and error.message;
   //  - Unavailable "no reply from head at ENDPOINT within N ms" on timeout;
+  //  - PermissionDenied when the head refused this client's key at the
+  //    handshake; Unavailable naming the cause when the handshake failed
+  //    otherwise (a wrong head key, CURVE on one side only);
   //  - Unavailable / IOError when the socket cannot be made or used;
   //  - InvalidArgument for a bad endpoint, bad args or a request over
   //    kMaxRequestBytes (nothing is sent);
@@ -91,7 +99,14 @@ class HeadClient {
   zmq::context_t& context_;
   HeadClientOptions options_;
   std::optional<zmq::socket_t> socket_;
+  std::unique_ptr<zmqutil::ConnectionMonitor> monitor_;  // with socket_
+  // What the monitor said of socket_ so far: a handshake succeeded; a
+  // connection was closed.
+  bool handshake_done_ = false;
+  bool cut_ = false;
   uint64_t next_rid_ = 1;
+  // Appended to a timeout's message: what the connection's events suggest.
+  std::string timeout_hint_;
   bool head_answered_ = false;
 };
 

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -92,6 +93,8 @@ int ExitCodeFor(const HeadClient& client, const Status& status) {
     case StatusCode::kTimedOut:
     case StatusCode::kIOError:
       return kExitUnreachable;
+    case StatusCode::kPermissionDenied:  // the head refused this client's key
+      return kExitHeadError;
     default:
       return kExitUsage;
   }
@@ -105,6 +108,37 @@ int ReportCallError(const CommandContext& ctx, const Status& status) {
     ctx.err << "error: " << EscapeControl(status.message(), Newlines::kKeep) << '\n';
   }
   return ExitCodeFor(ctx.client, status);
+}
+
+int RunKeygen(const CommandContext& ctx, const std::string& out_base, bool overwrite) {
+  auto pair = security::GenerateKeyPair();
+  if (!pair.ok()) {
+    ctx.err << "error: " << pair.status().message() << '\n';
+    return kExitUsage;
+  }
+  std::error_code ec;
+  const std::filesystem::path parent = std::filesystem::path(out_base).parent_path();
+  if (!parent.empty() && !std::filesystem::exists(parent, ec)) {
+    std::filesystem::create_directories(parent, ec);
+    if (!ec) {
+      std::filesystem::permissions(parent, std::filesystem::perms::owner_all,
+                                   std::filesystem::perm_options::replace, ec);
+    }
+  }
+  if (Status s = security::WriteKeyPairFiles(out_base, *pair, overwrite); !s.ok()) {
+    ctx.err << "error: " << s.message()
+            << (s.code() == StatusCode::kAlreadyExists ? " (--force replaces it)" : "") << '\n';
+    return kExitUsage;
+  }
+  const std::string& key = pair->public_key.z85();
+  ctx.out << "wrote " << security::SecretKeyPath(out_base) << " (secret, mode 0600) and "
+          << security::PublicKeyPath(out_base) << "\n"
+          << "public key: " << key << "\n"
+          << "To let it in, add one line on the head, then `kill -HUP <head pid>`:\n"
+          << "  a client: " << key << " submit NAME   >> DATA_DIR/clients.allow"
+          << "   (role read, submit or admin)\n"
+          << "  a worker: " << key << " NAME          >> DATA_DIR/workers.allow\n";
+  return kExitOk;
 }
 
 Json StripEnvelope(Json reply) {

@@ -51,6 +51,10 @@ Json StripEnvelope(Json reply);
 
 // ---- commands ----
 
+// `ztune keygen`: writes OUT_BASE.key (mode 0600) and OUT_BASE.pub, and prints
+// the public key with the allow-list lines that let it in.
+int RunKeygen(const CommandContext& ctx, const std::string& out_base, bool overwrite);
+
 // Reads SPEC_PATH ("-" = stdin), which must hold a JSON object, and submits it.
 // Prints the experiment id (or {experiment_id, total_trials} with json).
 int RunSubmit(const CommandContext& ctx, const std::string& spec_path, bool json);

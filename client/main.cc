@@ -2,6 +2,7 @@
 // builds a HeadClient and runs one command from commands.h; nothing else.
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <limits>
@@ -20,6 +21,25 @@ using ztune::client::CommandContext;
 std::string DefaultHead() {
   const char* env = std::getenv("ZTUNE_HEAD");
   return (env != nullptr && *env != '\0') ? env : ztune::client::kDefaultHeadEndpoint;
+}
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? std::string() : std::string(value);
+}
+
+// ~/.ztune/<name>, or "" without a home.
+std::string InHome(const std::string& name) {
+  const std::string home = Env("HOME");
+  return home.empty() ? std::string() : home + "/.ztune/" + name;
+}
+
+// The flag's value, else the environment's, else `fallback` if that file exists.
+std::string KeySource(const std::string& flag, const char* env, const std::string& fallback) {
+  if (!flag.empty()) return flag;
+  if (std::string e = Env(env); !e.empty()) return e;
+  std::error_code ec;
+  return !fallback.empty() && std::filesystem::exists(fallback, ec) ? fallback : std::string();
 }
 
 }  // namespace
@@ -46,8 +66,40 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
 
+  std::string key_flag;
+  std::string head_key_flag;
+  bool insecure = false;
+  app.add_option("--key", key_flag,
+                 "this client's key pair (env ZTUNE_KEY, default ~/.ztune/client.key; make one "
+                 "with `ztune keygen`)");
+  app.add_option("--head-key", head_key_flag,
+                 "the head's public key or a file holding it (env ZTUNE_HEAD_KEY, default "
+                 "~/.ztune/head.pub)");
+  app.add_flag("--insecure", insecure, "plain TCP, for a head started with --insecure");
+
   // The command chosen by the parse; runs after the client exists.
   std::function<int(const CommandContext&)> run;
+  bool needs_head = true;
+
+  // keygen
+  std::string keygen_out;
+  bool keygen_force = false;
+  auto* keygen = app.add_subcommand(
+      "keygen", "make a CURVE key pair for a client or a worker (no head needed)");
+  keygen->add_option("--out", keygen_out,
+                     "write OUT.key (secret, mode 0600) and OUT.pub (default ~/.ztune/client)");
+  keygen->add_flag("--force", keygen_force, "overwrite an existing key pair");
+  keygen->callback([&] {
+    needs_head = false;
+    run = [&](const CommandContext& ctx) {
+      std::string out = keygen_out.empty() ? InHome("client") : keygen_out;
+      if (out.empty()) {
+        ctx.err << "ztune keygen: no HOME; pass --out\n";
+        return zc::kExitUsage;
+      }
+      return zc::RunKeygen(ctx, out, keygen_force);
+    };
+  });
 
   // submit
   std::string spec_path;
@@ -205,6 +257,16 @@ int main(int argc, char** argv) {
   }
   if (!run) return zc::kExitUsage;
 
+  if (needs_head && !insecure) {
+    auto keys = ztune::security::LoadCurveClientKeys(
+        KeySource(key_flag, "ZTUNE_KEY", InHome("client.key")),
+        KeySource(head_key_flag, "ZTUNE_HEAD_KEY", InHome("head.pub")));
+    if (!keys.ok()) {
+      std::cerr << "ztune: " << keys.status().message() << "\n";
+      return zc::kExitUsage;
+    }
+    client_options.curve = std::move(keys).value();
+  }
   zc::HeadClient client(client_options);
   const CommandContext ctx{client, std::cout, std::cerr};
   const int rc = run(ctx);

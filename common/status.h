@@ -26,6 +26,9 @@ enum class StatusCode {
   // A resource the operation needs is used up (the data directory's disk is
   // at its free-space reserve). Retrying later can succeed once it is freed.
   kResourceExhausted,
+  // The caller is known but its role does not allow the operation (the head's
+  // client allow-list, docs/security.md). Not retryable.
+  kPermissionDenied,
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -48,6 +51,9 @@ class [[nodiscard]] Status {
   static Status Corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
   static Status IOError(std::string m) { return {StatusCode::kIOError, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+  static Status PermissionDenied(std::string m) {
+    return {StatusCode::kPermissionDenied, std::move(m)};
+  }
   static Status ResourceExhausted(std::string m) {
     return {StatusCode::kResourceExhausted, std::move(m)};
   }

@@ -62,7 +62,37 @@ bool ClientService::IsMutation(const std::string& op) {
   return op == "submit" || op == "add_trial" || op == "stop" || op == "pause" || op == "resume";
 }
 
-Json ClientService::Handle(const Json& request) {
+const Experiment* ClientService::TargetOf(const std::string& op, const Json& request) const {
+  const char* field = op == "add_trial"        ? "experiment_id"
+                      : request.contains("id") ? "id"
+                                               : "trial_id";
+  auto it = request.find(field);
+  if (it == request.end() || !it->is_string()) return nullptr;
+  const std::string id = it->get<std::string>();
+  if (const Experiment* e = runner_.FindExperiment(id)) return e;
+  const Trial* t = runner_.FindTrial(TrialId(id));
+  return t == nullptr ? nullptr : runner_.FindExperiment(t->experiment_id);
+}
+
+ztune::Status ClientService::Authorize(const std::string& op, const Json& request,
+                                       const ClientCaller& caller) const {
+  if (!IsMutation(op) || caller.role == ClientRole::kAdmin) return ztune::Status::Ok();
+  const std::string who = "client '" + caller.name + "' (role " + ClientRoleName(caller.role) + ")";
+  if (caller.role < ClientRole::kSubmit) {
+    return ztune::Status::PermissionDenied(who + " may not " + op +
+                                           ": that needs role submit or admin");
+  }
+  if (op == "submit") return ztune::Status::Ok();
+  const Experiment* e = TargetOf(op, request);
+  if (e == nullptr || e->owner.key == caller.key) return ztune::Status::Ok();
+  return ztune::Status::PermissionDenied(
+      who + " may not " + op + " in experiment " + e->experiment_id + ", which belongs to " +
+      (e->owner.key.empty() ? std::string("no client key (submitted without one)")
+                            : "'" + e->owner.name + "'") +
+      ": role submit changes only its own experiments (admin changes any)");
+}
+
+Json ClientService::Handle(const Json& request, const ClientCaller& caller) {
   Json reply;
   if (request.is_object() && request.contains("rid")) reply["rid"] = request["rid"];
   if (!request.is_object() || !request.contains("op") || !request["op"].is_string()) {
@@ -75,7 +105,12 @@ Json ClientService::Handle(const Json& request) {
   // the client's error, never the head's crash.
   Result<Json> result = ztune::Status::Internal("not handled");
   try {
-    result = Dispatch(request["op"].get<std::string>(), request);
+    const std::string op = request["op"].get<std::string>();
+    if (ztune::Status allowed = Authorize(op, request, caller); !allowed.ok()) {
+      result = allowed;
+    } else {
+      result = Dispatch(op, request, caller);
+    }
   } catch (const Json::exception& e) {
     result = ztune::Status::InvalidArgument(std::string("bad request: ") + e.what());
   }
@@ -91,10 +126,11 @@ Json ClientService::Handle(const Json& request) {
   return reply;
 }
 
-Result<Json> ClientService::Dispatch(const std::string& op, const Json& request) {
+Result<Json> ClientService::Dispatch(const std::string& op, const Json& request,
+                                     const ClientCaller& caller) {
   if (op == "submit") {
     if (!request.contains("spec")) return ztune::Status::InvalidArgument("missing argument 'spec'");
-    return runner_.Submit(request["spec"]);
+    return runner_.Submit(request["spec"], ExperimentOwner{caller.key, caller.name});
   }
   if (op == "add_trial") {
     ASSIGN_OR_RETURN(std::string exp, StringArg(request, "experiment_id"));
@@ -284,19 +320,21 @@ Json ClientService::ExperimentDoc(const Experiment& e) const {
                 {"iteration", b->iteration},
                 {"config", b->config}};
   }
-  return Json{{"experiment_id", e.experiment_id},
-              {"name", e.spec.name},
-              {"trainable", e.spec.trainable},
-              {"status", e.finished ? "TERMINATED" : "RUNNING"},
-              {"metric", NullIfEmpty(e.spec.metric)},
-              {"mode", NullIfEmpty(e.spec.mode)},
-              {"created_at", e.created_at},
-              {"total_trials", e.TotalTrials()},
-              {"trial_counts", counts},
-              {"finished", e.finished},
-              {"stopped", e.stopped},
-              {"best_trial", best},
-              {"spec", e.spec.ToJson()}};
+  return Json{
+      {"experiment_id", e.experiment_id},
+      {"name", e.spec.name},
+      {"trainable", e.spec.trainable},
+      {"status", e.finished ? "TERMINATED" : "RUNNING"},
+      {"metric", NullIfEmpty(e.spec.metric)},
+      {"mode", NullIfEmpty(e.spec.mode)},
+      {"created_at", e.created_at},
+      {"total_trials", e.TotalTrials()},
+      {"trial_counts", counts},
+      {"finished", e.finished},
+      {"stopped", e.stopped},
+      {"best_trial", best},
+      {"owner", e.owner.key.empty() ? Json() : Json{{"name", e.owner.name}, {"key", e.owner.key}}},
+      {"spec", e.spec.ToJson()}};
 }
 
 Json ClientService::TrialDoc(const Trial& t) const {

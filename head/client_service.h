@@ -7,9 +7,22 @@
 
 #include "common/ids.h"
 #include "common/json.h"
+#include "head/access_lists.h"
 #include "head/trial_runner.h"
 
 namespace ztune::head {
+
+// Who sent a request: the key its connection authenticated with, that key's
+// name and role in the clients allow-list.
+struct ClientCaller {
+  std::string key;  // Z85; empty for an anonymous caller
+  std::string name;
+  ClientRole role = ClientRole::kRead;
+
+  // A head started with --insecure cannot tell callers apart: each may do
+  // everything.
+  static ClientCaller Anonymous() { return ClientCaller{"", "anonymous", ClientRole::kAdmin}; }
+};
 
 class ClientService {
  public:
@@ -20,14 +33,23 @@ class ClientService {
   // after the commit, so it sees what the store holds).
   static bool IsMutation(const std::string& op);
 
-  // Handles one request object; always returns a reply object with "ok".
-  Json Handle(const Json& request);
+  // Handles one request object from `caller`; always returns a reply object
+  // with "ok". A request its role does not allow changes nothing and is
+  // answered PermissionDenied.
+  Json Handle(const Json& request, const ClientCaller& caller);
 
   Json ExperimentDoc(const Experiment& e) const;
   Json TrialDoc(const Trial& t) const;
 
  private:
-  Result<Json> Dispatch(const std::string& op, const Json& request);
+  Result<Json> Dispatch(const std::string& op, const Json& request, const ClientCaller& caller);
+  // read ops: any role; submit, add_trial, stop, pause, resume: submit on
+  // one's own experiments, admin on any. Unknown ops pass (Dispatch names them).
+  ztune::Status Authorize(const std::string& op, const Json& request,
+                          const ClientCaller& caller) const;
+  // The experiment a mutation acts on (by experiment id, or a trial's), null
+  // when it names none that exists.
+  const Experiment* TargetOf(const std::string& op, const Json& request) const;
   Result<Json> Status(const Json& request);
   Result<Json> Results(const TrialId& trial_id, uint64_t offset, uint64_t limit);
   Json Workers() const;

@@ -7,6 +7,7 @@
 
 #include "common/json_parse.h"
 #include "common/protocol/codec.h"
+#include "common/security/curve_socket.h"
 #include "common/zmq/socket_util.h"
 
 namespace ztune::head {
@@ -16,6 +17,29 @@ constexpr int kMaxMessagesPerTurn = 4096;
 // Client frames up to this size are read (and answered "too large" above the
 // request limit); larger ones close the connection.
 constexpr int64_t kClientSocketCapBytes = 256LL << 20;
+// Bounds the worker-id-to-key bindings kept for workers that are gone.
+constexpr size_t kMaxRoutes = 100000;
+
+std::string Printable(std::string_view routing_id) {
+  std::string out;
+  for (unsigned char c : routing_id) {
+    if (c >= 0x21 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+std::string FingerprintOf(const std::string& key) {
+  if (key.empty()) return "(no key)";
+  auto k = security::PublicKey::FromZ85(key);
+  return k.ok() ? k->Fingerprint() : "(bad key)";
+}
 }  // namespace
 
 HeadServer::HeadServer(zmq::context_t& context, storage::Store& store, HeadServerOptions options)
@@ -24,6 +48,7 @@ HeadServer::HeadServer(zmq::context_t& context, storage::Store& store, HeadServe
       options_(std::move(options)),
       runner_(store, *this, clock_, options_.runner),
       clients_(runner_),
+      zap_(context_),
       workers_(context_, zmq::socket_type::router),
       client_socket_(context_, zmq::socket_type::router),
       payloads_(
@@ -43,8 +68,39 @@ Status HeadServer::Start() {
   if (!batch.empty()) RETURN_IF_ERROR(store_.Commit(batch));
   after_commit_.clear();
 
+  if (options_.security) {
+    if (!security::CurveAvailable()) {
+      return Status::FailedPrecondition(
+          "this libzmq has no CURVE support; install one that has, or run with --insecure");
+    }
+    auto lists = AccessLists::Load(options_.security->workers_allow_file,
+                                   options_.security->clients_allow_file);
+    if (!lists.ok()) return lists.status();
+    access_ = std::make_shared<const AccessLists>(std::move(lists).value());
+    // Before the sockets bind: libzmq lets every key in while no handler is bound.
+    RETURN_IF_ERROR(zap_.Start(access_));
+    RETURN_IF_ERROR(
+        security::ApplyCurveServer(workers_, options_.security->key_pair, kWorkersZapDomain));
+    RETURN_IF_ERROR(
+        security::ApplyCurveServer(client_socket_, options_.security->key_pair, kClientsZapDomain));
+    spdlog::info("CURVE on: head key {}; {} worker key(s) in {}, {} client key(s) in {}",
+                 options_.security->key_pair.public_key.z85(), access_->num_workers(),
+                 options_.security->workers_allow_file, access_->num_clients(),
+                 options_.security->clients_allow_file);
+    if (access_->num_workers() == 0) {
+      spdlog::warn("no worker key is allowed yet: add lines to {} and send SIGHUP",
+                   options_.security->workers_allow_file);
+    }
+  } else {
+    spdlog::warn(
+        "--insecure: plain TCP, no authentication, no encryption; anyone who can reach "
+        "the endpoints controls this head");
+  }
   RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_ROUTER_MANDATORY, 1));
-  RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_ROUTER_HANDOVER, 1));
+  // No handover: a connection naming a routing id that is in use is refused
+  // instead of taking over its messages. Workers pick a fresh random routing
+  // id per connection, so a reconnecting worker never collides with itself.
+  RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_ROUTER_HANDOVER, 0));
   RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_LINGER, 0));
   RETURN_IF_ERROR(zmqutil::SetInt64Option(workers_, ZMQ_MAXMSGSIZE, protocol::kMaxFrameBytes));
   RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_SNDHWM, 0));
@@ -64,10 +120,10 @@ Status HeadServer::Start() {
     std::string tmp = options_.endpoints_file + ".tmp";
     {
       std::ofstream out(tmp, std::ios::trunc);
-      out << Json{{"worker_endpoint", bound_worker_endpoint_},
-                  {"client_endpoint", bound_client_endpoint_}}
-                 .dump()
-          << "\n";
+      Json doc{{"worker_endpoint", bound_worker_endpoint_},
+               {"client_endpoint", bound_client_endpoint_}};
+      if (options_.security) doc["head_public_key"] = options_.security->key_pair.public_key.z85();
+      out << doc.dump() << "\n";
       if (!out) return Status::IOError("cannot write " + tmp);
     }
     if (std::rename(tmp.c_str(), options_.endpoints_file.c_str()) != 0) {
@@ -107,7 +163,12 @@ void HeadServer::DropStreamsOfDeadWorkers() {
 
 void HeadServer::SendFramesToWorker(const WorkerId& worker_id,
                                     const std::vector<std::string>& frames) {
-  Status s = zmqutil::SendFrames(workers_, frames, worker_id.str());
+  auto route = routes_.find(worker_id);
+  if (route == routes_.end() || route->second.routing_id.empty()) {
+    WarnRateLimited("send to worker '" + worker_id + "' dropped: it has no connection");
+    return;
+  }
+  Status s = zmqutil::SendFrames(workers_, frames, route->second.routing_id);
   if (!s.ok()) {
     // Between two connections of a reconnecting worker. Not a death: liveness
     // is judged by heartbeats, and what was lost is reconciled when it
@@ -117,27 +178,104 @@ void HeadServer::SendFramesToWorker(const WorkerId& worker_id,
   }
 }
 
+void HeadServer::SendFramesToConnection(const std::string& routing_id,
+                                        const std::vector<std::string>& frames) {
+  zmqutil::SendFrames(workers_, frames, routing_id).IgnoreError();  // a courtesy
+}
+
 void HeadServer::WarnRateLimited(const std::string& what) { peer_warnings_.Warn(what); }
 
-void HeadServer::HandleWorkerFrames(const std::string& routing_id,
+bool HeadServer::AcceptRegister(const std::string& routing_id, const std::string& key,
+                                const protocol::Register& reg) {
+  const WorkerId worker_id(reg.worker_id);
+  if (worker_id.empty()) {
+    WarnRateLimited("REGISTER without a worker_id from connection " + Printable(routing_id) +
+                    "; dropped");
+    return false;
+  }
+  if (auto bound = connections_.find(routing_id);
+      bound != connections_.end() && bound->second != worker_id) {
+    WarnRateLimited("REGISTER as '" + worker_id + "' from the connection of worker '" +
+                    bound->second + "' refused: one connection is one worker");
+    return false;
+  }
+  auto route = routes_.find(worker_id);
+  if (route != routes_.end() && route->second.key != key) {
+    ++stats_.unauthorized;
+    WarnRateLimited("REGISTER as '" + worker_id + "' with key " + FingerprintOf(key) +
+                    " refused: that worker id belongs to key " + FingerprintOf(route->second.key));
+    return false;
+  }
+  if (route == routes_.end()) {
+    if (routes_.size() >= kMaxRoutes) {
+      for (auto it = routes_.begin(); it != routes_.end();) {
+        if (runner_.registry().FindAlive(it->first) == nullptr) {
+          connections_.erase(it->second.routing_id);
+          it = routes_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    route = routes_.emplace(worker_id, WorkerRoute{routing_id, key}).first;
+  } else if (route->second.routing_id != routing_id) {
+    // The worker's new connection (authenticated with the same key) replaces
+    // its old one only now.
+    connections_.erase(route->second.routing_id);
+    route->second.routing_id = routing_id;
+  }
+  connections_[routing_id] = worker_id;
+  return true;
+}
+
+std::optional<WorkerId> HeadServer::SenderOf(const std::string& routing_id,
+                                             const std::string& key) const {
+  auto it = connections_.find(routing_id);
+  if (it == connections_.end()) return std::nullopt;
+  auto route = routes_.find(it->second);
+  if (route == routes_.end() || route->second.routing_id != routing_id ||
+      route->second.key != key) {
+    return std::nullopt;
+  }
+  return it->second;
+}
+
+void HeadServer::TellToRegister(const std::string& routing_id, const protocol::Message& m) {
+  ++stats_.unknown_senders;
+  if (std::holds_alternative<protocol::Disconnect>(m.body)) return;
+  TimeMs now = clock_.NowMs();
+  auto [it, first] = disconnect_sent_.try_emplace(routing_id, now);
+  if (!first && now - it->second < options_.runner.heartbeat_ms) return;
+  it->second = now;
+  if (disconnect_sent_.size() > 10000) disconnect_sent_.clear();  // bounded memory
+  WarnRateLimited(std::string(protocol::CommandName(m.body)) +
+                  " from a connection with no registered worker (" + Printable(routing_id) +
+                  "): told to register");
+  SendFramesToConnection(routing_id,
+                         protocol::Encode(protocol::Message{
+                             protocol::Disconnect{"unknown worker; register again"}, {}}));
+}
+
+void HeadServer::HandleWorkerFrames(const std::string& routing_id, const std::string& key,
                                     std::span<const std::string_view> frames) {
-  // The seam where a peer's routing id becomes a worker id (its REGISTER
-  // must name the same).
-  const WorkerId identity(routing_id);
+  if (access_ != nullptr && access_->FindWorker(key) == nullptr) {
+    // Authenticated at its handshake, revoked since: it gets nothing more.
+    ++stats_.unauthorized;
+    WarnRateLimited("message from worker key " + FingerprintOf(key) +
+                    ", which is no longer allowed, dropped");
+    return;
+  }
   auto decoded = protocol::Decode(frames);
   if (!decoded.ok()) {
     ++stats_.malformed;
-    WarnRateLimited("malformed message from worker '" + identity + "' dropped: " +
-                    decoded.status().message());
+    WarnRateLimited("malformed message from worker connection " + Printable(routing_id) +
+                    " dropped: " + decoded.status().message());
     return;
   }
   protocol::Message& m = *decoded;
   if (auto* reg = std::get_if<protocol::Register>(&m.body)) {
-    if (reg->worker_id != identity.str()) {
-      WarnRateLimited("REGISTER from '" + identity + "' names worker_id '" + reg->worker_id +
-                      "'; it must equal the socket routing id. Dropped.");
-      return;
-    }
+    if (!AcceptRegister(routing_id, key, *reg)) return;
+    const WorkerId identity(reg->worker_id);
     // A new incarnation reset its transfers (docs/protocol.md); a repeated
     // REGISTER of the same one did not.
     const WorkerInfo* known = runner_.registry().Find(identity);
@@ -147,21 +285,12 @@ void HeadServer::HandleWorkerFrames(const std::string& routing_id,
     runner_.HandleRegister(*reg);  // answers REGISTERED (after the commit)
     return;
   }
-  if (!runner_.IsKnownWorker(identity)) {
-    ++stats_.unknown_senders;
-    if (std::holds_alternative<protocol::Disconnect>(m.body)) return;
-    TimeMs now = clock_.NowMs();
-    auto [it, first] = disconnect_sent_.try_emplace(identity, now);
-    if (!first && now - it->second < options_.runner.heartbeat_ms) return;
-    it->second = now;
-    if (disconnect_sent_.size() > 10000) disconnect_sent_.clear();  // bounded memory
-    WarnRateLimited(std::string(protocol::CommandName(m.body)) + " from unregistered worker '" +
-                    identity + "': told to re-register");
-    SendFramesToWorker(identity,
-                       protocol::Encode(protocol::Message{
-                           protocol::Disconnect{"unknown worker; register again"}, {}}));
+  const std::optional<WorkerId> sender = SenderOf(routing_id, key);
+  if (!sender || !runner_.IsKnownWorker(*sender)) {
+    TellToRegister(routing_id, m);
     return;
   }
+  const WorkerId& identity = *sender;
   std::visit(
       [&](auto& body) {
         using T = std::decay_t<decltype(body)>;
@@ -203,8 +332,12 @@ void HeadServer::DrainWorkers() {
     std::vector<std::string_view> views;
     views.reserve(parts->size());
     for (const auto& p : *parts) views.emplace_back(static_cast<const char*>(p.data()), p.size());
-    std::string identity(views[0]);
-    HandleWorkerFrames(identity, std::span<const std::string_view>(views).subspan(1));
+    std::string routing_id(views[0]);
+    std::string key;
+    if (parts->size() > 1) {
+      if (auto user = security::AuthenticatedUserId((*parts)[1])) key = std::string(*user);
+    }
+    HandleWorkerFrames(routing_id, key, std::span<const std::string_view>(views).subspan(1));
   }
 }
 
@@ -231,6 +364,25 @@ void HeadServer::DrainClients() {
     size_t first = 1;
     if (parts->size() == 4 && (*parts)[1].size() == 0) first = 2;
     const bool delimited = first == 2;
+    std::string key;
+    if (parts->size() > 1) {
+      if (auto user = security::AuthenticatedUserId((*parts)[1])) key = std::string(*user);
+    }
+    std::optional<ClientCaller> caller = CallerOf(key);
+    if (!caller) {
+      // Authenticated at its handshake, revoked since.
+      ++stats_.unauthorized;
+      WarnRateLimited("request from client key " + FingerprintOf(key) +
+                      ", which is no longer allowed, refused");
+      SendClientReply(identity,
+                      Json{{"ok", false},
+                           {"error",
+                            {{"code", "PermissionDenied"},
+                             {"message", "this client's key (" + FingerprintOf(key) +
+                                             ") is not allowed by the head"}}}},
+                      delimited);
+      continue;
+    }
     auto error = [&](const std::string& msg) {
       ++stats_.malformed;
       WarnRateLimited("bad client request: " + msg);
@@ -277,11 +429,55 @@ void HeadServer::DrainClients() {
                                                       out_of_space_}}}},
                       delimited);
     } else if (ClientService::IsMutation(op)) {
-      client_replies_.push_back({identity, Json(), clients_.Handle(request), false, delimited});
+      client_replies_.push_back(
+          {identity, Json(), clients_.Handle(request, *caller), false, delimited, *caller});
     } else {
-      client_replies_.push_back({identity, std::move(request), Json(), true, delimited});
+      client_replies_.push_back({identity, std::move(request), Json(), true, delimited, *caller});
     }
   }
+}
+
+std::optional<ClientCaller> HeadServer::CallerOf(const std::string& key) const {
+  if (access_ == nullptr) return ClientCaller::Anonymous();
+  const AllowedKey* allowed = access_->FindClient(key);
+  if (allowed == nullptr) return std::nullopt;
+  return ClientCaller{allowed->key.z85(), allowed->name, allowed->role};
+}
+
+Status HeadServer::ReloadAccessLists() {
+  if (!options_.security) return Status::FailedPrecondition("--insecure: there are no allow-lists");
+  auto lists = AccessLists::Load(options_.security->workers_allow_file,
+                                 options_.security->clients_allow_file);
+  if (!lists.ok()) {
+    spdlog::error("allow-lists not reloaded (the old ones stay in force): {}",
+                  lists.status().ToString());
+    return lists.status();
+  }
+  access_ = std::make_shared<const AccessLists>(std::move(lists).value());
+  zap_.Publish(access_);
+  spdlog::info("allow-lists reloaded: {} worker key(s), {} client key(s)", access_->num_workers(),
+               access_->num_clients());
+  // Workers whose key is gone: dropped as dead, their trials fail over, and
+  // their connection hears why (it cannot come back: the handshake refuses it).
+  std::vector<WorkerId> revoked;
+  for (const auto& [worker_id, route] : routes_) {
+    if (access_->FindWorker(route.key) == nullptr) revoked.push_back(worker_id);
+  }
+  for (const WorkerId& worker_id : revoked) {
+    auto route = routes_.find(worker_id);
+    const std::string why = "worker '" + worker_id + "' lost its access: key " +
+                            FingerprintOf(route->second.key) + " was revoked";
+    if (runner_.registry().FindAlive(worker_id) != nullptr) spdlog::warn("{}", why);
+    runner_.DropWorker(worker_id, why);
+    payloads_.DropWorker(worker_id);
+    SendFramesToConnection(route->second.routing_id,
+                           protocol::Encode(protocol::Message{
+                               protocol::Disconnect{"this worker's key was revoked"}, {}}));
+    connections_.erase(route->second.routing_id);
+    // The binding stays: the id still belongs to the revoked key.
+    route->second.routing_id.clear();
+  }
+  return Status::Ok();
 }
 
 void HeadServer::SendHeartbeats() {
@@ -346,7 +542,8 @@ Status HeadServer::WaitForSpace(const storage::WriteBatch& batch, Status refused
     }
     DrainClients();
     for (auto& r : client_replies_) {
-      SendClientReply(r.identity, r.is_read ? clients_.Handle(r.request) : r.reply, r.delimited);
+      SendClientReply(r.identity, r.is_read ? clients_.Handle(r.request, r.caller) : r.reply,
+                      r.delimited);
     }
     client_replies_.clear();
     SendHeartbeats();
@@ -376,6 +573,7 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
       return Status::IOError(std::string("poll: ") + e.what());
     }
     ++stats_.turns;
+    if (reload_requested_.exchange(false)) ReloadAccessLists().IgnoreError();  // logged
     DrainWorkers();
     DrainClients();
     runner_.Tick();
@@ -397,7 +595,8 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     outgoing.swap(after_commit_);
     for (auto& out : outgoing) SendOutgoing(out);
     for (auto& r : client_replies_) {
-      SendClientReply(r.identity, r.is_read ? clients_.Handle(r.request) : r.reply, r.delimited);
+      SendClientReply(r.identity, r.is_read ? clients_.Handle(r.request, r.caller) : r.reply,
+                      r.delimited);
     }
     client_replies_.clear();
     SendHeartbeats();

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -20,14 +21,24 @@
 #include "common/clock.h"
 #include "common/rate_limited_warning.h"
 #include "common/status.h"
+#include "common/security/curve_keys.h"
+#include "head/access_lists.h"
 #include "head/client_service.h"
 #include "head/command_sink.h"
 #include "head/payload_streams.h"
 #include "head/store_thread.h"
 #include "head/trial_runner.h"
+#include "head/zap_handler.h"
 #include "storage/store.h"
 
 namespace ztune::head {
+
+// CURVE on both endpoints (docs/security.md).
+struct HeadSecurity {
+  security::KeyPair key_pair;  // the head's own
+  std::string workers_allow_file;
+  std::string clients_allow_file;
+};
 
 struct HeadServerOptions {
   std::string worker_endpoint = "tcp://127.0.0.1:7501";
@@ -36,6 +47,9 @@ struct HeadServerOptions {
   int64_t max_worker_message_bytes = 512LL << 20;
   int64_t max_client_request_bytes = 16LL << 20;
   RunnerOptions runner;
+  // nullopt: plain TCP, no authentication (ztune-head --insecure); every
+  // client is then an anonymous admin.
+  std::optional<HeadSecurity> security;
 };
 
 // Counters for logs and benchmarks.
@@ -46,6 +60,7 @@ struct HeadStats {
   uint64_t malformed = 0;
   uint64_t unknown_senders = 0;
   uint64_t slow_store_operations = 0;  // longer than one heartbeat interval
+  uint64_t unauthorized = 0;           // messages from keys not (or no longer) allowed
 };
 
 class HeadServer final : public CommandSink {
@@ -61,6 +76,15 @@ class HeadServer final : public CommandSink {
   void SendToWorker(const WorkerId& worker_id, protocol::Message message,
                     SendTiming timing) override;
   void RunLongStoreOperation(const std::function<void()>& op) override;
+
+  // Reads the allow-lists again (SIGHUP). New handshakes are judged by them at
+  // once; connections of keys no longer listed get nothing more, and workers
+  // among them are dropped (their trials fail over). A list that does not
+  // parse changes nothing: the error is returned and logged.
+  Status ReloadAccessLists();
+  // Asks the loop to ReloadAccessLists at its next turn. Async-signal-safe
+  // (a SIGHUP handler calls it); any thread.
+  void RequestReload() { reload_requested_.store(true); }
 
   const std::string& worker_endpoint() const { return bound_worker_endpoint_; }
   const std::string& client_endpoint() const { return bound_client_endpoint_; }
@@ -80,12 +104,36 @@ class HeadServer final : public CommandSink {
     Json reply;    // for mutations (already handled)
     bool is_read = false;
     bool delimited = false;  // a REQ client: replies start with an empty frame
+    ClientCaller caller;
+  };
+
+  // The connection a registered worker speaks through now: its routing id
+  // (random, chosen by the worker per connection) and the key it
+  // authenticated with ("" on a plain connection). The binding of a worker
+  // id to its key outlives the connection: no other key can take the id.
+  struct WorkerRoute {
+    std::string routing_id;
+    std::string key;
   };
 
   void DrainWorkers();
   void DrainClients();
-  void HandleWorkerFrames(const std::string& identity, std::span<const std::string_view> frames);
+  // `key`: the connection's authenticated key (Z85), "" when plain.
+  void HandleWorkerFrames(const std::string& routing_id, const std::string& key,
+                          std::span<const std::string_view> frames);
+  // REGISTER: binds the worker id to this connection and key, or refuses.
+  bool AcceptRegister(const std::string& routing_id, const std::string& key,
+                      const protocol::Register& reg);
+  // The worker a non-REGISTER message comes from: only the connection that
+  // registered it last, with the key it registered with.
+  std::optional<WorkerId> SenderOf(const std::string& routing_id, const std::string& key) const;
+  void TellToRegister(const std::string& routing_id, const protocol::Message& m);
+  // The caller of a client request; nullopt (answered with an error) when
+  // its key is no longer allowed.
+  std::optional<ClientCaller> CallerOf(const std::string& key) const;
   void SendFramesToWorker(const WorkerId& worker_id, const std::vector<std::string>& frames);
+  void SendFramesToConnection(const std::string& routing_id,
+                              const std::vector<std::string>& frames);
   // Sends an Outgoing: its frames, then starts streaming its payload if any.
   void SendOutgoing(Outgoing& out);
   void DropStreamsOfDeadWorkers();
@@ -110,6 +158,11 @@ class HeadServer final : public CommandSink {
   SteadyClock clock_;
   TrialRunner runner_;
   ClientService clients_;
+  // Who may connect (null when insecure). Loop thread; the ZAP thread gets
+  // its own reference through zap_.Publish.
+  std::shared_ptr<const AccessLists> access_;
+  // Declared before the sockets: it must outlive them (zap_handler.h).
+  ZapHandler zap_;
   zmq::socket_t workers_;
   zmq::socket_t client_socket_;
   std::string bound_worker_endpoint_;
@@ -124,8 +177,11 @@ class HeadServer final : public CommandSink {
   // per heartbeat interval, so that a worker's queued messages after a head
   // restart do not each trigger a REGISTER of all its live actors.
   std::unordered_map<std::string, TimeMs> disconnect_sent_;
+  std::unordered_map<WorkerId, WorkerRoute> routes_;
+  std::unordered_map<std::string, WorkerId> connections_;  // routing id -> worker
   RateLimitedWarning peer_warnings_{clock_};
   HeadStats stats_;
+  std::atomic<bool> reload_requested_{false};
   PayloadStreams payloads_;
   StoreThread store_thread_;
 };

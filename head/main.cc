@@ -1,17 +1,34 @@
 // ztune-head: parses flags, opens the store, runs the HeadServer loop.
 #include <csignal>
+#include <filesystem>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
 #include "common/logging.h"
+#include "head/head_keys.h"
 #include "head/head_server.h"
 #include "head/store_check.h"
 #include "storage/rocksdb_store.h"
 
 namespace {
 std::atomic<bool> g_stop{false};
+std::atomic<ztune::head::HeadServer*> g_server{nullptr};
 void OnSignal(int) { g_stop.store(true); }
+void OnHangUp(int) {
+  if (auto* server = g_server.load()) server->RequestReload();
+}
+
+// Whether only this machine can reach `endpoint`: tcp on a loopback address,
+// or ipc (guarded by file permissions).
+bool IsLocalEndpoint(const std::string& endpoint) {
+  if (endpoint.starts_with("ipc://") || endpoint.starts_with("inproc://")) return true;
+  if (!endpoint.starts_with("tcp://")) return false;
+  std::string host = endpoint.substr(6);
+  const size_t colon = host.rfind(':');
+  if (colon != std::string::npos) host.resize(colon);
+  return host.starts_with("127.") || host == "localhost" || host == "[::1]" || host == "::1";
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -76,7 +93,36 @@ int main(int argc, char** argv) {
   app.add_flag("--strict-invariants", options.runner.strict_invariants,
                "for tests: an illegal trial phase change or a broken trial invariant aborts the "
                "head (default: it is logged as an error and refused)");
+  bool insecure = false;
+  app.add_flag("--insecure", insecure,
+               "plain TCP: no CURVE, no authentication, no encryption; anyone who reaches the "
+               "endpoints can do anything (loopback only, unless --trust-network)");
+  bool trust_network = false;
+  app.add_flag("--trust-network", trust_network,
+               "with --insecure: allow binding addresses other than loopback (the network is "
+               "trusted)")
+      ->needs("--insecure");
+  std::string key_base;
+  app.add_option(
+      "--key-file", key_base,
+      "the head's key pair (created at first start, mode 0600; default DATA_DIR/head.key)");
+  std::string workers_allow;
+  std::string clients_allow;
+  app.add_option("--workers-allow", workers_allow,
+                 "worker keys allowed to connect (default DATA_DIR/workers.allow; created empty)");
+  app.add_option("--clients-allow", clients_allow,
+                 "client keys allowed to connect, with roles (default DATA_DIR/clients.allow; "
+                 "created empty)");
+  bool print_public_key = false;
+  app.add_flag("--print-public-key", print_public_key,
+               "print the head's public key (creating the key pair if there is none yet) and exit")
+      ->excludes("--check")
+      ->excludes("--salvage")
+      ->excludes("--insecure");
   CLI11_PARSE(app, argc, argv);
+  if (key_base.empty()) key_base = data_dir + "/" + ztune::head::kHeadKeyBase;
+  if (workers_allow.empty()) workers_allow = data_dir + "/" + ztune::head::kWorkersAllowFile;
+  if (clients_allow.empty()) clients_allow = data_dir + "/" + ztune::head::kClientsAllowFile;
   options.runner.force_cleanup_ms = force_cleanup_s * 1000;
   options.runner.insufficient_resources_warn_ms = warn_s * 1000;
 
@@ -93,10 +139,37 @@ int main(int argc, char** argv) {
     std::printf("%s", report->ToText().c_str());
     return 0;
   }
+  if (insecure && !trust_network) {
+    for (const std::string& endpoint : {options.worker_endpoint, options.client_endpoint}) {
+      if (!IsLocalEndpoint(endpoint)) {
+        std::fprintf(stderr,
+                     "ztune-head: --insecure on %s would let anyone on the network control this "
+                     "head and its workers; bind a loopback address, drop --insecure (CURVE), or "
+                     "add --trust-network if the network really is trusted\n",
+                     endpoint.c_str());
+        return 2;
+      }
+    }
+  }
+  if (print_public_key) {
+    // Without opening the store: it works while the head runs. A data
+    // directory that does not exist yet is created for the key.
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(key_base).parent_path(), ec);
+    auto pair = ztune::head::EnsureHeadKeyPair(key_base);
+    if (!pair.ok()) {
+      std::fprintf(stderr, "ztune-head: %s\n", pair.status().message().c_str());
+      return 3;
+    }
+    std::printf("%s\n", pair->public_key.z85().c_str());
+    return 0;
+  }
   // --check opens read-only: it writes nothing, so it works on a full disk or
   // a read-only directory, and it never changes the store it judges.
+  ztune::storage::RocksDbStoreOptions store_options;
+  store_options.companion_files = ztune::head::HeadCompanionFiles();
   auto store = check ? ztune::storage::RocksDbStore::OpenReadOnly(data_dir)
-                     : ztune::storage::RocksDbStore::Open(data_dir);
+                     : ztune::storage::RocksDbStore::Open(data_dir, store_options);
   if (!store.ok()) {
     spdlog::critical("cannot open data dir {}: {}", data_dir, store.status().ToString());
     return 3;
@@ -118,15 +191,27 @@ int main(int argc, char** argv) {
     }
     return report->ok() ? 0 : 1;
   }
+  if (!insecure) {
+    auto pair = ztune::head::EnsureHeadKeyPair(key_base);
+    if (!pair.ok()) {
+      spdlog::critical("cannot start: {}", pair.status().ToString());
+      return 4;
+    }
+    options.security = ztune::head::HeadSecurity{*pair, workers_allow, clients_allow};
+  }
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   zmq::context_t context(1);
   ztune::head::HeadServer server(context, **store, options);
+  g_server.store(&server);
+  std::signal(SIGHUP, OnHangUp);
   if (auto s = server.Start(); !s.ok()) {
     spdlog::critical("cannot start: {}", s.ToString());
     return 4;
   }
   auto s = server.Run(g_stop);
+  std::signal(SIGHUP, SIG_IGN);
+  g_server.store(nullptr);
   if (!s.ok()) {
     spdlog::critical("head stopped: {}", s.ToString());
     return 5;

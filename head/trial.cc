@@ -233,15 +233,17 @@ std::string RequestKeyFor(const ExperimentSpec& spec) {
 }
 
 Json Experiment::ToJson() const {
-  return Json{{"experiment_id", experiment_id},
-              {"spec", spec.ToJson()},
-              {"finished", finished},
-              {"stopped", stopped},
-              {"created_at", created_at},
-              {"next_variant", next_variant},
-              {"total_variants", total_variants},
-              {"added_trials", added_trials},
-              {"next_trial_index", next_trial_index}};
+  Json j{{"experiment_id", experiment_id},
+         {"spec", spec.ToJson()},
+         {"finished", finished},
+         {"stopped", stopped},
+         {"created_at", created_at},
+         {"next_variant", next_variant},
+         {"total_variants", total_variants},
+         {"added_trials", added_trials},
+         {"next_trial_index", next_trial_index}};
+  if (!owner.key.empty()) j["owner"] = Json{{"key", owner.key}, {"name", owner.name}};
+  return j;
 }
 
 Result<Experiment> Experiment::FromJson(const Json& j) {
@@ -260,6 +262,12 @@ Result<Experiment> Experiment::FromJson(const Json& j) {
     // Absent in records of heads before it (their added trials moved the
     // search's cursor and count instead).
     if (j.contains("added_trials")) e.added_trials = StoredInt<uint64_t>(j.at("added_trials"));
+    // Absent in records of heads without CURVE, and of experiments submitted
+    // to one started with --insecure.
+    if (j.contains("owner")) {
+      e.owner.key = j.at("owner").at("key").get<std::string>();
+      e.owner.name = j.at("owner").at("name").get<std::string>();
+    }
     return e;
   } catch (const Json::exception& ex) {
     return Status::Corruption(std::string("experiment record: ") + ex.what());

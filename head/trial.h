@@ -103,8 +103,16 @@ struct Trial {
   const CheckpointRecord* NewestCheckpoint() const;
 };
 
+// Who submitted an experiment: the client key (Z85) and its name in the
+// clients allow-list; empty when submitted to a head without CURVE.
+struct ExperimentOwner {
+  std::string key;
+  std::string name;
+};
+
 struct Experiment {
   std::string experiment_id;
+  ExperimentOwner owner;
   ExperimentSpec spec;
   bool finished = false;        // every trial finished and the searcher is done
   bool stopped = false;         // stopped by a user or fail_fast

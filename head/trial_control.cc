@@ -12,7 +12,7 @@
 
 namespace ztune::head {
 
-Result<Json> TrialControl::Submit(const Json& spec_json) {
+Result<Json> TrialControl::Submit(const Json& spec_json, const ExperimentOwner& owner) {
   std::random_device rd;
   uint64_t seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   auto spec = ExperimentSpec::Parse(spec_json, seed % 1'000'000'007ULL);
@@ -41,6 +41,7 @@ Result<Json> TrialControl::Submit(const Json& spec_json) {
   }
   Experiment e;
   e.experiment_id = p_.book.NextExperimentId();
+  e.owner = owner;
   e.spec = std::move(spec).value();
   e.created_at = WallSeconds();
   e.total_variants = *total;
@@ -50,9 +51,9 @@ Result<Json> TrialControl::Submit(const Json& spec_json) {
   p_.book.MarkDirty(stored);
   p_.batch.Put(storage::Family::kMeta, storage::kMetaNextExperiment,
                std::to_string(p_.book.next_experiment()));
-  spdlog::info("experiment {} ({}) submitted: trainable {}, {} trials, resources {}", id,
-               stored.spec.name, stored.spec.trainable, stored.total_variants,
-               stored.spec.resources.ToString());
+  spdlog::info("experiment {} ({}) submitted{}: trainable {}, {} trials, resources {}", id,
+               stored.spec.name, owner.name.empty() ? "" : " by '" + owner.name + "'",
+               stored.spec.trainable, stored.total_variants, stored.spec.resources.ToString());
   return Json{{"experiment_id", id}, {"total_trials", stored.total_variants}};
 }
 

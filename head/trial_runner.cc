@@ -212,8 +212,8 @@ void TrialRunner::FlushTo(storage::WriteBatch& batch) {
 
 // ---------------------------------------------------------------- client API
 
-Result<Json> TrialRunner::Submit(const Json& spec) {
-  Result<Json> submitted = control_.Submit(spec);
+Result<Json> TrialRunner::Submit(const Json& spec, const ExperimentOwner& owner) {
+  Result<Json> submitted = control_.Submit(spec, owner);
   if (submitted.ok()) GenerateTrials();
   return submitted;
 }

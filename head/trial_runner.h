@@ -100,6 +100,9 @@ class TrialRunner {
   void HandleRegister(const protocol::Register& reg);
   void HandleHeartbeat(const WorkerId& worker_id);
   void HandleDisconnect(const WorkerId& worker_id, const std::string& reason);
+  // The worker is gone for `why` (its key was revoked): its trials fail over
+  // as for a dead worker. No-op for a worker that is not alive.
+  void DropWorker(const WorkerId& worker_id, const std::string& why);
   void HandleReply(const WorkerId& worker_id, const protocol::Reply& reply,
                    const std::string& payload);
   void HandleResultBatch(const WorkerId& worker_id, const protocol::ResultBatch& batch);
@@ -107,7 +110,7 @@ class TrialRunner {
   // ---- client requests ----
   // TrialControl's: what clients may change (see there). A submitted
   // experiment's first trials are generated at once.
-  Result<Json> Submit(const Json& spec);
+  Result<Json> Submit(const Json& spec, const ExperimentOwner& owner = {});
   Result<TrialId> AddTrial(const std::string& experiment_id, const Json& config,
                            const TrialId& restore_from = {}) {
     return control_.AddTrial(experiment_id, config, restore_from);

@@ -56,9 +56,13 @@ bool TrialRunner::IsKnownWorker(const WorkerId& worker_id) const {
 void TrialRunner::HandleHeartbeat(const WorkerId& worker_id) { registry_.Touch(worker_id); }
 
 void TrialRunner::HandleDisconnect(const WorkerId& worker_id, const std::string& reason) {
+  DropWorker(worker_id, "worker disconnected" + (reason.empty() ? "" : ": " + reason));
+}
+
+void TrialRunner::DropWorker(const WorkerId& worker_id, const std::string& why) {
   if (registry_.FindAlive(worker_id) == nullptr) return;
   registry_.MarkDead(worker_id);
-  OnWorkerDead(worker_id, "worker disconnected" + (reason.empty() ? "" : ": " + reason));
+  OnWorkerDead(worker_id, why);
 }
 
 Trial* TrialRunner::CurrentTrial(const TrialId& trial_id, uint64_t attempt) {

@@ -16,6 +16,7 @@ trap '"$ROOT/scripts/local-cluster.sh" down >/dev/null 2>&1 || true' EXIT
 rm -rf "$ZTUNE_RUN_DIR"
 echo "== starting a local head and 2 workers (logs in $ZTUNE_RUN_DIR/logs) =="
 "$ROOT/scripts/local-cluster.sh" up 2
+ensure_local_keys  # the CLI below authenticates with the cluster's admin key
 
 echo "== submitting examples/quadratic.json =="
 EXP="$("$CLI" submit "$ROOT/examples/quadratic.json")"

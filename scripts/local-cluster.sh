@@ -13,6 +13,7 @@ export ZTUNE_HEAD="tcp://127.0.0.1:$ZTUNE_CLIENT_PORT"
 
 case "$cmd" in
   up)
+    ensure_local_keys
     "$ZTUNE_ROOT/scripts/start-head.sh"
     for i in $(seq 1 "$N"); do
       "$ZTUNE_ROOT/scripts/start-worker.sh" "w$i" --cpus "$CPUS"
@@ -23,9 +24,11 @@ case "$cmd" in
       [ "$alive" -ge "$N" ] && break
       sleep 0.1
     done
-    echo "cluster up: $alive/$N workers registered (ZTUNE_HEAD=$ZTUNE_HEAD)"
+    echo "cluster up: $alive/$N workers registered"
+    echo "to use the CLI: export ZTUNE_HEAD=$ZTUNE_HEAD ZTUNE_KEY=$ZTUNE_KEY ZTUNE_HEAD_KEY=$ZTUNE_HEAD_KEY"
     ;;
   status)
+    [ -f "$ZTUNE_RUN_DIR/data/head.pub" ] && ensure_local_keys
     if is_running "$ZTUNE_RUN_DIR/head.pid"; then
       echo "head: running (pid $(cat "$ZTUNE_RUN_DIR/head.pid"))"
     else

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Starts ztune-head in the background: pid in $ZTUNE_RUN_DIR/head.pid, log in
 # $ZTUNE_RUN_DIR/logs/head.log, data in $ZTUNE_RUN_DIR/data (or --data-dir).
-# Extra arguments go to ztune-head, e.g.
-#   scripts/start-head.sh --worker-endpoint tcp://0.0.0.0:7501 --insecure
+# CURVE is on: the head's key pair and allow-lists live in the data dir, and
+# this script adds a local worker key and admin client key to them
+# (ensure_local_keys in common.sh). Extra arguments go to ztune-head, e.g.
+#   scripts/start-head.sh --worker-endpoint tcp://0.0.0.0:7501
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 HEAD="$(ztune_bin ztune-head)"
@@ -11,6 +13,7 @@ if is_running "$ZTUNE_RUN_DIR/head.pid"; then
   echo "head already running (pid $(cat "$ZTUNE_RUN_DIR/head.pid"))"; exit 0
 fi
 rm -f "$ZTUNE_RUN_DIR/endpoints.json"
+case " $* " in *" --insecure "*) ;; *) ensure_local_keys ;; esac
 args=(--data-dir "$ZTUNE_RUN_DIR/data"
       --client-endpoint "tcp://127.0.0.1:$ZTUNE_CLIENT_PORT"
       --worker-endpoint "tcp://127.0.0.1:$ZTUNE_WORKER_PORT"

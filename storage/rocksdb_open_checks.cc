@@ -93,7 +93,8 @@ Status WithGap(Status s, const WalWatcher& watcher) {
   return Status::Corruption(s.message() + " (" + watcher.gap() + ")");
 }
 
-Result<DirState> InspectDir(const std::string& dir, bool read_only) {
+Result<DirState> InspectDir(const std::string& dir, bool read_only,
+                            const std::vector<std::string>& companion_files) {
   std::error_code ec;
   const fs::file_status st = fs::status(dir, ec);
   if (ec && ec != std::errc::no_such_file_or_directory) {
@@ -124,6 +125,16 @@ Result<DirState> InspectDir(const std::string& dir, bool read_only) {
     return DirState::kFresh;
   }
   if (!fs::exists(fs::path(dir) / "CURRENT", ec)) {
+    bool only_companions = !read_only;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (std::find(companion_files.begin(), companion_files.end(), name) ==
+          companion_files.end()) {
+        only_companions = false;
+        break;
+      }
+    }
+    if (only_companions && !ec) return DirState::kFresh;
     return Status::FailedPrecondition(dir +
                                       " is not a ztune data directory (no RocksDB store found); "
                                       "refusing to touch it");

@@ -35,7 +35,8 @@ enum class DirState { kFresh, kExistingStore };
 // Creates a missing `dir` (unless read_only). kFresh for a missing or empty
 // directory; FailedPrecondition for a file, a read-only open of nothing, or a
 // non-empty directory without a RocksDB store; IOError if it cannot be read.
-Result<DirState> InspectDir(const std::string& dir, bool read_only);
+Result<DirState> InspectDir(const std::string& dir, bool read_only,
+                            const std::vector<std::string>& companion_files = {});
 
 // Unavailable: process `pid` holds the store's LOCK.
 Status InUse(const std::string& dir, long pid);

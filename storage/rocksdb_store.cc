@@ -88,7 +88,8 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::OpenImpl(const std::string& 
                                                              const RocksDbStoreOptions& options,
                                                              bool read_only) {
   try {
-    ASSIGN_OR_RETURN(const DirState state, internal::InspectDir(dir, read_only));
+    ASSIGN_OR_RETURN(const DirState state,
+                     internal::InspectDir(dir, read_only, options.companion_files));
     const bool fresh = state == DirState::kFresh;
     if (!read_only) {
       FreeSpaceGuard space(dir, options.min_free_bytes, options.free_space_recheck_ms,

@@ -56,6 +56,10 @@ struct RocksDbStoreOptions {
   // Tests set false to leave the store as a crash would (every commit only in
   // the WAL).
   bool flush_on_close = true;
+  // Files other layers keep in the data directory beside the store (the
+  // head's key and allow-lists): a directory holding only these, and no
+  // store yet, is a fresh one rather than a foreign directory to refuse.
+  std::vector<std::string> companion_files;
 };
 
 // What RocksDbStore::Salvage did and what was lost, as far as it can tell.

@@ -26,6 +26,11 @@ void OnSignal(int) {
   if (auto* r = g_runtime.load()) r->RequestShutdown();
 }
 
+std::string EnvOr(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? std::string() : std::string(value);
+}
+
 int BadFlags(const std::string& message) {
   std::cerr << "ztune-worker: " << message << "\n";
   return 2;
@@ -58,6 +63,16 @@ int main(int argc, char** argv) {
   app.add_option("--shutdown-grace-ms", options.shutdown_grace_ms,
                  "on SIGINT/SIGTERM, how long actors get to stop");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off");
+  std::string key_file = EnvOr("ZTUNE_WORKER_KEY");
+  std::string head_key = EnvOr("ZTUNE_HEAD_KEY");
+  bool insecure = false;
+  app.add_option("--key", key_file,
+                 "this worker's key pair, from `ztune keygen` (env ZTUNE_WORKER_KEY); its public "
+                 "key must be in the head's workers allow-list");
+  app.add_option("--head-key", head_key,
+                 "the head's public key or a file holding it (env ZTUNE_HEAD_KEY; "
+                 "`ztune-head --print-public-key` prints it)");
+  app.add_flag("--insecure", insecure, "plain TCP, for a head started with --insecure");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -73,6 +88,11 @@ int main(int argc, char** argv) {
   if (!resources.ok()) return BadFlags(resources.status().message());
   options.resources = *resources;
   options.gpu_ids = GpuIds(gpus);
+  if (!insecure) {
+    auto keys = security::LoadCurveClientKeys(key_file, head_key);
+    if (!keys.ok()) return BadFlags(keys.status().message());
+    options.curve = std::move(keys).value();
+  }
   if (Status s = ValidateOptions(options); !s.ok()) return BadFlags(s.message());
   std::error_code ec;
   std::filesystem::create_directories(options.work_dir, ec);

@@ -4,15 +4,20 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/security/curve_socket.h"
 #include "common/status.h"
 
 namespace ztune::worker {
 
 struct WorkerOptions {
   std::string head_endpoint;  // e.g. tcp://127.0.0.1:7501
+  // The head's public key and this worker's key pair; nullopt: plain TCP
+  // (a head started with --insecure).
+  std::optional<security::CurveClientKeys> curve;
   std::string name;           // human name; the worker id is derived from it
   // Stable for the process lifetime; empty = MakeWorkerId(name).
   std::string worker_id;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <random>
 #include <span>
 #include <string_view>
 #include <system_error>
@@ -12,10 +13,23 @@
 #include <spdlog/spdlog.h>
 
 #include "common/protocol/codec.h"
+#include "common/security/curve_socket.h"
 #include "common/zmq/socket_util.h"
 
 namespace ztune::worker {
 namespace {
+
+// 128 random bits in hex: unguessable by other peers of the head.
+std::string RandomRoutingId() {
+  std::random_device rd;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id;
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t r = rd();
+    for (int j = 0; j < 4; ++j) id += kHex[(r >> (j * 4)) & 15];
+  }
+  return id;
+}
 
 // What goes to the head instead of a message too large for the link: the
 // same answer, failed with `error`, without results or data.
@@ -178,25 +192,15 @@ Status WorkerRuntime::OpenSocket(TimeMs now) {
   } catch (const zmq::error_t& e) {
     return Status::IOError(std::string("cannot create the DEALER socket: ") + e.what());
   }
-  RETURN_IF_ERROR(zmqutil::SetBytesOption(*dealer_, ZMQ_ROUTING_ID, options_.worker_id));
+  // A fresh random routing id per connection: the head routes by it, so it
+  // must not collide with this worker's previous connection (which the head
+  // may not have noticed closing) nor be guessable by another peer.
+  RETURN_IF_ERROR(zmqutil::SetBytesOption(*dealer_, ZMQ_ROUTING_ID, RandomRoutingId()));
   RETURN_IF_ERROR(zmqutil::SetIntOption(*dealer_, ZMQ_LINGER, 0));
   RETURN_IF_ERROR(zmqutil::SetInt64Option(*dealer_, ZMQ_MAXMSGSIZE, protocol::kMaxFrameBytes));
+  if (options_.curve) RETURN_IF_ERROR(security::ApplyCurveClient(*dealer_, *options_.curve));
   // Before connecting, so that no disconnection goes unseen.
-  const std::string monitor_endpoint = "inproc://ztune-worker-monitor-" +
-                                       std::to_string(reinterpret_cast<uintptr_t>(this)) + "-" +
-                                       std::to_string(++monitor_serial_);
-  if (zmq_socket_monitor(dealer_->handle(), monitor_endpoint.c_str(), ZMQ_EVENT_DISCONNECTED) !=
-      0) {
-    return Status::IOError(std::string("cannot monitor the DEALER socket: ") +
-                           zmq_strerror(zmq_errno()));
-  }
-  try {
-    monitor_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pair);
-    monitor_->set(zmq::sockopt::linger, 0);
-    monitor_->connect(monitor_endpoint);
-  } catch (const zmq::error_t& e) {
-    return Status::IOError(std::string("cannot connect the DEALER's monitor: ") + e.what());
-  }
+  ASSIGN_OR_RETURN(monitor_, zmqutil::ConnectionMonitor::Start(context_, *dealer_));
   RETURN_IF_ERROR(zmqutil::Connect(*dealer_, options_.head_endpoint));
   last_heard_ = now;
   last_sent_ = now;
@@ -205,8 +209,7 @@ Status WorkerRuntime::OpenSocket(TimeMs now) {
 
 void WorkerRuntime::CloseSocket(int linger_ms) {
   if (dealer_ == nullptr) return;
-  zmq_socket_monitor(dealer_->handle(), nullptr, 0);  // stops the monitor
-  monitor_.reset();
+  monitor_.reset();  // stops the monitor
   zmqutil::SetIntOption(*dealer_, ZMQ_LINGER, linger_ms).IgnoreError();
   dealer_.reset();  // closes; unsent messages are dropped after `linger_ms`
 }
@@ -220,27 +223,24 @@ void WorkerRuntime::DropLink(TimeMs reconnect_at) {
 
 bool WorkerRuntime::ConnectionWasCut() {
   if (monitor_ == nullptr) return false;
-  bool cut = false;
-  // Each event is two frames: 2 bytes of event, 4 of value; the endpoint.
-  while (true) {
-    zmq::message_t event;
-    zmq::recv_result_t got;
-    try {
-      got = monitor_->recv(event, zmq::recv_flags::dontwait);
-      if (!got) break;
-      while (event.more()) {
-        zmq::message_t rest;
-        if (!monitor_->recv(rest, zmq::recv_flags::dontwait)) break;
-        if (!rest.more()) break;
-      }
-    } catch (const zmq::error_t&) {
-      break;
+  const zmqutil::ConnectionEvents events = monitor_->Drain();
+  if (events.connected) refusal_logged_ = false;
+  if ((events.auth_failed || events.handshake_failed) && !refusal_logged_) {
+    refusal_logged_ = true;
+    if (events.auth_failed) {
+      spdlog::error(
+          "the head at {} refused this worker's key {} (status {}): it is not in the "
+          "head's workers allow-list, or it was revoked. Add it there (the public key "
+          "is in the .pub file next to --key) and send the head SIGHUP; retrying",
+          options_.head_endpoint,
+          options_.curve ? options_.curve->own.public_key.Fingerprint() : "(none)",
+          events.auth_status);
+    } else {
+      spdlog::error("cannot connect to the head at {}: {}; retrying", options_.head_endpoint,
+                    events.handshake_error);
     }
-    uint16_t id = 0;
-    if (event.size() >= sizeof(id)) std::memcpy(&id, event.data(), sizeof(id));
-    cut = cut || id == ZMQ_EVENT_DISCONNECTED;
   }
-  return cut;
+  return events.disconnected || events.auth_failed || events.handshake_failed;
 }
 
 void WorkerRuntime::BeginRegistration(TimeMs now) {

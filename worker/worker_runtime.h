@@ -31,6 +31,7 @@
 #include "common/protocol/chunked_transfer.h"
 #include "common/protocol/messages.h"
 #include "common/status.h"
+#include "common/zmq/connection_monitor.h"
 #include "worker/actor_runner.h"
 #include "worker/recent_requests.h"
 #include "worker/trainable_registry.h"
@@ -105,7 +106,9 @@ class WorkerRuntime {
   // True when the monitor saw the DEALER's connection end. ZeroMQ would
   // reconnect by itself, but what was in flight in the old connection (a
   // TRAIN, a result batch, a REPLY) is lost without a trace; only a new
-  // registration makes the head reconcile it (docs/protocol.md §3).
+  // registration makes the head reconcile it (docs/protocol.md §3). A
+  // handshake the head refused (our key, its key) counts as a cut, after
+  // one error line saying which.
   bool ConnectionWasCut();
   void BeginRegistration(TimeMs now);
   void SendRegister();
@@ -180,9 +183,10 @@ class WorkerRuntime {
 
   // ---- link state ----
   std::unique_ptr<zmq::socket_t> dealer_;  // null while disconnected
-  // PAIR end of the DEALER's monitor (ZMQ_EVENT_DISCONNECTED); with dealer_.
-  std::unique_ptr<zmq::socket_t> monitor_;
-  uint64_t monitor_serial_ = 0;  // inproc monitor endpoints are unique per socket
+  // The DEALER's connection events; with dealer_.
+  std::unique_ptr<zmqutil::ConnectionMonitor> monitor_;
+  // The head refused our handshake since the last success: logged once.
+  bool refusal_logged_ = false;
   Link link_ = Link::kDisconnected;
   uint64_t incarnation_ = 0;  // bumped at each (re)registration
   uint64_t last_logged_incarnation_ = 0;

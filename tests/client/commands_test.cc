@@ -466,7 +466,9 @@ TEST(UnreachableHeadTest, ExitsThreeWithEndpointInMessage) {
   std::ostringstream out, err;
   CommandContext ctx{client, out, err};
   EXPECT_EQ(RunStatus(ctx, "", StatusOptions{}), kExitUnreachable);
-  EXPECT_EQ(err.str(), "error: no reply from head at tcp://127.0.0.1:1 within 100 ms\n");
+  EXPECT_EQ(err.str(),
+            "error: no reply from head at tcp://127.0.0.1:1 within 100 ms; is ztune-head running "
+            "there?\n");
   EXPECT_TRUE(out.str().empty());
 }
 

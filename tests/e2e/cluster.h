@@ -1,13 +1,16 @@
 // LocalCluster: a real ztune-head and N real ztune-worker processes on
 // loopback (ports picked by the kernel), a temp data dir, fast heartbeats, and
-// a `ztune` CLI runner. Test-thread only.
+// a `ztune` CLI runner. CURVE is on, as in production: the head, its workers
+// and the CLI (as an admin client) use the keys of keys(). Test-thread only.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "tests/e2e/process.h"
+#include "tests/fakes/cluster_keys.h"
 
 namespace ztune::e2e {
 
@@ -21,7 +24,8 @@ class LocalCluster {
   };
 
   explicit LocalCluster(const std::string& tag) : LocalCluster(tag, Timing{}) {}
-  LocalCluster(const std::string& tag, Timing timing) : dir_(TempDir(tag)), timing_(timing) {
+  LocalCluster(const std::string& tag, Timing timing)
+      : dir_(TempDir(tag)), timing_(timing), keys_(dir_) {
     std::filesystem::create_directories(dir_ + "/logs");
   }
   ~LocalCluster() {
@@ -48,6 +52,7 @@ class LocalCluster {
                                      "--log-level", "debug",
                                      // A ztune defect aborts the head: the test fails.
                                      "--strict-invariants"};
+    for (const auto& a : keys_.HeadArgs()) args.push_back(a);
     args.insert(args.end(), extra.begin(), extra.end());
     head_ = std::make_unique<Process>(ZTUNE_HEAD_BIN, args, dir_ + "/logs/head.log");
     ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(endpoints); }))
@@ -68,19 +73,34 @@ class LocalCluster {
                                      "--heartbeat-ms", std::to_string(timing_.heartbeat_ms),
                                      "--liveness", std::to_string(timing_.liveness),
                                      "--max-backoff-ms", "500", "--log-level", "debug"};
+    // A test that passes its own --key uses it instead of the cluster's worker key.
+    if (std::find(extra.begin(), extra.end(), "--key") == extra.end()) {
+      for (const auto& a : keys_.WorkerArgs()) args.push_back(a);
+    } else {
+      args.push_back("--head-key");
+      args.push_back(keys_.head_public_file());
+    }
     args.insert(args.end(), extra.begin(), extra.end());
     workers_.push_back(std::make_unique<Process>(ZTUNE_WORKER_BIN, args,
                                                  dir_ + "/logs/worker-" + name + ".log"));
   }
 
   Process& head() { return *head_; }
+  testing::ClusterKeys& keys() { return keys_; }
   Process& worker(size_t i) { return *workers_.at(i); }
   // The head's log; every restart of the head appends to it.
   std::string head_log() const { return dir_ + "/logs/head.log"; }
 
-  // Runs `ztune --head <endpoint> <args>`; stderr merged unless `stdout_only`.
+  // Runs `ztune --head <endpoint> <args>` as the admin client; stderr merged
+  // unless `stdout_only`.
   CommandResult Cli(const std::string& args, bool stdout_only = false) const {
-    return Run(std::string(ZTUNE_CLI_BIN) + " --head " + client_endpoint_ + " " + args,
+    return CliAs(keys_.admin_key_file(), args, stdout_only);
+  }
+  // The same with the client key in `key_file`.
+  CommandResult CliAs(const std::string& key_file, const std::string& args,
+                      bool stdout_only = false) const {
+    return Run(std::string(ZTUNE_CLI_BIN) + " --head " + client_endpoint_ + " " +
+                   keys_.CliArgs(key_file) + " " + args,
                !stdout_only);
   }
   // Runs a read command with --json and parses its output (null on failure).
@@ -114,6 +134,7 @@ class LocalCluster {
  private:
   std::string dir_;
   Timing timing_;
+  testing::ClusterKeys keys_;
   std::string worker_endpoint_;
   std::string client_endpoint_;
   std::unique_ptr<Process> head_;

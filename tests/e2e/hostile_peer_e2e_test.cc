@@ -22,10 +22,14 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// Sends raw client requests; returns the parsed reply, or null after 10 s.
-Json Ask(zmq::context_t& context, const std::string& endpoint, const std::string& request) {
+// Sends raw client requests, authenticated with `keys` (hostile, not
+// unknown: what an admin's buggy script could send); returns the parsed
+// reply, or null after 10 s.
+Json Ask(zmq::context_t& context, const std::string& endpoint,
+         const security::CurveClientKeys& keys, const std::string& request) {
   zmq::socket_t s(context, zmq::socket_type::dealer);
   s.set(zmq::sockopt::linger, 0);
+  if (!security::ApplyCurveClient(s, keys).ok()) return Json();
   s.connect(endpoint);
   if (!zmqutil::SendFrames(s, {"ZTUNE1", request}).ok()) return Json();
   zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
@@ -58,13 +62,16 @@ std::vector<std::string> HostileClientRequests() {
   };
 }
 
-// A worker speaking the protocol badly, on its own DEALER.
+// A worker speaking the protocol badly, on its own DEALER, authenticated
+// with a worker key the head allows.
 class HostileWorker {
  public:
-  HostileWorker(zmq::context_t& context, const std::string& endpoint, const std::string& id)
+  HostileWorker(zmq::context_t& context, const std::string& endpoint,
+                const security::CurveClientKeys& keys, const std::string& id)
       : socket_(context, zmq::socket_type::dealer) {
     socket_.set(zmq::sockopt::linger, 0);
     socket_.set(zmq::sockopt::routing_id, id);
+    EXPECT_TRUE(security::ApplyCurveClient(socket_, keys).ok());
     socket_.connect(endpoint);
   }
   void Send(const protocol::Body& body, std::string payload = {}) {
@@ -104,17 +111,18 @@ protocol::Register RegisterWith(const std::string& id, std::map<std::string, dou
 }
 
 void SendHostileWorkerInput(zmq::context_t& context, const std::string& endpoint,
+                            const security::CurveClientKeys& keys,
                             const std::string& finished_trial) {
   const double inf = std::numeric_limits<double>::infinity();
   int n = 0;
   for (double cpus : {1e12, 9e14, std::nan(""), inf, -1.0}) {
     const std::string id = "evil-" + std::to_string(n++);
-    HostileWorker w(context, endpoint, id);
+    HostileWorker w(context, endpoint, keys, id);
     w.Send(RegisterWith(id, {{"CPU", cpus}}));
     EXPECT_FALSE(w.Registered(milliseconds(300))) << "registered with CPU " << cpus;
   }
   // A worker that registers properly, then sends garbage and forgeries.
-  HostileWorker w(context, endpoint, "forger");
+  HostileWorker w(context, endpoint, keys, "forger");
   w.Send(RegisterWith("forger", {{"CPU", 1}}));
   ASSERT_TRUE(w.Registered(seconds(5)));
   w.SendRaw({"garbage"});
@@ -152,11 +160,14 @@ TEST(HostilePeerE2ETest, TheHeadSurvivesHostilePeersThroughRestartsAndKeepsItsSt
   for (int round = 0; round < 2; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     for (const auto& request : HostileClientRequests()) {
-      Json reply = Ask(context, cluster.client_endpoint(), request);
+      Json reply = Ask(context, cluster.client_endpoint(),
+                       cluster.keys().ClientKeys(cluster.keys().admin_key_file()), request);
       ASSERT_TRUE(reply.is_object()) << "no reply to " << request.substr(0, 80) << cluster.Logs();
       EXPECT_EQ(reply.value("ok", true), false) << request.substr(0, 80);
     }
-    SendHostileWorkerInput(context, cluster.worker_endpoint(), TrialId(exp, 0));
+    SendHostileWorkerInput(context, cluster.worker_endpoint(),
+                           cluster.keys().ClientKeys(cluster.keys().worker_key_file()),
+                           TrialId(exp, 0));
     ASSERT_TRUE(cluster.head().Running()) << cluster.Logs();
     Json experiments = cluster.CliJson("experiments");
     ASSERT_TRUE(experiments.is_object()) << "the head does not answer" << cluster.Logs();

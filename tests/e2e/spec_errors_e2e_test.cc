@@ -91,6 +91,9 @@ TEST(BadInputE2ETest, HeadSurvivesMalformedFramesAndUnknownSenders) {
 
   zmq::socket_t worker(ctx, zmq::socket_type::dealer);
   ASSERT_TRUE(zmqutil::SetBytesOption(worker, ZMQ_ROUTING_ID, "intruder").ok());
+  ASSERT_TRUE(security::ApplyCurveClient(
+                  worker, cluster.keys().ClientKeys(cluster.keys().worker_key_file()))
+                  .ok());
   ASSERT_TRUE(zmqutil::SetIntOption(worker, ZMQ_LINGER, 0).ok());
   ASSERT_TRUE(zmqutil::Connect(worker, cluster.worker_endpoint()).ok());
   // Garbage frames, a bad version, an unknown command byte, a truncated header.
@@ -109,14 +112,18 @@ TEST(BadInputE2ETest, HeadSurvivesMalformedFramesAndUnknownSenders) {
   ASSERT_TRUE(std::holds_alternative<protocol::Disconnect>(decoded->body));
   EXPECT_NE(std::get<protocol::Disconnect>(decoded->body).reason.find("register"),
             std::string::npos);
-  // A REGISTER whose worker_id is not its routing id is refused too.
+  // A REGISTER without a worker id is refused too (one naming another key's
+  // worker id: SecurityE2ETest).
   protocol::Register fake;
-  fake.worker_id = "someone-else";
+  fake.worker_id = "";
   fake.resources = {{"CPU", 1000}};
   ASSERT_TRUE(zmqutil::SendFrames(worker, protocol::Encode(protocol::Message{fake, {}})).ok());
 
   zmq::socket_t client(ctx, zmq::socket_type::dealer);
   ASSERT_TRUE(zmqutil::SetIntOption(client, ZMQ_LINGER, 0).ok());
+  ASSERT_TRUE(
+      security::ApplyCurveClient(client, cluster.keys().ClientKeys(cluster.keys().admin_key_file()))
+          .ok());
   ASSERT_TRUE(zmqutil::Connect(client, cluster.client_endpoint()).ok());
   ASSERT_TRUE(zmqutil::SendFrames(client, {"ZTUNE1", "{not json"}).ok());
   auto r = RecvWithin(client, 5000);

@@ -53,7 +53,9 @@ TEST(StallE2ETest, AHeadStoppedForFiveSecondsFailsNoTrial) {
 // Raw client-protocol pollers (docs/client-protocol.md), one DEALER each.
 class Pollers {
  public:
-  Pollers(const std::string& endpoint, const std::string& exp, int n) {
+  Pollers(const std::string& endpoint, const std::string& exp, int n,
+          security::CurveClientKeys keys)
+      : keys_(std::move(keys)) {
     for (int i = 0; i < n; ++i) {
       threads_.emplace_back([this, endpoint, exp, i] { Poll(endpoint, exp, i); });
     }
@@ -71,6 +73,7 @@ class Pollers {
   void Poll(const std::string& endpoint, const std::string& exp, int i) {
     zmq::socket_t s(context_, zmq::socket_type::dealer);
     s.set(zmq::sockopt::linger, 0);
+    if (!security::ApplyCurveClient(s, keys_).ok()) return;
     s.connect(endpoint);
     for (uint64_t rid = 1; !stop_; ++rid) {
       Json request{{"op", rid % 2 == 0 ? "status" : "trials"}, {"rid", rid}, {"id", exp}};
@@ -87,6 +90,7 @@ class Pollers {
     }
   }
 
+  const security::CurveClientKeys keys_;
   zmq::context_t context_;
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> answered_{0};
@@ -102,7 +106,8 @@ TEST(StallE2ETest, FiftyPollingClientsFailNoTrial) {
   std::string exp = SubmitSpec(cluster, R"({"trainable": "sleep", "num_samples": 100,
       "param_space": {"sleep_s": 0.01}, "stop": {"training_iteration": 10}})", "pollers");
   ASSERT_FALSE(exp.empty());
-  Pollers pollers(cluster.client_endpoint(), exp, 50);
+  Pollers pollers(cluster.client_endpoint(), exp, 50,
+                  cluster.keys().ClientKeys(cluster.keys().admin_key_file()));
   ASSERT_TRUE(WaitFinished(cluster, exp, 120)) << cluster.Logs();
   pollers.Stop();
   EXPECT_GT(pollers.answered(), 50) << "the pollers were not answered";

@@ -64,7 +64,8 @@ TEST_F(TrialRunnerPhasesTest, TheTrialsReplyShowsThePhase) {
       "stop": {"training_iteration": 1000}, "checkpoint": {"frequency": 2}})");
   PhaseTrace(FirstTrial(exp), [&] { return runner_->FindTrial(FirstTrial(exp))->iteration >= 2; });
   ClientService clients(*runner_);
-  const Json reply = clients.Handle(Json{{"op", "trials"}, {"experiment_id", exp}});
+  const Json reply =
+      clients.Handle(Json{{"op", "trials"}, {"experiment_id", exp}}, ClientCaller::Anonymous());
   ASSERT_TRUE(reply.value("ok", false)) << reply.dump();
   ASSERT_EQ(reply["trials"].size(), 2u);
   for (const Json& doc : reply["trials"]) {

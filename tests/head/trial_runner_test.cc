@@ -959,7 +959,8 @@ TEST_F(TrialRunnerTest, ClientReadsArePaged) {
     Json offset = 0;
     int pages = 0;
     while (!offset.is_null()) {
-      Json reply = clients.Handle(Json{{"op", op}, {"experiment_id", exp}, {"offset", offset}});
+      Json reply = clients.Handle(Json{{"op", op}, {"experiment_id", exp}, {"offset", offset}},
+                                  ClientCaller::Anonymous());
       ASSERT_TRUE(reply.value("ok", false)) << reply.dump().substr(0, 300);
       EXPECT_LE(reply["trials"].size(), 500u);
       EXPECT_EQ(reply["total"], total);
@@ -970,16 +971,19 @@ TEST_F(TrialRunnerTest, ClientReadsArePaged) {
     EXPECT_EQ(pages, 3) << op;
     EXPECT_EQ(seen, runner_->FindExperiment(exp)->trial_ids) << op;
   }
-  Json bad = clients.Handle(Json{{"op", "trials"}, {"experiment_id", exp}, {"offset", -1}});
+  Json bad = clients.Handle(Json{{"op", "trials"}, {"experiment_id", exp}, {"offset", -1}},
+                            ClientCaller::Anonymous());
   EXPECT_FALSE(bad.value("ok", true));
 
   const TrialId first = runner_->FindExperiment(exp)->trial_ids[0];
   RunUntilIteration(first, 2500);
   fleet_->Turn();
-  Json page1 = clients.Handle(Json{{"op", "results"}, {"trial_id", first}});
+  Json page1 =
+      clients.Handle(Json{{"op", "results"}, {"trial_id", first}}, ClientCaller::Anonymous());
   ASSERT_EQ(page1["results"].size(), 1000u) << page1.dump().substr(0, 300);
   EXPECT_EQ(page1["next_offset"], 1000);
-  Json page3 = clients.Handle(Json{{"op", "results"}, {"trial_id", first}, {"offset", 2000}});
+  Json page3 = clients.Handle(Json{{"op", "results"}, {"trial_id", first}, {"offset", 2000}},
+                              ClientCaller::Anonymous());
   ASSERT_EQ(page3["results"].size(), 500u);
   EXPECT_EQ(page3["results"][0]["training_iteration"], 2001);
   EXPECT_TRUE(page3["next_offset"].is_null());

@@ -1,6 +1,7 @@
 // Test helper: a scripted head. Binds a ROUTER on tcp://127.0.0.1:* (with
-// ROUTER_MANDATORY, and ROUTER_HANDOVER so a worker that recreates its socket
-// under the same routing id takes over), answers REGISTER with REGISTERED and
+// ROUTER_MANDATORY; plain TCP: the worker runs without keys), talks to the
+// routing id the worker's latest message came from (a new one per
+// connection), answers REGISTER with REGISTERED and
 // echoes heartbeats unless told to stay silent, and lets a test wait for a
 // message of a given type. Test-thread only (it owns its socket).
 #pragma once
@@ -64,7 +65,8 @@ class FakeHead {
     EXPECT_TRUE(zmqutil::SendFrames(router_, frames, worker_).ok());
   }
   void SendRegistered() {
-    Send(protocol::Registered{worker_, heartbeat_ms_, liveness_, 1});
+    const std::string id = registers.empty() ? worker_ : registers.back().worker_id;
+    Send(protocol::Registered{id, heartbeat_ms_, liveness_, 1});
   }
 
   // Receives one message (handling heartbeats and registration per the

@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "common/security/curve_keys.h"
 #include "tests/worker/actor_harness.h"
 #include "tests/worker/fake_head.h"
 
@@ -90,12 +92,34 @@ TEST_F(WorkerBinaryTest, ExitsWithCode2OnBadResources) {
   EXPECT_EQ(Wait(pid), 2);
 }
 
+TEST_F(WorkerBinaryTest, RefusesToStartWithoutKeysOrWithAReadableSecretKey) {
+  pid_t pid = Spawn({"--head", "tcp://127.0.0.1:1"});
+  EXPECT_EQ(Wait(pid), 2);
+  EXPECT_NE(Stderr().find("no key: pass --key FILE"), std::string::npos) << Stderr();
+
+  auto pair = security::GenerateKeyPair();
+  ASSERT_TRUE(pair.ok());
+  const std::string base = dir_.path() + "/w";
+  ASSERT_TRUE(security::WriteKeyPairFiles(base, *pair, false).ok());
+  pid = Spawn({"--head", "tcp://127.0.0.1:1", "--key", base + ".key"});
+  EXPECT_EQ(Wait(pid), 2);
+  EXPECT_NE(Stderr().find("no head key"), std::string::npos) << Stderr();
+
+  std::filesystem::permissions(base + ".key", std::filesystem::perms::others_read,
+                               std::filesystem::perm_options::add);
+  pid = Spawn({"--head", "tcp://127.0.0.1:1", "--key", base + ".key", "--head-key",
+               pair->public_key.z85()});
+  EXPECT_EQ(Wait(pid), 2);
+  EXPECT_NE(Stderr().find("chmod 600 " + base + ".key"), std::string::npos) << Stderr();
+}
+
 TEST_F(WorkerBinaryTest, RegistersAndLeavesCleanlyOnSigterm) {
   zmq::context_t context(1);
   FakeHead head(context, 50, 6);
   pid_t pid = Spawn({"--head", head.endpoint(), "--gpus", "2", "--resources",
                      R"({"memory": 8e9, "custom": 4})", "--name", "bin", "--work-dir",
-                     dir_.path() + "/work", "--heartbeat-ms", "50", "--liveness", "20", "--log-level", "info"});
+                     dir_.path() + "/work", "--heartbeat-ms", "50", "--liveness", "20",
+                     "--log-level", "info", "--insecure"});  // the fake head speaks plain TCP
   auto reg = head.WaitFor<protocol::Register>();
   ASSERT_TRUE(reg.has_value()) << Stderr();
   EXPECT_EQ(reg->name, "bin");

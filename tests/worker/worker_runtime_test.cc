@@ -212,7 +212,10 @@ TEST_F(WorkerRuntimeTest, RegistersWithResourcesTrainablesAndIdentity) {
   Start();
   const Register& r = first_register_;
   EXPECT_EQ(r.worker_id, worker_->id());
-  EXPECT_EQ(head_->worker(), worker_->id());  // the routing id is the worker id
+  // The routing id is 128 random bits per connection, not the worker id: a
+  // peer that learns the worker id cannot take over its connection.
+  EXPECT_EQ(head_->worker().size(), 32u);
+  EXPECT_EQ(head_->worker().find_first_not_of("0123456789abcdef"), std::string::npos);
   EXPECT_EQ(r.worker_id.rfind("w-", 0), 0u);
   EXPECT_EQ(r.worker_id.size(), 2u + 8u);
   EXPECT_EQ(r.incarnation, 1u);
