@@ -184,8 +184,11 @@ Result<Json> HeadClient::Attempt(uint64_t rid, const std::string& frame, bool* t
       }
       if (events.handshake_failed) {
         CloseSocket();
-        return Status::Unavailable("cannot talk to the head at " + options_.endpoint + ": " +
-                                   events.handshake_error);
+        return Status::Unavailable(
+            "cannot talk to the head at " + options_.endpoint + ": " + events.handshake_error +
+            (events.closed_in_handshake
+                 ? ": " + zmqutil::ClosedInHandshakeHint(options_.curve.has_value())
+                 : std::string()));
       }
     }
     if (rc == 0 || (items[0].revents & ZMQ_POLLIN) == 0) continue;

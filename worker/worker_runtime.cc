@@ -236,8 +236,11 @@ bool WorkerRuntime::ConnectionWasCut() {
           options_.curve ? options_.curve->own.public_key.Fingerprint() : "(none)",
           events.auth_status);
     } else {
-      spdlog::error("cannot connect to the head at {}: {}; retrying", options_.head_endpoint,
-                    events.handshake_error);
+      spdlog::error("cannot connect to the head at {}: {}{}; retrying", options_.head_endpoint,
+                    events.handshake_error,
+                    events.closed_in_handshake
+                        ? ": " + zmqutil::ClosedInHandshakeHint(options_.curve.has_value())
+                        : std::string());
     }
   }
   return events.disconnected || events.auth_failed || events.handshake_failed;

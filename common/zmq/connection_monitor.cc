@@ -78,9 +78,13 @@ ConnectionEvents ConnectionMonitor::Drain() {
         events.handshake_error = ProtocolErrorText(value);
         break;
       case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+        // A CURVE server that cannot decrypt the HELLO (the client has a
+        // wrong server key), or that meets a client without CURVE, may just
+        // close the connection: this is what the client sees then.
         events.handshake_failed = true;
-        events.handshake_error =
-            "the handshake failed (" + std::string(zmq_strerror(static_cast<int>(value))) + ")";
+        events.closed_in_handshake = true;
+        events.handshake_error = "the head closed the connection during the handshake (" +
+                                 std::string(zmq_strerror(static_cast<int>(value))) + ")";
         break;
       default: break;
     }

@@ -29,7 +29,18 @@ struct ConnectionEvents {
   // CURVE) or a malformed/undecryptable handshake (a wrong head key).
   bool handshake_failed = false;
   std::string handshake_error;  // what libzmq said, in words
+  // The peer closed the connection mid-handshake without saying why: with
+  // CURVE, a wrong head key; without, a head that requires CURVE.
+  bool closed_in_handshake = false;
 };
+
+// What to check when the head closed a connection mid-handshake, for a side
+// that uses CURVE (`curve`) or not.
+inline std::string ClosedInHandshakeHint(bool curve) {
+  return curve ? "is the head's public key (--head-key) the right one?"
+               : "the head may require CURVE keys: pass --key and --head-key (or start the head "
+                 "with --insecure)";
+}
 
 class ConnectionMonitor {
  public:

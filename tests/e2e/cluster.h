@@ -96,10 +96,12 @@ class LocalCluster {
   CommandResult Cli(const std::string& args, bool stdout_only = false) const {
     return CliAs(keys_.admin_key_file(), args, stdout_only);
   }
-  // The same with the client key in `key_file`.
+  // The same with the client key in `key_file`, to `endpoint` if given (a
+  // proxy in front of the head).
   CommandResult CliAs(const std::string& key_file, const std::string& args,
-                      bool stdout_only = false) const {
-    return Run(std::string(ZTUNE_CLI_BIN) + " --head " + client_endpoint_ + " " +
+                      bool stdout_only = false, const std::string& endpoint = "") const {
+    return Run(std::string(ZTUNE_CLI_BIN) + " --head " +
+                   (endpoint.empty() ? client_endpoint_ : endpoint) + " " +
                    keys_.CliArgs(key_file) + " " + args,
                !stdout_only);
   }

@@ -3,8 +3,11 @@
 // flaky link does. Whatever was in flight is lost: bytes in the proxy and in
 // the kernel buffers of the cut sockets. ZeroMQ then reconnects by itself.
 //
+// It can also record every byte it forwards, in both directions, as a
+// packet capture on the loopback interface would see them.
+//
 // One thread forwards everything (poll over the listener, a wake-up pipe and
-// every socket); Cut() is called from the test thread.
+// every socket); Cut() and Captured() are called from the test thread.
 #pragma once
 
 #include <fcntl.h>
@@ -62,6 +65,11 @@ class TcpProxy {
     cut_requests_.fetch_add(1);
     Wake();
   }
+  // Every byte forwarded so far (both directions, interleaved as read).
+  std::string Captured() const {
+    std::lock_guard lock(capture_mu_);
+    return captured_;
+  }
   // Connections cut so far (each one a client connection and its upstream).
   int cuts_done() const { return cuts_done_.load(); }
   int accepted() const { return accepted_.load(); }
@@ -116,10 +124,14 @@ class TcpProxy {
 
   // Copies what `from` has to `to` (blocking write: loopback is fast, and the
   // messages here are small). False when either side closed.
-  static bool Forward(int from, int to) {
+  bool Forward(int from, int to) {
     char buf[64 * 1024];
     ssize_t n = read(from, buf, sizeof(buf));
     if (n <= 0) return n < 0 && (errno == EINTR || errno == EAGAIN);
+    {
+      std::lock_guard lock(capture_mu_);
+      if (captured_.size() < (256u << 20)) captured_.append(buf, static_cast<size_t>(n));
+    }
     for (ssize_t off = 0; off < n;) {
       ssize_t w = write(to, buf + off, static_cast<size_t>(n - off));
       if (w < 0) {
@@ -182,6 +194,8 @@ class TcpProxy {
   std::atomic<int> cuts_done_{0};
   std::atomic<int> accepted_{0};
   std::string error_;  // set in the constructor only
+  mutable std::mutex capture_mu_;
+  std::string captured_;  // guarded by capture_mu_
   std::thread thread_;
 };
 

@@ -55,6 +55,22 @@ class ClusterKeys {
     return base + ".key";
   }
 
+  // Removes the key in `key_file` from both allow-lists (the head applies it
+  // at its next SIGHUP).
+  void Revoke(const std::string& key_file) {
+    auto pair = security::ReadKeyPairFile(key_file);
+    Check(pair.ok(), "read " + key_file + ": " + pair.status().ToString());
+    for (const std::string& list : {workers_allow_file(), clients_allow_file()}) {
+      std::ifstream in(list);
+      std::string kept;
+      for (std::string line; std::getline(in, line);) {
+        if (line.find(pair->public_key.z85()) == std::string::npos) kept += line + "\n";
+      }
+      in.close();
+      std::ofstream(list, std::ios::trunc) << kept;
+    }
+  }
+
   std::string head_public_file() const { return keys_dir_ + "/head.pub"; }
   const security::PublicKey& head_public_key() const { return head_.public_key; }
   const std::string& worker_key_file() const { return worker_key_; }
