@@ -83,6 +83,21 @@ ztune::Status ClientService::Authorize(const std::string& op, const Json& reques
                                            ": that needs role submit or admin");
   }
   if (op == "submit") return ztune::Status::Ok();
+  // A trial added with restore_from starts from that trial's checkpoint: it
+  // must be the caller's too, or a submit key could read another user's
+  // model through its own experiment.
+  if (op == "add_trial") {
+    auto from = request.find("restore_from");
+    if (from != request.end() && from->is_string()) {
+      const Trial* t = runner_.FindTrial(TrialId(from->get<std::string>()));
+      const Experiment* source = t == nullptr ? nullptr : runner_.FindExperiment(t->experiment_id);
+      if (source != nullptr && source->owner.key != caller.key) {
+        return ztune::Status::PermissionDenied(who + " may not restore from trial " + t->trial_id +
+                                               " of experiment " + source->experiment_id +
+                                               ", which is not its own");
+      }
+    }
+  }
   const Experiment* e = TargetOf(op, request);
   if (e == nullptr || e->owner.key == caller.key) return ztune::Status::Ok();
   return ztune::Status::PermissionDenied(
