@@ -111,10 +111,18 @@ bool HandleRequest(Head& h, std::string_view body) {
   const std::string op =
       op_it != request.end() && op_it->is_string() ? op_it->get<std::string>() : "";
   const bool mutation = head::ClientService::IsMutation(op);
+  // The caller follows from the input, so that role and ownership checks are
+  // fuzzed too: an admin (as on a head without CURVE), a submit key that owns
+  // what it submits, or a read key.
+  static const head::ClientCaller kCallers[] = {
+      head::ClientCaller::Anonymous(),
+      head::ClientCaller{"fuzz-submit-key", "fuzzer", head::ClientRole::kSubmit},
+      head::ClientCaller{"fuzz-read-key", "reader", head::ClientRole::kRead}};
+  const head::ClientCaller& caller = kCallers[body.size() % 3];
   Json reply;
-  if (mutation) reply = h.service.Handle(request);
+  if (mutation) reply = h.service.Handle(request, caller);
   h.Turn();
-  if (!mutation) reply = h.service.Handle(request);
+  if (!mutation) reply = h.service.Handle(request, caller);
   if (!reply.is_object() || !reply.contains("ok")) std::abort();  // Handle's contract
   Send(reply);
   return mutation && reply["ok"] == true;
@@ -138,7 +146,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (changed) {
     // Every document once more, after the mutations' consequences.
     h.Turn();
-    Send(h.service.Handle(ztune::Json{{"op", "status"}, {"rid", 0}}));
+    Send(h.service.Handle(ztune::Json{{"op", "status"}, {"rid", 0}},
+                          ztune::head::ClientCaller::Anonymous()));
   }
   return 0;
 }

@@ -144,10 +144,11 @@ void StoreImage(std::string_view in) {
   workers.Register(runner, "w1", 4, 1, live);
   for (int i = 0; i < 3; ++i) workers.Turn(runner, store, clock);
   head::ClientService service(runner);
-  Dump(service.Handle(Json{{"op", "status"}, {"rid", 1}}));
+  Dump(service.Handle(Json{{"op", "status"}, {"rid", 1}}, head::ClientCaller::Anonymous()));
   for (const auto& [id, e] : runner.experiments()) {
     for (const auto& tid : e.trial_ids) {
-      Dump(service.Handle(Json{{"op", "results"}, {"rid", 2}, {"trial_id", tid}}));
+      Dump(service.Handle(Json{{"op", "results"}, {"rid", 2}, {"trial_id", tid}},
+                          head::ClientCaller::Anonymous()));
     }
   }
 }
