@@ -138,6 +138,12 @@ std::string PublicKey::Fingerprint() const {
   return out;
 }
 
+std::string KeyFingerprint(const std::string& z85) {
+  if (z85.empty()) return "(no key)";
+  auto key = PublicKey::FromZ85(z85);
+  return key.ok() ? key->Fingerprint() : "(bad key)";
+}
+
 bool CurveAvailable() { return zmq_has("curve") != 0; }
 
 Result<KeyPair> GenerateKeyPair() {

@@ -39,6 +39,10 @@ class PublicKey {
   std::string z85_;
 };
 
+// The fingerprint of a Z85 key for logs: "(no key)" when empty (a plain
+// connection), "(bad key)" when it does not parse.
+std::string KeyFingerprint(const std::string& z85);
+
 struct KeyPair {
   PublicKey public_key;
   std::string secret_z85;  // never logged

@@ -1,0 +1,211 @@
+// HeadServer, the part that decides who a message comes from: the worker a
+// connection registered as (worker ids bound to their key, routed by the
+// connection that registered last), the caller of a client request, and the
+// allow-lists behind both (docs/security.md). Head loop thread only.
+#include <spdlog/spdlog.h>
+
+#include "common/protocol/codec.h"
+#include "common/security/curve_keys.h"
+#include "head/head_server.h"
+
+namespace ztune::head {
+namespace {
+// Bounds the worker-id-to-key bindings kept for workers that are gone.
+constexpr size_t kMaxRoutes = 100000;
+
+std::string Printable(std::string_view routing_id) {
+  std::string out;
+  for (unsigned char c : routing_id) {
+    if (c >= 0x21 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+bool HeadServer::AcceptRegister(const std::string& routing_id, const std::string& key,
+                                const protocol::Register& reg) {
+  const WorkerId worker_id(reg.worker_id);
+  if (worker_id.empty()) {
+    WarnRateLimited("REGISTER without a worker_id from connection " + Printable(routing_id) +
+                    "; dropped");
+    return false;
+  }
+  if (auto bound = connections_.find(routing_id);
+      bound != connections_.end() && bound->second != worker_id) {
+    WarnRateLimited("REGISTER as '" + worker_id + "' from the connection of worker '" +
+                    bound->second + "' refused: one connection is one worker");
+    return false;
+  }
+  auto route = routes_.find(worker_id);
+  if (route != routes_.end() && route->second.key != key) {
+    ++stats_.unauthorized;
+    WarnRateLimited("REGISTER as '" + worker_id + "' with key " + security::KeyFingerprint(key) +
+                    " refused: that worker id belongs to key " + security::KeyFingerprint(route->second.key));
+    return false;
+  }
+  if (route == routes_.end()) {
+    if (routes_.size() >= kMaxRoutes) {
+      for (auto it = routes_.begin(); it != routes_.end();) {
+        if (runner_.registry().FindAlive(it->first) == nullptr) {
+          connections_.erase(it->second.routing_id);
+          it = routes_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    route = routes_.emplace(worker_id, WorkerRoute{routing_id, key}).first;
+  } else if (route->second.routing_id != routing_id) {
+    // The worker's new connection (authenticated with the same key) replaces
+    // its old one only now.
+    connections_.erase(route->second.routing_id);
+    route->second.routing_id = routing_id;
+  }
+  connections_[routing_id] = worker_id;
+  return true;
+}
+
+std::optional<WorkerId> HeadServer::SenderOf(const std::string& routing_id,
+                                             const std::string& key) const {
+  auto it = connections_.find(routing_id);
+  if (it == connections_.end()) return std::nullopt;
+  auto route = routes_.find(it->second);
+  if (route == routes_.end() || route->second.routing_id != routing_id ||
+      route->second.key != key) {
+    return std::nullopt;
+  }
+  return it->second;
+}
+
+void HeadServer::TellToRegister(const std::string& routing_id, const protocol::Message& m) {
+  ++stats_.unknown_senders;
+  if (std::holds_alternative<protocol::Disconnect>(m.body)) return;
+  TimeMs now = clock_.NowMs();
+  auto [it, first] = disconnect_sent_.try_emplace(routing_id, now);
+  if (!first && now - it->second < options_.runner.heartbeat_ms) return;
+  it->second = now;
+  if (disconnect_sent_.size() > 10000) disconnect_sent_.clear();  // bounded memory
+  WarnRateLimited(std::string(protocol::CommandName(m.body)) +
+                  " from a connection with no registered worker (" + Printable(routing_id) +
+                  "): told to register");
+  SendFramesToConnection(routing_id,
+                         protocol::Encode(protocol::Message{
+                             protocol::Disconnect{"unknown worker; register again"}, {}}));
+}
+
+void HeadServer::HandleWorkerFrames(const std::string& routing_id, const std::string& key,
+                                    std::span<const std::string_view> frames) {
+  if (access_ != nullptr && access_->FindWorker(key) == nullptr) {
+    // Authenticated at its handshake, revoked since: it gets nothing more.
+    ++stats_.unauthorized;
+    WarnRateLimited("message from worker key " + security::KeyFingerprint(key) +
+                    ", which is no longer allowed, dropped");
+    return;
+  }
+  auto decoded = protocol::Decode(frames);
+  if (!decoded.ok()) {
+    ++stats_.malformed;
+    WarnRateLimited("malformed message from worker connection " + Printable(routing_id) +
+                    " dropped: " + decoded.status().message());
+    return;
+  }
+  protocol::Message& m = *decoded;
+  if (auto* reg = std::get_if<protocol::Register>(&m.body)) {
+    if (!AcceptRegister(routing_id, key, *reg)) return;
+    const WorkerId identity(reg->worker_id);
+    // A new incarnation reset its transfers (docs/protocol.md); a repeated
+    // REGISTER of the same one did not.
+    const WorkerInfo* known = runner_.registry().Find(identity);
+    if (known == nullptr || !known->alive || known->incarnation != reg->incarnation) {
+      payloads_.DropWorker(identity);
+    }
+    runner_.HandleRegister(*reg);  // answers REGISTERED (after the commit)
+    return;
+  }
+  const std::optional<WorkerId> sender = SenderOf(routing_id, key);
+  if (!sender || !runner_.IsKnownWorker(*sender)) {
+    TellToRegister(routing_id, m);
+    return;
+  }
+  const WorkerId& identity = *sender;
+  std::visit(
+      [&](auto& body) {
+        using T = std::decay_t<decltype(body)>;
+        if constexpr (std::is_same_v<T, protocol::Heartbeat>) {
+          runner_.HandleHeartbeat(identity);
+        } else if constexpr (std::is_same_v<T, protocol::Reply>) {
+          runner_.HandleHeartbeat(identity);
+          payloads_.OnReply(identity, std::move(m));
+        } else if constexpr (std::is_same_v<T, protocol::ResultBatch>) {
+          runner_.HandleResultBatch(identity, body);
+        } else if constexpr (std::is_same_v<T, protocol::Chunk>) {
+          runner_.HandleHeartbeat(identity);
+          payloads_.OnChunk(identity, body, m.payload);
+        } else if constexpr (std::is_same_v<T, protocol::Credit>) {
+          runner_.HandleHeartbeat(identity);
+          if (Status s = payloads_.OnCredit(identity, body); !s.ok()) {
+            ++stats_.malformed;
+            WarnRateLimited("worker '" + identity + "': " + s.message());
+          }
+        } else if constexpr (std::is_same_v<T, protocol::Disconnect>) {
+          runner_.HandleDisconnect(identity, body.reason);
+        } else {
+          WarnRateLimited(std::string("worker '") + identity + "' sent head-only command " +
+                          protocol::CommandName(m.body) + "; dropped");
+        }
+      },
+      m.body);
+}
+
+std::optional<ClientCaller> HeadServer::CallerOf(const std::string& key) const {
+  if (access_ == nullptr) return ClientCaller::Anonymous();
+  const AllowedKey* allowed = access_->FindClient(key);
+  if (allowed == nullptr) return std::nullopt;
+  return ClientCaller{allowed->key.z85(), allowed->name, allowed->role};
+}
+
+Status HeadServer::ReloadAccessLists() {
+  if (!options_.security) return Status::FailedPrecondition("--insecure: there are no allow-lists");
+  auto lists = AccessLists::Load(options_.security->workers_allow_file,
+                                 options_.security->clients_allow_file);
+  if (!lists.ok()) {
+    spdlog::error("allow-lists not reloaded (the old ones stay in force): {}",
+                  lists.status().ToString());
+    return lists.status();
+  }
+  access_ = std::make_shared<const AccessLists>(std::move(lists).value());
+  zap_.Publish(access_);
+  spdlog::info("allow-lists reloaded: {} worker key(s), {} client key(s)", access_->num_workers(),
+               access_->num_clients());
+  // Workers whose key is gone: dropped as dead, their trials fail over, and
+  // their connection hears why (it cannot come back: the handshake refuses it).
+  std::vector<WorkerId> revoked;
+  for (const auto& [worker_id, route] : routes_) {
+    if (access_->FindWorker(route.key) == nullptr) revoked.push_back(worker_id);
+  }
+  for (const WorkerId& worker_id : revoked) {
+    auto route = routes_.find(worker_id);
+    const std::string why = "worker '" + worker_id + "' lost its access: key " +
+                            security::KeyFingerprint(route->second.key) + " was revoked";
+    if (runner_.registry().FindAlive(worker_id) != nullptr) spdlog::warn("{}", why);
+    runner_.DropWorker(worker_id, why);
+    payloads_.DropWorker(worker_id);
+    SendFramesToConnection(route->second.routing_id,
+                           protocol::Encode(protocol::Message{
+                               protocol::Disconnect{"this worker's key was revoked"}, {}}));
+    connections_.erase(route->second.routing_id);
+    // The binding stays: the id still belongs to the revoked key.
+    route->second.routing_id.clear();
+  }
+  return Status::Ok();
+}
+
+}  // namespace ztune::head
