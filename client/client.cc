@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -102,6 +103,8 @@ Result<Json> HeadClient::Call(const std::string& op, Json args) {
   if (options_.timeout_ms <= 0) return Status::InvalidArgument("timeout must be positive");
 
   const int attempts = 1 + (IsReadOnlyOp(op) ? std::max(0, options_.read_retries) : 0);
+  SteadyClock clock;
+  const TimeMs throttle_deadline = clock.NowMs() + options_.timeout_ms;
   for (int attempt = 1;; ++attempt) {
     const uint64_t rid = next_rid_++;
     Json request = std::move(args);
@@ -114,7 +117,18 @@ Result<Json> HeadClient::Call(const std::string& op, Json args) {
                                      std::to_string(kMaxRequestBytes) + " bytes");
     }
     bool timed_out = false;
+    retry_after_ms_ = 0;
     Result<Json> r = Attempt(rid, frame, &timed_out);
+    if (!timed_out && !r.ok() && retry_after_ms_ > 0 &&
+        clock.NowMs() + retry_after_ms_ < throttle_deadline) {
+      // Over the connection's rate limit: the head did nothing; wait as told.
+      std::this_thread::sleep_for(std::chrono::milliseconds(retry_after_ms_));
+      --attempt;  // not a lost attempt
+      args = std::move(request);
+      args.erase("op");
+      args.erase("rid");
+      continue;
+    }
     if (!timed_out) return r;
     // Lazy Pirate: abandon the socket, so a late reply cannot reach a later call.
     CloseSocket();
@@ -227,6 +241,12 @@ std::optional<Result<Json>> HeadClient::MatchReply(std::vector<zmq::message_t>& 
     return std::nullopt;  // stale, or not addressed to this call
   }
   head_answered_ = true;
+  retry_after_ms_ = 0;
+  if (const Json* retry = FindField(reply, "retry_after_ms");
+      retry != nullptr && retry->is_number_unsigned()) {
+    // Bounded: a hostile or confused head cannot park the client for long.
+    retry_after_ms_ = static_cast<int64_t>(std::min<uint64_t>(retry->get<uint64_t>(), 10'000));
+  }
   if (version != kClientProtocolVersion) {
     return Result<Json>(Status::FailedPrecondition("head at " + options_.endpoint +
                                                    " speaks protocol \"" + version +

@@ -74,6 +74,10 @@ class HeadClient {
   //  - InvalidArgument for a bad endpoint, bad args or a request over
   //    kMaxRequestBytes (nothing is sent);
   //  - FailedPrecondition when the head replies with another protocol version.
+  // A request the head refused because this connection went over its rate
+  // limit (ResourceExhausted with retry_after_ms: nothing was done) is sent
+  // again after the wait the head named, for as long as the timeout allows;
+  // then that refusal is returned.
   // head_answered() tells the head's errors apart from local/transport ones.
   Result<Json> Call(const std::string& op, Json args = Json::object());
 
@@ -108,6 +112,8 @@ class HeadClient {
   // Appended to a timeout's message: what the connection's events suggest.
   std::string timeout_hint_;
   bool head_answered_ = false;
+  // Set by MatchReply from a refusal that names when to retry; 0 otherwise.
+  int64_t retry_after_ms_ = 0;
 };
 
 // Maps a wire error code name ("NotFound") to a StatusCode; nullopt if unknown.

@@ -17,6 +17,8 @@ constexpr int kMaxMessagesPerTurn = 4096;
 // Client frames up to this size are read (and answered "too large" above the
 // request limit); larger ones close the connection.
 constexpr int64_t kClientSocketCapBytes = 256LL << 20;
+// Messages queued per worker connection before ZeroMQ stops reading it.
+constexpr int kWorkerPipeMessages = 10000;
 }  // namespace
 
 HeadServer::HeadServer(zmq::context_t& context, storage::Store& store, HeadServerOptions options)
@@ -28,6 +30,8 @@ HeadServer::HeadServer(zmq::context_t& context, storage::Store& store, HeadServe
       zap_(context_),
       workers_(context_, zmq::socket_type::router),
       client_socket_(context_, zmq::socket_type::router),
+      worker_budgets_(clock_, options_.worker_limits),
+      client_budgets_(clock_, options_.client_limits),
       payloads_(
           static_cast<uint64_t>(options_.max_worker_message_bytes),
           [this](const WorkerId& worker_id, const protocol::Message& m) {
@@ -81,7 +85,11 @@ Status HeadServer::Start() {
   RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_LINGER, 0));
   RETURN_IF_ERROR(zmqutil::SetInt64Option(workers_, ZMQ_MAXMSGSIZE, protocol::kMaxFrameBytes));
   RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_SNDHWM, 0));
-  RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_RCVHWM, 0));
+  // Bounded per connection: while the loop is busy (a long commit, a full
+  // disk), a flooding peer's messages stop at this many and TCP pushes back
+  // on it alone; a legitimate worker sends about one message per command plus
+  // its heartbeats, far below it.
+  RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_RCVHWM, kWorkerPipeMessages));
   RETURN_IF_ERROR(zmqutil::SetIntOption(client_socket_, ZMQ_LINGER, 0));
   // Requests above max_client_request_bytes are read and answered "too
   // large"; only frames above this socket cap make ZeroMQ drop the connection
@@ -179,6 +187,14 @@ void HeadServer::DrainWorkers() {
     if (parts->size() > 1) {
       if (auto user = security::AuthenticatedUserId((*parts)[1])) key = std::string(*user);
     }
+    uint64_t bytes = 0;
+    for (size_t i = 1; i < views.size(); ++i) bytes += views[i].size();
+    if (!worker_budgets_.Admit(routing_id, bytes)) {
+      // Dropped unread: a flood costs the loop a receive, not a decode.
+      ++stats_.rate_limited;
+      DetachOverLimit(routing_id, key);
+      continue;
+    }
     HandleWorkerFrames(routing_id, key, std::span<const std::string_view>(views).subspan(1));
   }
 }
@@ -209,6 +225,30 @@ void HeadServer::DrainClients() {
     std::string key;
     if (parts->size() > 1) {
       if (auto user = security::AuthenticatedUserId((*parts)[1])) key = std::string(*user);
+    }
+    uint64_t bytes = 0;
+    for (size_t i = 1; i < parts->size(); ++i) bytes += (*parts)[i].size();
+    if (!client_budgets_.Admit(identity, bytes)) {
+      // Refused unparsed (so without its rid: the client takes an error
+      // without one as the answer to its request in flight). Nothing was
+      // done, so the client may send the same request again.
+      ++stats_.rate_limited;
+      const TimeMs retry_ms = std::max<TimeMs>(1, client_budgets_.WaitMs(identity, bytes));
+      WarnRateLimited("client with key " + security::KeyFingerprint(key) +
+                      " sends more than its connection's budget (" +
+                      DescribeLimits(options_.client_limits, "requests") + "); requests refused");
+      SendClientReply(
+          identity,
+          Json{{"ok", false},
+               {"retry_after_ms", retry_ms},
+               {"error",
+                {{"code", "ResourceExhausted"},
+                 {"message", "this connection sent more requests than the head allows (" +
+                                 DescribeLimits(options_.client_limits, "requests") +
+                                 "); nothing was done; retry in " + std::to_string(retry_ms) +
+                                 " ms"}}}},
+          delimited);
+      continue;
     }
     std::optional<ClientCaller> caller = CallerOf(key);
     if (!caller) {

@@ -26,6 +26,7 @@
 #include "head/client_service.h"
 #include "head/command_sink.h"
 #include "head/payload_streams.h"
+#include "head/peer_rate_limiter.h"
 #include "head/store_thread.h"
 #include "head/trial_runner.h"
 #include "head/zap_handler.h"
@@ -46,6 +47,15 @@ struct HeadServerOptions {
   std::string endpoints_file;  // if set, the bound endpoints are written there as JSON
   int64_t max_worker_message_bytes = 512LL << 20;
   int64_t max_client_request_bytes = 16LL << 20;
+  // Budgets per connection (docs/security.md, "Limits per connection"). A
+  // worker connection over its budget loses what it sends until it has
+  // registered again (nothing is lost: workers re-send what was not
+  // acknowledged); a client request over budget is refused with a retry hint.
+  // A legitimate worker sends about one message per command the head sends
+  // it, so its rate is bounded by the head's own (about 15,000/s here).
+  // ztune-head's flags set these; bursts are twice the rates.
+  PeerLimits worker_limits{{20000, 40000}, {1024.0 * (1 << 20), 2048.0 * (1 << 20)}};
+  PeerLimits client_limits{{500, 1000}, {64.0 * (1 << 20), 128.0 * (1 << 20)}};
   RunnerOptions runner;
   // nullopt: plain TCP, no authentication (ztune-head --insecure); every
   // client is then an anonymous admin.
@@ -61,6 +71,7 @@ struct HeadStats {
   uint64_t unknown_senders = 0;
   uint64_t slow_store_operations = 0;  // longer than one heartbeat interval
   uint64_t unauthorized = 0;           // messages from keys not (or no longer) allowed
+  uint64_t rate_limited = 0;           // messages and requests over their connection's budget
 };
 
 class HeadServer final : public CommandSink {
@@ -128,6 +139,10 @@ class HeadServer final : public CommandSink {
   // registered it last, with the key it registered with.
   std::optional<WorkerId> SenderOf(const std::string& routing_id, const std::string& key) const;
   void TellToRegister(const std::string& routing_id, const protocol::Message& m);
+  // A worker connection went over its budget: if it is a registered worker's,
+  // it is detached and told to register again (what it sent meanwhile is
+  // dropped; it re-sends every unacknowledged result after registering).
+  void DetachOverLimit(const std::string& routing_id, const std::string& key);
   // The caller of a client request; nullopt (answered with an error) when
   // its key is no longer allowed.
   std::optional<ClientCaller> CallerOf(const std::string& key) const;
@@ -180,6 +195,8 @@ class HeadServer final : public CommandSink {
   std::unordered_map<WorkerId, WorkerRoute> routes_;
   std::unordered_map<std::string, WorkerId> connections_;  // routing id -> worker
   RateLimitedWarning peer_warnings_{clock_};
+  PeerRateLimiter worker_budgets_;
+  PeerRateLimiter client_budgets_;
   HeadStats stats_;
   std::atomic<bool> reload_requested_{false};
   PayloadStreams payloads_;

@@ -1,4 +1,5 @@
 // ztune-head: parses flags, opens the store, runs the HeadServer loop.
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 
@@ -113,6 +114,29 @@ int main(int argc, char** argv) {
   app.add_option("--clients-allow", clients_allow,
                  "client keys allowed to connect, with roles (default DATA_DIR/clients.allow; "
                  "created empty)");
+  // Budgets per connection; bursts are twice the per-second rate.
+  double worker_messages_per_s = options.worker_limits.messages.per_second;
+  double worker_mib_per_s = options.worker_limits.bytes.per_second / (1 << 20);
+  double client_requests_per_s = options.client_limits.messages.per_second;
+  double client_mib_per_s = options.client_limits.bytes.per_second / (1 << 20);
+  app.add_option("--worker-messages-per-s", worker_messages_per_s,
+                 "messages a second one worker connection may send, bursts of twice that; "
+                 "beyond it the worker must register again (0 = no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--worker-mib-per-s", worker_mib_per_s,
+                 "MiB a second one worker connection may send (0 = no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--client-requests-per-s", client_requests_per_s,
+                 "requests a second one client connection may send, bursts of twice that; "
+                 "beyond it requests are refused with a retry hint (0 = no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--client-mib-per-s", client_mib_per_s,
+                 "MiB of requests a second one client connection may send (0 = no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   bool print_public_key = false;
   app.add_flag("--print-public-key", print_public_key,
                "print the head's public key (creating the key pair if there is none yet) and exit")
@@ -123,6 +147,12 @@ int main(int argc, char** argv) {
   if (key_base.empty()) key_base = data_dir + "/" + ztune::head::kHeadKeyBase;
   if (workers_allow.empty()) workers_allow = data_dir + "/" + ztune::head::kWorkersAllowFile;
   if (clients_allow.empty()) clients_allow = data_dir + "/" + ztune::head::kClientsAllowFile;
+  options.worker_limits = ztune::head::PeerLimits{
+      {worker_messages_per_s, 2 * worker_messages_per_s},
+      {worker_mib_per_s * (1 << 20), std::max(2 * worker_mib_per_s, 64.0) * (1 << 20)}};
+  options.client_limits = ztune::head::PeerLimits{
+      {client_requests_per_s, 2 * client_requests_per_s},
+      {client_mib_per_s * (1 << 20), std::max(2 * client_mib_per_s, 32.0) * (1 << 20)}};
   options.runner.force_cleanup_ms = force_cleanup_s * 1000;
   options.runner.insufficient_resources_warn_ms = warn_s * 1000;
 
