@@ -226,30 +226,6 @@ void HeadServer::DrainClients() {
     if (parts->size() > 1) {
       if (auto user = security::AuthenticatedUserId((*parts)[1])) key = std::string(*user);
     }
-    uint64_t bytes = 0;
-    for (size_t i = 1; i < parts->size(); ++i) bytes += (*parts)[i].size();
-    if (!client_budgets_.Admit(identity, bytes)) {
-      // Refused unparsed (so without its rid: the client takes an error
-      // without one as the answer to its request in flight). Nothing was
-      // done, so the client may send the same request again.
-      ++stats_.rate_limited;
-      const TimeMs retry_ms = std::max<TimeMs>(1, client_budgets_.WaitMs(identity, bytes));
-      WarnRateLimited("client with key " + security::KeyFingerprint(key) +
-                      " sends more than its connection's budget (" +
-                      DescribeLimits(options_.client_limits, "requests") + "); requests refused");
-      SendClientReply(
-          identity,
-          Json{{"ok", false},
-               {"retry_after_ms", retry_ms},
-               {"error",
-                {{"code", "ResourceExhausted"},
-                 {"message", "this connection sent more requests than the head allows (" +
-                                 DescribeLimits(options_.client_limits, "requests") +
-                                 "); nothing was done; retry in " + std::to_string(retry_ms) +
-                                 " ms"}}}},
-          delimited);
-      continue;
-    }
     std::optional<ClientCaller> caller = CallerOf(key);
     if (!caller) {
       // Authenticated at its handshake, revoked since.
@@ -285,6 +261,32 @@ void HeadServer::DrainClients() {
     if (static_cast<int64_t>(body.size()) > options_.max_client_request_bytes) {
       error("request of " + std::to_string(body.size()) + " bytes exceeds the limit of " +
             std::to_string(options_.max_client_request_bytes) + " bytes");
+      continue;
+    }
+    // Budgeted here, before the work a request costs (parsing, answering);
+    // what is refused above costs a receive and a short reply.
+    const uint64_t bytes = body.size();
+    if (!client_budgets_.Admit(identity, bytes)) {
+      // Refused unparsed (so without its rid: the client takes an error
+      // without one as the answer to its request in flight). Nothing was
+      // done, so the client may send the same request again.
+      ++stats_.rate_limited;
+      const TimeMs retry_ms = std::max<TimeMs>(1, client_budgets_.WaitMs(identity, bytes));
+      WarnRateLimited(
+          (key.empty() ? std::string("a client") : "client key " + security::KeyFingerprint(key)) +
+          " sends more than its connection's budget (" +
+          DescribeLimits(options_.client_limits, "requests") + "); requests refused");
+      SendClientReply(
+          identity,
+          Json{{"ok", false},
+               {"retry_after_ms", retry_ms},
+               {"error",
+                {{"code", "ResourceExhausted"},
+                 {"message", "this connection sent more requests than the head allows (" +
+                                 DescribeLimits(options_.client_limits, "requests") +
+                                 "); nothing was done; retry in " + std::to_string(retry_ms) +
+                                 " ms"}}}},
+          delimited);
       continue;
     }
     Result<Json> parsed = ParseJson(body.to_string_view());

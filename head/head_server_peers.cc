@@ -105,17 +105,19 @@ void HeadServer::DetachOverLimit(const std::string& routing_id, const std::strin
   auto it = connections_.find(routing_id);
   if (it == connections_.end()) {
     // Not (or no longer) a registered worker's: its messages just go unread.
-    WarnRateLimited("worker connection " + Printable(routing_id) + " with key " +
-                    security::KeyFingerprint(key) + " sends more than its budget (" +
+    WarnRateLimited("worker connection " + Printable(routing_id) +
+                    (key.empty() ? std::string() : " (key " + security::KeyFingerprint(key) + ")") +
+                    " sends more than its budget (" +
                     DescribeLimits(options_.worker_limits, "messages") + "); dropped");
     return;
   }
   const WorkerId worker_id = it->second;
   spdlog::warn(
-      "worker '{}' (key {}) sends more than a connection's budget ({}); what it sends is "
+      "worker '{}'{} sends more than a connection's budget ({}); what it sends is "
       "dropped and it must register again (it re-sends what was not acknowledged; if it "
       "keeps this up, it is judged dead by its heartbeats)",
-      worker_id, security::KeyFingerprint(key), DescribeLimits(options_.worker_limits, "messages"));
+      worker_id, key.empty() ? std::string() : " (key " + security::KeyFingerprint(key) + ")",
+      DescribeLimits(options_.worker_limits, "messages"));
   connections_.erase(it);
   if (auto route = routes_.find(worker_id);
       route != routes_.end() && route->second.routing_id == routing_id) {

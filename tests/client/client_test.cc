@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <string>
 
 #include "tests/client/fake_head.h"
@@ -185,6 +186,44 @@ TEST(HeadClientTest, TakesRidlessErrorAsTheAnswer) {
   Result<Json> ok = client.Call("workers");
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ((*ok)["which"], "fresh");
+}
+
+// Over its connection's rate limit the head does nothing and names a wait:
+// the client waits it out and sends again, mutations included (nothing was
+// applied); a ResourceExhausted without a wait (a full disk) is final, and so
+// is a throttle that outlasts the call's timeout.
+TEST(HeadClientTest, WaitsOutARateLimitRefusalAndSendsAgain) {
+  std::atomic<int> seen{0};
+  FakeHead head([&seen](const Json& req) -> std::vector<Frames> {
+    const int n = seen++;
+    Json throttled{{"ok", false},
+                   {"retry_after_ms", 50},
+                   {"error", {{"code", "ResourceExhausted"}, {"message", "slow down"}}}};
+    if (req["op"] == "forever") return {ReplyFrames(throttled)};
+    if (req["op"] == "disk") return {ReplyFrames(ErrorReply(req, "ResourceExhausted", "disk"))};
+    if (n % 3 != 2) return {ReplyFrames(throttled)};
+    return {ReplyFrames(OkReply(req, Json{{"which", "fresh"}}))};
+  });
+  HeadClient client(Options(head.endpoint(), 2000));
+  const auto start = std::chrono::steady_clock::now();
+  Result<Json> r = client.Call("submit", Json{{"spec", Json::object()}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)["which"], "fresh");
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(100));
+  ASSERT_EQ(head.requests().size(), 3u);
+  EXPECT_NE(head.requests()[0]["rid"], head.requests()[2]["rid"]);
+  EXPECT_EQ(head.requests()[2]["spec"], Json::object());
+
+  Result<Json> disk = client.Call("disk");
+  EXPECT_EQ(disk.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(disk.status().message(), "disk");
+  EXPECT_EQ(head.requests().size(), 4u);
+
+  HeadClient impatient(Options(head.endpoint(), 300));
+  Result<Json> forever = impatient.Call("forever");
+  EXPECT_EQ(forever.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(forever.status().message(), "slow down");
+  EXPECT_LE(head.requests().size(), 4u + 300 / 50);
 }
 
 TEST(HeadClientTest, RejectsOversizedRequestWithoutSending) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <thread>
@@ -284,6 +285,199 @@ TEST(HeadServerTest, AFullDiskRefusesNewWorkServesReadsAndResumesByItself) {
   stop = true;
   loop.join();
   EXPECT_TRUE(run_status.ok()) << run_status.ToString();
+}
+
+}  // namespace
+}  // namespace ztune::head
+
+namespace ztune::head {
+namespace {
+
+// A head on loopback with its loop on a thread; stopped and joined at scope
+// exit (stats() may be read only after Stop()).
+class RunningHead {
+ public:
+  explicit RunningHead(HeadServerOptions options) : server_(context_, store_, Prepare(options)) {
+    status_ = server_.Start();
+    if (status_.ok()) loop_ = std::thread([this] { server_.Run(stop_).IgnoreError(); });
+  }
+  ~RunningHead() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (loop_.joinable()) loop_.join();
+  }
+  const Status& start_status() const { return status_; }
+  HeadServer& server() { return server_; }
+  zmq::context_t& context() { return context_; }
+
+  zmq::socket_t Dealer(const std::string& endpoint, const std::string& routing_id = "") {
+    zmq::socket_t s(context_, zmq::socket_type::dealer);
+    EXPECT_TRUE(zmqutil::SetIntOption(s, ZMQ_LINGER, 0).ok());
+    if (!routing_id.empty()) {
+      EXPECT_TRUE(zmqutil::SetBytesOption(s, ZMQ_ROUTING_ID, routing_id).ok());
+    }
+    EXPECT_TRUE(zmqutil::Connect(s, endpoint).ok());
+    return s;
+  }
+
+ private:
+  static HeadServerOptions Prepare(HeadServerOptions o) {
+    o.worker_endpoint = "tcp://127.0.0.1:*";
+    o.client_endpoint = "tcp://127.0.0.1:*";
+    o.runner.heartbeat_ms = kHeartbeatMs;
+    return o;
+  }
+
+  zmq::context_t context_;
+  storage::InMemoryStore store_;
+  HeadServer server_;
+  Status status_;
+  std::atomic<bool> stop_{false};
+  std::thread loop_;
+};
+
+// Every decodable message `s` receives within `wait_ms`, or until `until`
+// returns true for one.
+std::vector<protocol::Message> Receive(
+    zmq::socket_t& s, int64_t wait_ms,
+    const std::function<bool(const protocol::Message&)>& until = nullptr) {
+  std::vector<protocol::Message> got;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(wait_ms);
+  while (Clock::now() < deadline) {
+    zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(10));
+    auto parts = zmqutil::RecvMultipart(s);
+    if (!parts.ok() || parts->empty()) continue;
+    std::vector<std::string_view> views;
+    for (const auto& p : *parts) views.emplace_back(static_cast<const char*>(p.data()), p.size());
+    auto m = protocol::Decode(std::span<const std::string_view>(views));
+    if (!m.ok()) continue;
+    got.push_back(std::move(m).value());
+    if (until && until(got.back())) break;
+  }
+  return got;
+}
+
+bool IsRegistered(const protocol::Message& m) {
+  return std::holds_alternative<protocol::Registered>(m.body);
+}
+
+void SendRegister(zmq::socket_t& s, const std::string& worker_id) {
+  protocol::Register reg;
+  reg.worker_id = worker_id;
+  reg.incarnation = 1;
+  reg.resources = {{"CPU", 1}};
+  reg.trainables = {"noop"};
+  ASSERT_TRUE(zmqutil::SendFrames(s, protocol::Encode({reg, {}})).ok());
+}
+
+// A client connection that sends faster than its budget gets refusals that
+// say how long to wait (and carry no rid: they were not parsed); what it was
+// admitted stays within rate x time + burst, measured around the flood; a
+// second connection has its own budget and is served at once.
+TEST(HeadServerTest, AClientOverItsBudgetIsRefusedWithARetryHintAndOthersAreServed) {
+  constexpr double kRate = 20;
+  constexpr double kBurst = 10;
+  constexpr int kRequests = 200;
+  HeadServerOptions options;
+  options.client_limits = PeerLimits{{kRate, kBurst}, {}};
+  RunningHead head(options);
+  ASSERT_TRUE(head.start_status().ok()) << head.start_status().ToString();
+  zmq::socket_t flooder = head.Dealer(head.server().client_endpoint());
+
+  const auto start = Clock::now();
+  for (int rid = 1; rid <= kRequests; ++rid) {
+    const std::string request = Json{{"op", "status"}, {"rid", rid}}.dump();
+    ASSERT_TRUE(zmqutil::SendFrames(flooder, {protocol::kVersion, request}).ok());
+  }
+  int ok = 0;
+  int refused = 0;
+  for (auto deadline = Clock::now() + std::chrono::seconds(20);
+       ok + refused < kRequests && Clock::now() < deadline;) {
+    zmq::pollitem_t item{flooder.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(10));
+    auto reply = zmqutil::RecvMultipart(flooder);
+    if (!reply.ok() || reply->empty()) continue;
+    const Json j = Json::parse(reply->back().to_string_view(), nullptr, false);
+    ASSERT_TRUE(j.is_object());
+    if (j.value("ok", false)) {
+      ++ok;
+      continue;
+    }
+    ++refused;
+    EXPECT_EQ(j["error"].value("code", ""), "ResourceExhausted") << j.dump();
+    EXPECT_FALSE(j.contains("rid")) << j.dump();
+    EXPECT_GE(j.value("retry_after_ms", 0), 1) << j.dump();
+    EXPECT_NE(j["error"].value("message", "").find("20 requests/s (bursts of 10)"),
+              std::string::npos)
+        << j.dump();
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_EQ(ok + refused, kRequests) << "every request is answered";
+  EXPECT_LE(ok, kBurst + kRate * seconds + 1) << "over " << seconds << " s";
+  EXPECT_GT(refused, 0);
+
+  zmq::socket_t other = head.Dealer(head.server().client_endpoint());
+  ASSERT_TRUE(zmqutil::SendFrames(other, {protocol::kVersion, R"({"op":"status","rid":7})"}).ok());
+  zmq::pollitem_t item{other.handle(), 0, ZMQ_POLLIN, 0};
+  zmq::poll(&item, 1, std::chrono::seconds(10));
+  auto reply = zmqutil::RecvMultipart(other);
+  ASSERT_TRUE(reply.ok() && !reply->empty());
+  EXPECT_EQ(Json::parse(reply->back().to_string_view(), nullptr, false).value("ok", false), true);
+  head.Stop();
+  EXPECT_EQ(head.server().stats().rate_limited, static_cast<uint64_t>(refused));
+}
+
+// A registered worker whose connection floods the head is detached and told
+// why; once its budget has refilled it registers again and is a worker like
+// before. A worker beside it is never touched.
+TEST(HeadServerTest, AWorkerOverItsBudgetIsToldToRegisterAgainAndComesBack) {
+  constexpr double kRate = 200;
+  constexpr double kBurst = 50;
+  HeadServerOptions options;
+  options.worker_limits = PeerLimits{{kRate, kBurst}, {}};
+  // The quiet worker sends no heartbeats of its own: it must not be judged
+  // dead while the test runs.
+  options.runner.liveness = 1000;
+  RunningHead head(options);
+  ASSERT_TRUE(head.start_status().ok()) << head.start_status().ToString();
+  zmq::socket_t flooder = head.Dealer(head.server().worker_endpoint(), "conn-flood");
+  zmq::socket_t quiet = head.Dealer(head.server().worker_endpoint(), "conn-quiet");
+  SendRegister(flooder, "w-flood");
+  SendRegister(quiet, "w-quiet");
+  ASSERT_FALSE(Receive(flooder, 10'000, IsRegistered).empty());
+  ASSERT_FALSE(Receive(quiet, 10'000, IsRegistered).empty());
+
+  // Ten bursts' worth at once: far more than refills while they are read.
+  const auto heartbeat = protocol::Encode({protocol::Heartbeat{}, {}});
+  for (int i = 0; i < 10 * kBurst; ++i) ASSERT_TRUE(zmqutil::SendFrames(flooder, heartbeat).ok());
+  std::string reason;
+  for (const auto& m : Receive(flooder, 10'000, [](const protocol::Message& m) {
+         return std::holds_alternative<protocol::Disconnect>(m.body);
+       })) {
+    if (auto* d = std::get_if<protocol::Disconnect>(&m.body)) reason = d->reason;
+  }
+  EXPECT_NE(reason.find("rate limit"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("register again"), std::string::npos) << reason;
+
+  // As a worker does on DISCONNECT: register again, every heartbeat interval
+  // until the head answers (the first tries may fall in the empty budget).
+  bool back = false;
+  for (auto deadline = Clock::now() + std::chrono::seconds(10); !back && Clock::now() < deadline;) {
+    SendRegister(flooder, "w-flood");
+    back = !Receive(flooder, kHeartbeatMs, IsRegistered).empty();
+  }
+  EXPECT_TRUE(back) << "the worker could not register again once its budget refilled";
+  // The quiet worker kept its connection all along: it heard heartbeats and
+  // was never told to register again.
+  bool heard = false;
+  for (const auto& m : Receive(quiet, 3 * kHeartbeatMs)) {
+    EXPECT_FALSE(std::holds_alternative<protocol::Disconnect>(m.body));
+    heard = heard || std::holds_alternative<protocol::Heartbeat>(m.body);
+  }
+  EXPECT_TRUE(heard);
+  head.Stop();
+  EXPECT_GE(head.server().stats().rate_limited, 1u);
 }
 
 }  // namespace
