@@ -9,6 +9,7 @@
 #include "common/protocol/codec.h"
 #include "common/security/curve_socket.h"
 #include "common/zmq/socket_util.h"
+#include "storage/keys.h"
 
 namespace ztune::head {
 namespace {
@@ -46,6 +47,7 @@ Status HeadServer::Start() {
   // (the new head epoch, trials sent back to the queue) in one commit.
   storage::WriteBatch batch;
   runner_.FlushTo(batch);
+  if (options_.security) RETURN_IF_ERROR(LoadWorkerKeyBindings(batch));
   if (!batch.empty()) RETURN_IF_ERROR(store_.Commit(batch));
   after_commit_.clear();
 
@@ -421,6 +423,11 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     DropStreamsOfDeadWorkers();
     storage::WriteBatch batch;
     runner_.FlushTo(batch);
+    for (auto& [worker_id, key] : new_bindings_) {
+      batch.Put(storage::Family::kMeta, storage::kMetaWorkerKeyPrefix + worker_id.str(),
+                std::move(key));
+    }
+    new_bindings_.clear();
     if (!batch.empty()) {
       Status s = RunOffLoop([&] { return store_.Commit(batch); }, "commit", batch.bytes());
       if (s.code() == StatusCode::kResourceExhausted) s = WaitForSpace(batch, s, stop);

@@ -138,6 +138,10 @@ class HeadServer final : public CommandSink {
   // The worker a non-REGISTER message comes from: only the connection that
   // registered it last, with the key it registered with.
   std::optional<WorkerId> SenderOf(const std::string& routing_id, const std::string& key) const;
+  // Loads the stored worker-id-to-key bindings of workers that hold a
+  // trial's actor (those expected to re-attach); deletes the others in
+  // `batch`. With CURVE only.
+  Status LoadWorkerKeyBindings(storage::WriteBatch& batch);
   void TellToRegister(const std::string& routing_id, const protocol::Message& m);
   // A worker connection went over its budget: if it is a registered worker's,
   // it is detached and told to register again (what it sent meanwhile is
@@ -194,6 +198,8 @@ class HeadServer final : public CommandSink {
   std::unordered_map<std::string, TimeMs> disconnect_sent_;
   std::unordered_map<WorkerId, WorkerRoute> routes_;
   std::unordered_map<std::string, WorkerId> connections_;  // routing id -> worker
+  // Bindings made this turn, stored with its commit (before REGISTERED).
+  std::vector<std::pair<WorkerId, std::string>> new_bindings_;
   RateLimitedWarning peer_warnings_{clock_};
   PeerRateLimiter worker_budgets_;
   PeerRateLimiter client_budgets_;

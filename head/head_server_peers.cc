@@ -2,11 +2,14 @@
 // connection registered as (worker ids bound to their key, routed by the
 // connection that registered last), the caller of a client request, and the
 // allow-lists behind both (docs/security.md). Head loop thread only.
+#include <unordered_set>
+
 #include <spdlog/spdlog.h>
 
 #include "common/protocol/codec.h"
 #include "common/security/curve_keys.h"
 #include "head/head_server.h"
+#include "storage/keys.h"
 
 namespace ztune::head {
 namespace {
@@ -63,6 +66,7 @@ bool HeadServer::AcceptRegister(const std::string& routing_id, const std::string
       }
     }
     route = routes_.emplace(worker_id, WorkerRoute{routing_id, key}).first;
+    if (!key.empty()) new_bindings_.emplace_back(worker_id, key);
   } else if (route->second.routing_id != routing_id) {
     // The worker's new connection (authenticated with the same key) replaces
     // its old one only now.
@@ -71,6 +75,40 @@ bool HeadServer::AcceptRegister(const std::string& routing_id, const std::string
   }
   connections_[routing_id] = worker_id;
   return true;
+}
+
+Status HeadServer::LoadWorkerKeyBindings(storage::WriteBatch& batch) {
+  std::unordered_set<WorkerId> hosting;
+  for (const auto& [id, trial] : runner_.book().trials()) {
+    if (!trial.actor_worker.empty()) hosting.insert(trial.actor_worker);
+  }
+  size_t kept = 0;
+  size_t dropped = 0;
+  Status scanned = store_.Scan(storage::Family::kMeta, storage::kMetaWorkerKeyPrefix,
+                               [&](std::string_view record_key, std::string_view value) {
+                                 const WorkerId worker_id(std::string(record_key.substr(
+                                     std::string_view(storage::kMetaWorkerKeyPrefix).size())));
+                                 if (hosting.count(worker_id) == 0 ||
+                                     !security::PublicKey::FromZ85(std::string(value)).ok()) {
+                                   // Nothing of it is waited for (or the record is damaged: then
+                                   // the id is open to any allowed key again, as before this
+                                   // record).
+                                   batch.Delete(storage::Family::kMeta, std::string(record_key));
+                                   ++dropped;
+                                 } else {
+                                   routes_[worker_id] = WorkerRoute{"", std::string(value)};
+                                   ++kept;
+                                 }
+                                 return true;
+                               });
+  RETURN_IF_ERROR(scanned);
+  if (kept + dropped > 0) {
+    spdlog::info(
+        "worker keys: {} worker id(s) stay bound to their key, {} binding(s) of "
+        "workers that host nothing dropped",
+        kept, dropped);
+  }
+  return Status::Ok();
 }
 
 std::optional<WorkerId> HeadServer::SenderOf(const std::string& routing_id,

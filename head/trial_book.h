@@ -52,6 +52,7 @@ class TrialBook {
   Trial& TrialRef(const TrialId& trial_id);
   const Trial& TrialRef(const TrialId& trial_id) const;
   size_t num_trials() const { return trials_.size(); }
+  const std::unordered_map<TrialId, Trial>& trials() const { return trials_; }
   // The trial of `e` whose last result is best by the spec's metric and mode
   // (the first such on a tie); nullptr without a metric or a trial that
   // reported it as a number (NaN never counts).

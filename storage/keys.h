@@ -14,6 +14,10 @@ namespace ztune::storage {
 inline constexpr char kMetaSchema[] = "schema";
 inline constexpr char kMetaHeadEpoch[] = "head_epoch";
 inline constexpr char kMetaNextExperiment[] = "next_experiment";
+// + worker id: the CURVE public key (Z85) that worker id is bound to, so that
+// after a head restart no other key can take the id of a worker whose trials
+// wait to re-attach (docs/security.md).
+inline constexpr char kMetaWorkerKeyPrefix[] = "worker_key/";
 // 2: a trial's checkpoint records and error_log entries are records of their
 // own (TrialChildKey) instead of lists inside the trial record. A head
 // migrates a schema-1 store when it loads it.

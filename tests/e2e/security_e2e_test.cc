@@ -291,6 +291,62 @@ TEST(SecurityE2ETest, APeerTakingAWorkersIdGetsNothingAndStoresNothing) {
   EXPECT_TRUE(Workers(cluster)["w0"]["alive"].get<bool>());
 }
 
+// A worker id stays bound to its key across a head crash: while the real
+// worker is frozen (so it cannot register first), a peer with another allowed
+// key that registers under its id after the restart is refused, and the real
+// worker, once thawed, re-attaches and finishes its trial.
+TEST(SecurityE2ETest, AfterAHeadCrashAWorkersIdStillBelongsToItsKey) {
+  // Room for the frozen worker: the restarted head waits 2 x 100 x 20 ms for
+  // it to re-attach, the freeze lasts about one Drain (1 s).
+  LocalCluster cluster("sec-binding", LocalCluster::Timing{100, 20});
+  const std::string mallory = cluster.keys().AddWorker("mallory");
+  cluster.StartHead();
+  cluster.StartWorker("w0", 1);
+  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  const std::string exp = SubmitSpec(cluster, R"({"trainable": "sleep", "num_samples": 1,
+      "param_space": {"sleep_s": 0.02}, "stop": {"training_iteration": 60},
+      "metric": "loss", "mode": "min"})",
+                                     "bound");
+  const std::string trial = TrialId(exp, 0);
+  ASSERT_TRUE(WaitFor([&] { return IterationOf(GetTrial(cluster, trial)) >= 3; }))
+      << cluster.Logs();
+  const std::string victim_id = Workers(cluster)["w0"]["worker_id"];
+
+  cluster.worker(0).Signal(SIGSTOP);
+  cluster.head().Kill(SIGKILL);
+  cluster.StartHead();
+  zmq::context_t context;
+  zmq::socket_t s(context, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  ASSERT_TRUE(security::ApplyCurveClient(s, cluster.keys().ClientKeys(mallory)).ok());
+  s.connect(cluster.worker_endpoint());
+  protocol::Register reg;
+  reg.worker_id = victim_id;
+  reg.incarnation = 7;
+  reg.name = "w0";
+  reg.resources = {{"CPU", 1}};
+  reg.trainables = {"sleep"};
+  protocol::LiveActor claimed;
+  claimed.trial_id = trial;
+  claimed.attempt = 1;
+  reg.live_actors = {claimed};
+  ASSERT_TRUE(zmqutil::SendFrames(s, protocol::Encode(protocol::Message{reg, {}})).ok());
+  for (const auto& m : Drain(s, milliseconds(1000))) {
+    EXPECT_TRUE(std::holds_alternative<protocol::Disconnect>(m.body))
+        << protocol::CommandName(m.body);
+  }
+  cluster.worker(0).Signal(SIGCONT);
+  const std::string head_log = ReadFile(cluster.head_log());
+  EXPECT_TRUE(Contains(head_log, "1 worker id(s) stay bound to their key")) << head_log;
+  EXPECT_TRUE(Contains(head_log, "that worker id belongs to key")) << head_log;
+
+  ASSERT_TRUE(WaitFinished(cluster, exp, 60)) << cluster.Logs();
+  Json t = GetTrial(cluster, trial);
+  EXPECT_EQ(StatusOf(t), "TERMINATED") << t.dump();
+  ExpectResultsOneToN(cluster, trial, 60);
+  EXPECT_TRUE(Workers(cluster)["w0"]["alive"].get<bool>());
+}
+
 // Every byte between the workers and the head, and between a client and the
 // head, recorded by a proxy as a capture on the loopback interface would see
 // it: no trial config value, no result key, no spec field in clear text. The
