@@ -274,10 +274,11 @@ void HeadServer::DrainClients() {
       // done, so the client may send the same request again.
       ++stats_.rate_limited;
       const TimeMs retry_ms = std::max<TimeMs>(1, client_budgets_.WaitMs(identity, bytes));
-      WarnRateLimited(
+      budget_warnings_.Warn(
+          key.empty() ? identity : key,
           (key.empty() ? std::string("a client") : "client key " + security::KeyFingerprint(key)) +
-          " sends more than its connection's budget (" +
-          DescribeLimits(options_.client_limits, "requests") + "); requests refused");
+              " sends more than its connection's budget (" +
+              DescribeLimits(options_.client_limits, "requests") + "); requests refused");
       SendClientReply(
           identity,
           Json{{"ok", false},

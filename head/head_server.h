@@ -201,6 +201,8 @@ class HeadServer final : public CommandSink {
   // Bindings made this turn, stored with its commit (before REGISTERED).
   std::vector<std::pair<WorkerId, std::string>> new_bindings_;
   RateLimitedWarning peer_warnings_{clock_};
+  // Over-budget peers, each logged on its own.
+  PerPeerRateLimitedWarning budget_warnings_{clock_};
   PeerRateLimiter worker_budgets_;
   PeerRateLimiter client_budgets_;
   HeadStats stats_;

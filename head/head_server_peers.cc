@@ -143,10 +143,12 @@ void HeadServer::DetachOverLimit(const std::string& routing_id, const std::strin
   auto it = connections_.find(routing_id);
   if (it == connections_.end()) {
     // Not (or no longer) a registered worker's: its messages just go unread.
-    WarnRateLimited("worker connection " + Printable(routing_id) +
-                    (key.empty() ? std::string() : " (key " + security::KeyFingerprint(key) + ")") +
-                    " sends more than its budget (" +
-                    DescribeLimits(options_.worker_limits, "messages") + "); dropped");
+    budget_warnings_.Warn(
+        routing_id,
+        "worker connection " + Printable(routing_id) +
+            (key.empty() ? std::string() : " (key " + security::KeyFingerprint(key) + ")") +
+            " sends more than its budget (" + DescribeLimits(options_.worker_limits, "messages") +
+            "); dropped");
     return;
   }
   const WorkerId worker_id = it->second;
