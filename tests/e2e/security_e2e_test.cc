@@ -213,6 +213,29 @@ std::vector<protocol::Message> Drain(zmq::socket_t& s, milliseconds wait) {
   return got;
 }
 
+// A head and one worker "w0" running a one-trial `sleep` experiment of
+// `iterations` steps, past its third.
+struct Victim {
+  std::string experiment_id;
+  std::string trial_id;
+  std::string worker_id;
+};
+void StartVictim(LocalCluster& cluster, int iterations, Victim* v) {
+  cluster.StartHead();
+  cluster.StartWorker("w0", 1);
+  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  v->experiment_id = SubmitSpec(cluster,
+                                R"({"trainable": "sleep", "num_samples": 1,
+      "param_space": {"sleep_s": 0.02}, "stop": {"training_iteration": )" +
+                                    std::to_string(iterations) + R"(},
+      "metric": "loss", "mode": "min"})",
+                                "victim");
+  v->trial_id = TrialId(v->experiment_id, 0);
+  ASSERT_TRUE(WaitFor([&] { return IterationOf(GetTrial(cluster, v->trial_id)) >= 3; }))
+      << cluster.Logs();
+  v->worker_id = Workers(cluster)["w0"]["worker_id"];
+}
+
 // Peers that take a running worker's id as their routing id and in REGISTER
 // (shown by `ztune workers`), and send forged results for its trial: without
 // a key, with a key the head does not know, and with another worker's
@@ -222,17 +245,11 @@ TEST(SecurityE2ETest, APeerTakingAWorkersIdGetsNothingAndStoresNothing) {
   LocalCluster cluster("sec-takeover");
   const std::string mallory = cluster.keys().AddWorker("mallory");
   const std::string stranger = cluster.keys().MakeStrangerKey("stranger");
-  cluster.StartHead();
-  cluster.StartWorker("w0", 1);
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
-  const std::string exp = SubmitSpec(cluster, R"({"trainable": "sleep", "num_samples": 1,
-      "param_space": {"sleep_s": 0.02}, "stop": {"training_iteration": 80},
-      "metric": "loss", "mode": "min"})",
-                                     "victim");
-  const std::string trial = TrialId(exp, 0);
-  ASSERT_TRUE(WaitFor([&] { return IterationOf(GetTrial(cluster, trial)) >= 3; }))
-      << cluster.Logs();
-  const std::string victim_id = Workers(cluster)["w0"]["worker_id"];
+  Victim victim;
+  ASSERT_NO_FATAL_FAILURE(StartVictim(cluster, 80, &victim));
+  const std::string& exp = victim.experiment_id;
+  const std::string& trial = victim.trial_id;
+  const std::string& victim_id = victim.worker_id;
 
   zmq::context_t context;
   struct Attacker {
@@ -300,17 +317,11 @@ TEST(SecurityE2ETest, AfterAHeadCrashAWorkersIdStillBelongsToItsKey) {
   // it to re-attach, the freeze lasts about one Drain (1 s).
   LocalCluster cluster("sec-binding", LocalCluster::Timing{100, 20});
   const std::string mallory = cluster.keys().AddWorker("mallory");
-  cluster.StartHead();
-  cluster.StartWorker("w0", 1);
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
-  const std::string exp = SubmitSpec(cluster, R"({"trainable": "sleep", "num_samples": 1,
-      "param_space": {"sleep_s": 0.02}, "stop": {"training_iteration": 60},
-      "metric": "loss", "mode": "min"})",
-                                     "bound");
-  const std::string trial = TrialId(exp, 0);
-  ASSERT_TRUE(WaitFor([&] { return IterationOf(GetTrial(cluster, trial)) >= 3; }))
-      << cluster.Logs();
-  const std::string victim_id = Workers(cluster)["w0"]["worker_id"];
+  Victim victim;
+  ASSERT_NO_FATAL_FAILURE(StartVictim(cluster, 60, &victim));
+  const std::string& exp = victim.experiment_id;
+  const std::string& trial = victim.trial_id;
+  const std::string& victim_id = victim.worker_id;
 
   cluster.worker(0).Signal(SIGSTOP);
   cluster.head().Kill(SIGKILL);
