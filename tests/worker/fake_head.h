@@ -76,8 +76,20 @@ class FakeHead {
     while (true) {
       auto now = std::chrono::steady_clock::now();
       if (now >= deadline) return std::nullopt;
+      // Like the real head, heartbeat every interval on its own too: a worker
+      // whose control thread was busy for longer than its liveness window
+      // (encoding a huge result on a loaded machine) then finds the head's
+      // heartbeats waiting, instead of a silence it caused itself.
+      if (!silent && !worker_.empty() &&
+          now - last_beat_ >= std::chrono::milliseconds(heartbeat_ms_)) {
+        last_beat_ = now;
+        zmqutil::SendFrames(router_, protocol::Encode(protocol::Message{protocol::Heartbeat{}, {}}),
+                            worker_)
+            .IgnoreError();  // the worker may be between connections
+      }
       zmq_pollitem_t item = {router_.handle(), 0, ZMQ_POLLIN, 0};
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+      left = std::min<int64_t>(left, heartbeat_ms_);
       zmq_poll(&item, 1, static_cast<long>(std::max<int64_t>(1, left)));
       auto parts = zmqutil::RecvMultipart(router_);
       if (!parts.ok() || parts->empty()) continue;
@@ -154,6 +166,7 @@ class FakeHead {
  private:
   zmq::socket_t router_;
   std::string endpoint_;
+  std::chrono::steady_clock::time_point last_beat_{};
   std::string worker_;
   int64_t heartbeat_ms_;
   int64_t liveness_;
