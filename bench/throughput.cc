@@ -47,7 +47,8 @@ struct Shape {
   int64_t iterations;
 };
 
-Json RunShape(const Shape& shape, int cpus_per_worker, int64_t buffer, bool curve) {
+// `limits`: the head's default budgets per connection, or none (all flags 0).
+Json RunShape(const Shape& shape, int cpus_per_worker, int64_t buffer, bool curve, bool limits) {
   std::string dir = ztune::bench::MakeTempDir("throughput");
   std::string endpoints = dir + "/endpoints.json";
   std::optional<ztune::testing::ClusterKeys> keys;
@@ -63,6 +64,13 @@ Json RunShape(const Shape& shape, int cpus_per_worker, int64_t buffer, bool curv
     worker_security = keys->WorkerArgs();
   } else {
     head_args.push_back("--insecure");
+  }
+  if (!limits) {
+    for (const char* flag : {"--worker-messages-per-s", "--worker-mib-per-s",
+                             "--client-requests-per-s", "--client-mib-per-s"}) {
+      head_args.push_back(flag);
+      head_args.push_back("0");
+    }
   }
   ChildProcess head(ZTUNE_HEAD_BIN, head_args, dir + "/head.log");
   for (int i = 0; i < 500 && !std::filesystem::exists(endpoints); ++i) {
@@ -121,6 +129,7 @@ Json RunShape(const Shape& shape, int cpus_per_worker, int64_t buffer, bool curv
            {"iterations", shape.iterations},
            {"results", results},
            {"buffer_length", buffer},
+           {"limits", limits ? "on" : "off"},
            {"concurrent_trials", 2 * cpus_per_worker},
            {"seconds", seconds},
            {"results_per_s", results / seconds},
@@ -153,6 +162,12 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::IsMember({"curve", "insecure"}))
       ->capture_default_str();
+  std::vector<std::string> limits = {"on"};
+  app.add_option("--limits", limits,
+                 "the head's budgets per connection: on (defaults), off, or both (alternated)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   std::vector<Shape> shapes;
   std::string rest = shapes_arg;
@@ -170,7 +185,9 @@ int main(int argc, char** argv) {
   for (int64_t b : buffers) {
     for (const auto& s : shapes) {
       for (const auto& mode : security) {
-        runs.push_back(RunShape(s, cpus_per_worker, b, mode == "curve"));
+        for (const auto& limit : limits) {
+          runs.push_back(RunShape(s, cpus_per_worker, b, mode == "curve", limit == "on"));
+        }
       }
     }
   }
