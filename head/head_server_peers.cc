@@ -31,6 +31,11 @@ std::string Printable(std::string_view routing_id) {
   return out;
 }
 
+// " (key FINGERPRINT)" for a log line; nothing for a plain connection.
+std::string KeyNote(const std::string& key) {
+  return key.empty() ? std::string() : " (key " + security::KeyFingerprint(key) + ")";
+}
+
 }  // namespace
 
 bool HeadServer::AcceptRegister(const std::string& routing_id, const std::string& key,
@@ -143,12 +148,10 @@ void HeadServer::DetachOverLimit(const std::string& routing_id, const std::strin
   auto it = connections_.find(routing_id);
   if (it == connections_.end()) {
     // Not (or no longer) a registered worker's: its messages just go unread.
-    budget_warnings_.Warn(
-        routing_id,
-        "worker connection " + Printable(routing_id) +
-            (key.empty() ? std::string() : " (key " + security::KeyFingerprint(key) + ")") +
-            " sends more than its budget (" + DescribeLimits(options_.worker_limits, "messages") +
-            "); dropped");
+    budget_warnings_.Warn(routing_id, "worker connection " + Printable(routing_id) + KeyNote(key) +
+                                          " sends more than its budget (" +
+                                          DescribeLimits(options_.worker_limits, "messages") +
+                                          "); dropped");
     return;
   }
   const WorkerId worker_id = it->second;
@@ -156,8 +159,7 @@ void HeadServer::DetachOverLimit(const std::string& routing_id, const std::strin
       "worker '{}'{} sends more than a connection's budget ({}); what it sends is "
       "dropped and it must register again (it re-sends what was not acknowledged; if it "
       "keeps this up, it is judged dead by its heartbeats)",
-      worker_id, key.empty() ? std::string() : " (key " + security::KeyFingerprint(key) + ")",
-      DescribeLimits(options_.worker_limits, "messages"));
+      worker_id, KeyNote(key), DescribeLimits(options_.worker_limits, "messages"));
   connections_.erase(it);
   if (auto route = routes_.find(worker_id);
       route != routes_.end() && route->second.routing_id == routing_id) {

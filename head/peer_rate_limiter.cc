@@ -7,11 +7,21 @@ namespace ztune::head {
 namespace {
 
 // A bucket holds at least one message's worth, whatever the burst says.
-double Capacity(const RateLimit& limit, double one) { return std::max(limit.burst, one); }
+double Capacity(const RateLimit& limit) { return std::max(limit.burst, 1.0); }
 
-// The tokens a message takes: all of a full bucket when it is larger than
-// the bucket (admitted once the bucket is full, never impossible).
-double Cost(const RateLimit& limit, double amount) { return std::min(amount, Capacity(limit, 1)); }
+// The tokens a message takes from each bucket: none from an unlimited one;
+// all of a full byte bucket when the message is larger than it (admitted
+// once the bucket is full, never impossible).
+struct Costs {
+  double messages;
+  double bytes;
+};
+Costs CostOf(const PeerLimits& limits, uint64_t bytes) {
+  return Costs{limits.messages.unlimited() ? 0.0 : 1.0,
+               limits.bytes.unlimited()
+                   ? 0.0
+                   : std::min(static_cast<double>(bytes), Capacity(limits.bytes))};
+}
 
 std::string Number(double x) { return std::to_string(static_cast<int64_t>(std::llround(x))); }
 
@@ -22,7 +32,7 @@ std::string DescribeLimits(const PeerLimits& limits, const std::string& unit) {
   std::string out;
   if (!limits.messages.unlimited()) {
     out = Number(limits.messages.per_second) + " " + unit + "/s (bursts of " +
-          Number(Capacity(limits.messages, 1)) + ")";
+          Number(Capacity(limits.messages)) + ")";
   }
   if (!limits.bytes.unlimited()) {
     if (!out.empty()) out += ", ";
@@ -35,16 +45,16 @@ PeerRateLimiter::PeerRateLimiter(const Clock& clock, PeerLimits limits, size_t m
     : clock_(clock), limits_(limits), max_peers_(std::max<size_t>(1, max_peers)) {}
 
 PeerRateLimiter::Buckets PeerRateLimiter::Full(TimeMs now) const {
-  return Buckets{Capacity(limits_.messages, 1), Capacity(limits_.bytes, 1), now};
+  return Buckets{Capacity(limits_.messages), Capacity(limits_.bytes), now};
 }
 
 void PeerRateLimiter::Refill(Buckets& b, TimeMs now) const {
   const TimeMs elapsed = now - b.refilled_at;
   if (elapsed <= 0) return;
   b.messages =
-      std::min(Capacity(limits_.messages, 1),
+      std::min(Capacity(limits_.messages),
                b.messages + limits_.messages.per_second * static_cast<double>(elapsed) / 1000);
-  b.bytes = std::min(Capacity(limits_.bytes, 1),
+  b.bytes = std::min(Capacity(limits_.bytes),
                      b.bytes + limits_.bytes.per_second * static_cast<double>(elapsed) / 1000);
   b.refilled_at = now;
 }
@@ -52,8 +62,8 @@ void PeerRateLimiter::Refill(Buckets& b, TimeMs now) const {
 void PeerRateLimiter::PruneIdle(TimeMs now) {
   for (auto it = peers_.begin(); it != peers_.end();) {
     Refill(it->second, now);
-    const bool full = it->second.messages >= Capacity(limits_.messages, 1) &&
-                      it->second.bytes >= Capacity(limits_.bytes, 1);
+    const bool full = it->second.messages >= Capacity(limits_.messages) &&
+                      it->second.bytes >= Capacity(limits_.bytes);
     it = full ? peers_.erase(it) : std::next(it);
   }
 }
@@ -61,25 +71,23 @@ void PeerRateLimiter::PruneIdle(TimeMs now) {
 bool PeerRateLimiter::Admit(std::string_view peer, uint64_t bytes) {
   if (limits_.unlimited()) return true;
   const TimeMs now = clock_.NowMs();
-  auto it = peers_.find(std::string(peer));
+  auto it = peers_.find(peer);
   if (it == peers_.end()) {
     if (peers_.size() >= max_peers_) PruneIdle(now);
     it = peers_.emplace(std::string(peer), Full(now)).first;
   }
   Buckets& b = it->second;
   Refill(b, now);
-  const double message_cost = limits_.messages.unlimited() ? 0 : 1;
-  const double byte_cost =
-      limits_.bytes.unlimited() ? 0 : Cost(limits_.bytes, static_cast<double>(bytes));
-  if (b.messages < message_cost || b.bytes < byte_cost) return false;
-  b.messages -= message_cost;
-  b.bytes -= byte_cost;
+  const Costs cost = CostOf(limits_, bytes);
+  if (b.messages < cost.messages || b.bytes < cost.bytes) return false;
+  b.messages -= cost.messages;
+  b.bytes -= cost.bytes;
   return true;
 }
 
 TimeMs PeerRateLimiter::WaitMs(std::string_view peer, uint64_t bytes) const {
   if (limits_.unlimited()) return 0;
-  auto it = peers_.find(std::string(peer));
+  auto it = peers_.find(peer);
   if (it == peers_.end()) return 0;
   Buckets b = it->second;
   Refill(b, clock_.NowMs());
@@ -87,9 +95,9 @@ TimeMs PeerRateLimiter::WaitMs(std::string_view peer, uint64_t bytes) const {
     if (limit.unlimited() || have >= need) return 0;
     return (need - have) * 1000 / limit.per_second;
   };
-  const double ms =
-      std::max(wait(limits_.messages, b.messages, 1),
-               wait(limits_.bytes, b.bytes, Cost(limits_.bytes, static_cast<double>(bytes))));
+  const Costs cost = CostOf(limits_, bytes);
+  const double ms = std::max(wait(limits_.messages, b.messages, cost.messages),
+                             wait(limits_.bytes, b.bytes, cost.bytes));
   return static_cast<TimeMs>(std::ceil(ms));
 }
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -68,7 +69,12 @@ class PeerRateLimiter {
   const Clock& clock_;
   PeerLimits limits_;
   size_t max_peers_;
-  std::unordered_map<std::string, Buckets> peers_;
+  // Looked up by string_view: no copy of the routing id per message.
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, Buckets, Hash, std::equal_to<>> peers_;
 };
 
 }  // namespace ztune::head
