@@ -233,6 +233,9 @@ std::string PlacementRequest::Key() const {
     }
     k += "]";
   }
+  if (!actor_trainable.empty()) {
+    k += "|trainable:" + std::to_string(actor_trainable.size()) + ":" + actor_trainable;
+  }
   return k;
 }
 

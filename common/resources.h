@@ -77,6 +77,9 @@ struct PlacementRequest {
   std::vector<ResourceSet> bundles;
   PlacementStrategy strategy = PlacementStrategy::kPack;
   bool head_bundle_empty = false;
+  // Bundle 0 (the actor's) may go only to a worker that hosts this trainable;
+  // empty: any worker. Set by the head from the spec, not part of the JSON.
+  std::string actor_trainable;
 
   // Parses {"bundles": [...], "strategy": "PACK"} with Ray's normalisation.
   // A missing object gives the default [{CPU: 1}], PACK.

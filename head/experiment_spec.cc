@@ -147,6 +147,8 @@ Result<ExperimentSpec> ExperimentSpec::Parse(const Json& j, uint64_t default_see
   } else {
     s.resources = PlacementRequest::FromJson(Json()).value();
   }
+  // The actor (bundle 0) goes only to a worker that hosts the trainable.
+  s.resources.actor_trainable = s.trainable;
   if (j.contains("checkpoint")) {
     const Json& c = j["checkpoint"];
     if (!c.is_object()) return Bad("checkpoint", "must be an object");

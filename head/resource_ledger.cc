@@ -6,8 +6,10 @@
 namespace ztune::head {
 
 void ResourceLedger::AddWorker(const WorkerId& worker_id, const ResourceSet& total,
-                               const std::vector<int64_t>& gpu_ids) {
+                               const std::vector<int64_t>& gpu_ids,
+                               std::optional<std::set<std::string>> trainables) {
   WorkerResources w;
+  w.trainables = std::move(trainables);
   w.total = total;
   w.available = total;
   for (int64_t id : gpu_ids) w.gpu_free[id] = ResourceSet::kUnit;
@@ -71,7 +73,7 @@ bool ResourceLedger::PlaceAll(const PlacementRequest& request,
     // Everything on one worker if any can hold it all.
     ResourceSet total = request.Total();
     for (auto& [id, w] : scratch) {
-      if (!w.available.Contains(total)) continue;
+      if (!w.available.Contains(total) || !w.Hosts(request.actor_trainable)) continue;
       WorkerResources trial = w;
       Placement p;
       bool ok = true;
@@ -95,10 +97,12 @@ bool ResourceLedger::PlaceAll(const PlacementRequest& request,
   // Bundle by bundle. SPREAD prefers workers not used yet by this group;
   // PACK prefers the ones already used.
   std::map<WorkerId, int> used_count;
-  for (const auto& b : request.bundles) {
+  for (size_t i = 0; i < request.bundles.size(); ++i) {
+    const ResourceSet& b = request.bundles[i];
     WorkerId best;
     int best_rank = 0;
     for (auto& [id, w] : scratch) {
+      if (i == 0 && !w.Hosts(request.actor_trainable)) continue;
       if (!FitGpus(w, b)) continue;
       int uses = used_count[id];
       if (strategy == PlacementStrategy::kStrictSpread && uses > 0) continue;
@@ -123,6 +127,7 @@ std::optional<Placement> ResourceLedger::TryReserve(const PlacementRequest& requ
     // The common case: one bundle on the first worker that holds it, in place.
     const ResourceSet& b = request.bundles.front();
     for (auto& [id, w] : workers_) {
+      if (!w.Hosts(request.actor_trainable)) continue;
       auto gpus = FitGpus(w, b);
       if (!gpus) continue;
       TakeGpus(w, b, *gpus);
@@ -188,9 +193,12 @@ Status ResourceLedger::CheckFeasible(const PlacementRequest& request) const {
   if (PlaceAll(request, scratch, p)) return Status::Ok();
   return Status::FailedPrecondition(
       "infeasible resource request: asked for " + request.ToString() + " (total " +
-      request.Total().ToString() + ") but no registered worker can ever hold it; the largest "
-      "worker has " + LargestWorkerString() + " (" + std::to_string(workers_.size()) +
-      " workers registered)");
+      request.Total().ToString() + ")" +
+      (request.actor_trainable.empty()
+           ? std::string()
+           : " with the actor on a worker that hosts '" + request.actor_trainable + "'") +
+      " but no registered worker can ever hold it; the largest worker has " +
+      LargestWorkerString() + " (" + std::to_string(workers_.size()) + " workers registered)");
 }
 
 ResourceSet ResourceLedger::Total() const {

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,8 +31,11 @@ class ResourceLedger {
  public:
   // Adds or replaces a worker with full availability. Precondition: the worker
   // holds no reservations (RemoveWorker first when it re-registers).
+  // `trainables`: the ones it hosts (bundle 0 of a request naming a trainable
+  // goes only to a worker hosting it); nullopt: any (tests of placement alone).
   void AddWorker(const WorkerId& worker_id, const ResourceSet& total,
-                 const std::vector<int64_t>& gpu_ids);
+                 const std::vector<int64_t>& gpu_ids,
+                 std::optional<std::set<std::string>> trainables = std::nullopt);
   // Forgets the worker; later Release calls for it are ignored.
   void RemoveWorker(const WorkerId& worker_id);
   bool HasWorker(const WorkerId& worker_id) const { return workers_.count(worker_id) > 0; }
@@ -64,6 +68,10 @@ class ResourceLedger {
     ResourceSet available;
     // device id -> free fixed-point share (ResourceSet::kUnit = a whole device)
     std::map<int64_t, int64_t> gpu_free;
+    std::optional<std::set<std::string>> trainables;  // nullopt: hosts any
+    bool Hosts(const std::string& trainable) const {
+      return trainable.empty() || !trainables || trainables->count(trainable) > 0;
+    }
   };
   // Tries to fit `need` on `w` (no mutation); returns the GPU ids it would get.
   static std::optional<std::vector<int64_t>> FitGpus(const WorkerResources& w,

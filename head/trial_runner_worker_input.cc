@@ -2,6 +2,7 @@
 // requests (create, restore, save, reset, stop) and RESULT batches, turned
 // into trial transitions. The rest of the runner: trial_runner.cc.
 #include <algorithm>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,7 +40,8 @@ void TrialRunner::HandleRegister(const protocol::Register& reg) {
   // its replies and replays its outbox once it has this.
   sink_.SendToWorker(worker, protocol::Message{registered, {}}, SendTiming::kAfterCommit);
   if (fresh) {
-    ledger_.AddWorker(worker, *offered, reg.gpu_ids);
+    ledger_.AddWorker(worker, *offered, reg.gpu_ids,
+                      std::set<std::string>(reg.trainables.begin(), reg.trainables.end()));
     groups_.NotifyCapacityChanged();
     RecomputeMaxPending();
     spdlog::info("worker {} registered ({} on {}, pid {}): {}, {} live actors",

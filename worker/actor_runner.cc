@@ -236,6 +236,7 @@ TrialContext ActorRunner::MakeContext() const {
   TrialContext ctx;
   ctx.trial_id = key_.trial_id;
   ctx.attempt = key_.attempt;
+  ctx.worker_id = host_.worker_id;
   ctx.iteration = iteration_;
   ctx.gpu_ids = gpu_ids_;
   ctx.resources = resources_;
@@ -421,6 +422,7 @@ RunnerEvent ActorRunner::DoReset(const protocol::Reset& cmd) {
   TrialContext ctx;
   ctx.trial_id = new_key.trial_id;
   ctx.attempt = new_key.attempt;
+  ctx.worker_id = host_.worker_id;
   ctx.iteration = 0;
   ctx.logdir = TrialDir(host_.work_dir, new_key.trial_id);
   ctx.gpu_ids = gpu_ids_;

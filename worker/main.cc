@@ -14,6 +14,8 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "worker/actor_runner.h"
+#include "worker/process_trainable.h"
+#include "worker/process_trainable_config.h"
 #include "worker/trainable_registry.h"
 #include "worker/worker_options.h"
 #include "worker/worker_runtime.h"
@@ -62,6 +64,11 @@ int main(int argc, char** argv) {
   app.add_option("--max-backoff-ms", options.max_backoff_ms, "reconnect backoff cap");
   app.add_option("--shutdown-grace-ms", options.shutdown_grace_ms,
                  "on SIGINT/SIGTERM, how long actors get to stop");
+  std::string trainables_file;
+  app.add_option("--trainables", trainables_file,
+                 "JSON file of process trainables this worker may run: name -> {\"argv\": [...], "
+                 "\"env\": {...}, \"cwd\": ..., \"stop_grace_s\": ...} "
+                 "(docs/process-protocol.md)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off");
   std::string key_file = EnvOr("ZTUNE_WORKER_KEY");
   std::string head_key = EnvOr("ZTUNE_HEAD_KEY");
@@ -101,6 +108,20 @@ int main(int argc, char** argv) {
 
   TrainableRegistry registry;
   RegisterBuiltinTrainables(registry);
+  if (!trainables_file.empty()) {
+    auto specs = LoadProcessTrainables(trainables_file);
+    if (!specs.ok()) return BadFlags(specs.status().message());
+    for (auto& spec : *specs) {
+      const std::string name = spec.name;
+      Status s =
+          registry.Register(name, [spec] { return std::make_unique<ProcessTrainable>(spec); });
+      if (!s.ok()) {
+        return BadFlags(trainables_file + ": trainable '" + name + "': " + s.message() +
+                        " (built-ins: noop, quadratic, sleep, fail, blob)");
+      }
+    }
+    spdlog::info("hosting {} process trainable(s) from {}", specs->size(), trainables_file);
+  }
   SteadyClock clock;
   zmq::context_t context(1);
   int code = 0;

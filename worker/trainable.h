@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,12 +23,15 @@
 namespace ztune::worker {
 
 class TrialLog;
+class ProcessGroup;
 
 // What a trainable knows about the trial it serves. Built by the runner before
 // each call; plain value apart from the two hooks at the end.
 struct TrialContext {
   std::string trial_id;
   uint64_t attempt = 0;
+  // The hosting worker's id.
+  std::string worker_id;
   // Completed iterations before this call (the Step being run is iteration + 1).
   // For Restore, the iteration the checkpoint was taken at.
   int64_t iteration = 0;
@@ -86,6 +90,13 @@ class Trainable {
 
   // Called once, last, when the actor stops.
   virtual void Cleanup() {}
+
+  // The OS processes behind the trainable, if it runs any (process
+  // trainables): when the worker kills the actor (a STOP past its deadline) it
+  // signals the group from its control thread, and reports the actor gone
+  // only once the group is empty. Called on the control thread before the
+  // runner thread starts; the handle itself is thread-safe.
+  virtual std::shared_ptr<ProcessGroup> process_group() const { return nullptr; }
 
   // Exports the model in each requested format: {format: content}. An error
   // (e.g. an unknown format) fails the EXPORT.

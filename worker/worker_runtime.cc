@@ -78,6 +78,15 @@ WorkerRuntime::WorkerRuntime(zmq::context_t& context, const TrainableRegistry& r
 WorkerRuntime::~WorkerRuntime() {
   shutting_down_ = true;
   while (!actors_.empty()) KillActor(actors_.begin()->first);
+  // Killed actors' processes: SIGKILL after their grace, and wait (bounded by
+  // CheckDyingActors' give-up) until they are gone, so that none outlives
+  // the worker.
+  while (!dying_.empty()) {
+    zmq_pollitem_t item = {nullptr, events_->fd(), ZMQ_POLLIN, 0};
+    zmq_poll(&item, 1, 20);
+    events_->Drain();
+    CheckDyingActors(clock_.NowMs());
+  }
 }
 
 void WorkerRuntime::RequestShutdown() {
@@ -150,6 +159,7 @@ Status WorkerRuntime::OnTimers(TimeMs now) {
     Send(protocol::Message{protocol::Heartbeat{}, {}});
   }
   CheckStopDeadlines(now);
+  CheckDyingActors(now);
   return Status::Ok();
 }
 
@@ -167,6 +177,8 @@ int64_t WorkerRuntime::PollTimeoutMs(TimeMs now) const {
   for (const auto& [key, slot] : actors_) {
     if (slot.stop_deadline) next = std::min(next, *slot.stop_deadline);
   }
+  // A dying group empties without an event: look again soon.
+  if (!dying_.empty()) next = std::min(next, now + 20);
   return std::max<int64_t>(0, next - now);
 }
 
@@ -444,6 +456,15 @@ void WorkerRuntime::Shutdown() {
     HandleRunnerEvents();
   }
   while (!actors_.empty()) KillActor(actors_.begin()->first);
+  // Killed actors' processes: SIGKILL after their grace, and wait (bounded by
+  // CheckDyingActors' give-up) until they are gone, so that none outlives
+  // the worker.
+  while (!dying_.empty()) {
+    zmq_pollitem_t item = {nullptr, events_->fd(), ZMQ_POLLIN, 0};
+    zmq_poll(&item, 1, 20);
+    events_->Drain();
+    CheckDyingActors(clock_.NowMs());
+  }
   // Give the DISCONNECT a moment to leave.
   CloseSocket(200);
   link_ = Link::kDisconnected;

@@ -33,6 +33,7 @@
 #include "common/status.h"
 #include "common/zmq/connection_monitor.h"
 #include "worker/actor_runner.h"
+#include "worker/child_process.h"
 #include "worker/recent_requests.h"
 #include "worker/trainable_registry.h"
 #include "worker/worker_options.h"
@@ -85,6 +86,20 @@ class WorkerRuntime {
     std::deque<PendingCommand> pending;
     std::optional<TimeMs> stop_deadline;  // set once a STOP is queued
     int64_t kill_after_ms = 0;
+    // The trainable's processes, if it runs any (process trainables).
+    std::shared_ptr<ProcessGroup> group;
+  };
+
+  // A killed actor whose processes are not all gone yet: its pending commands
+  // are answered (and so its resources freed at the head) only once the group
+  // is empty, or after kill_at + kGiveUpMs with an error in the log.
+  struct DyingActor {
+    ActorKey key;
+    std::shared_ptr<ProcessGroup> group;
+    std::deque<PendingCommand> pending;
+    std::string error;
+    TimeMs kill_at = 0;  // SIGKILL then (SIGTERM was sent at the kill)
+    bool killed = false;
   };
 
   // An unacknowledged ResultBatch; dropped once ACK.seq >= watermark (the last
@@ -161,6 +176,12 @@ class WorkerRuntime {
   void FinishActor(const ActorKey& key, const RunnerEvent& last);
   void KillActor(const ActorKey& key);
   void CheckStopDeadlines(TimeMs now);
+  // Escalates to SIGKILL and answers the pending commands of dying actors
+  // whose groups emptied.
+  void CheckDyingActors(TimeMs now);
+  // Answers a killed actor's pending commands with `error`.
+  void AnswerKilled(const ActorKey& key, const std::deque<PendingCommand>& pending,
+                    const std::string& error);
 
   // ---- replies ----
   void SendReply(uint64_t rid, const ActorKey& key, bool ok, std::string error, Json data = {},
@@ -222,6 +243,7 @@ class WorkerRuntime {
   std::map<uint64_t, ActorKey> serial_keys_;  // live serial -> current key
   std::map<ActorKey, uint64_t> acked_seq_;
   std::map<ActorKey, std::deque<OutboxEntry>> outbox_;
+  std::vector<DyingActor> dying_;
 };
 
 }  // namespace ztune::worker

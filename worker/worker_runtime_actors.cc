@@ -3,6 +3,8 @@
 // outbox until acknowledged), and stopping or abandoning them.
 #include "worker/worker_runtime.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <string>
 
@@ -48,6 +50,7 @@ void WorkerRuntime::HandleCreateActor(const protocol::CreateActor& m) {
     SendReply(m.rid, key, false, trainable.status().message());
     return;
   }
+  std::shared_ptr<ProcessGroup> group = (*trainable)->process_group();
   uint64_t serial = ++next_serial_;
   auto runner = std::make_shared<ActorRunner>(serial, m, std::move(trainable).value(), host_,
                                               events_);
@@ -55,6 +58,7 @@ void WorkerRuntime::HandleCreateActor(const protocol::CreateActor& m) {
   slot.serial = serial;
   slot.runner = runner;
   slot.trainable = m.trainable;
+  slot.group = std::move(group);
   try {
     slot.thread = std::thread([runner] { runner->Run(); });
   } catch (const std::system_error& e) {
@@ -242,15 +246,62 @@ void WorkerRuntime::KillActor(const ActorKey& key) {
   slot.runner->CurrentLog()->Write("Failure: " + error);
   slot.runner->Abandon();
   if (slot.thread.joinable()) slot.thread.detach();
-  for (const auto& p : slot.pending) {
+  outbox_.erase(key);
+  acked_seq_.erase(key);
+  if (slot.group != nullptr && !slot.group->Empty()) {
+    // The runner thread is abandoned, but the trainable's processes are ours
+    // to end: SIGTERM now, SIGKILL after the grace period, and the head hears
+    // of the kill (and frees the actor's resources) once none is left.
+    slot.group->Signal(SIGTERM);
+    DyingActor dying;
+    dying.key = key;
+    dying.group = slot.group;
+    dying.pending = std::move(slot.pending);
+    dying.error = error;
+    dying.kill_at = clock_.NowMs() + slot.group->grace_ms();
+    dying_.push_back(std::move(dying));
+    return;
+  }
+  AnswerKilled(key, slot.pending, error);
+}
+
+void WorkerRuntime::AnswerKilled(const ActorKey& key, const std::deque<PendingCommand>& pending,
+                                 const std::string& error) {
+  for (const auto& p : pending) {
     if (p.kind == CommandKind::kStop) {
       SendReply(p.rid, key, false, error);
     } else {
       SendFailure(p.kind, p.rid, key, "actor for " + key.ToString() + " was killed: " + error);
     }
   }
-  outbox_.erase(key);
-  acked_seq_.erase(key);
+}
+
+void WorkerRuntime::CheckDyingActors(TimeMs now) {
+  constexpr int64_t kGiveUpMs = 10000;
+  for (auto it = dying_.begin(); it != dying_.end();) {
+    DyingActor& d = *it;
+    if (d.group->Empty()) {
+      AnswerKilled(d.key, d.pending, d.error);
+      it = dying_.erase(it);
+      continue;
+    }
+    if (!d.killed && now >= d.kill_at) {
+      spdlog::warn("{}: its processes outlived the grace period after SIGTERM; SIGKILL",
+                   d.key.ToString());
+      d.group->Signal(SIGKILL);
+      d.killed = true;
+    }
+    if (now >= d.kill_at + kGiveUpMs) {
+      spdlog::error(
+          "{}: process group {} still has members {} ms after SIGKILL; reporting the "
+          "actor gone anyway",
+          d.key.ToString(), d.group->pgid(), kGiveUpMs);
+      AnswerKilled(d.key, d.pending, d.error + "; some of its processes could not be ended");
+      it = dying_.erase(it);
+      continue;
+    }
+    ++it;
+  }
 }
 
 void WorkerRuntime::CheckStopDeadlines(TimeMs now) {

@@ -1,0 +1,70 @@
+// Copies a trainable process's stdout and stderr into the files `stdout` and
+// `stderr` of the trial it currently serves, and keeps the last lines of
+// stderr for error messages.
+//
+// Why pipes and a copying thread rather than handing the child the files: an
+// actor reused for another trial (reset) keeps its process, and that trial's
+// files must hold only its own output. Only the worker can switch files under
+// a running process.
+//
+// Thread affinity: one pump thread reads and writes; SwitchTo, Header,
+// StderrTail and Stop are called from the actor's runner thread. Reads and
+// writes happen under one mutex, so SwitchTo sees no byte in limbo: what the
+// child wrote before SwitchTo (the SDK flushes before each reply) lands in
+// the old files, what it writes after in the new ones.
+#pragma once
+
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+
+namespace ztune::worker {
+
+class TrialOutput {
+ public:
+  // Takes ownership of the two read ends (non-blocking). `dir` is the trial's
+  // directory; the files are opened for appending.
+  TrialOutput(int stdout_fd, int stderr_fd, const std::string& dir);
+  ~TrialOutput();  // Stop()
+  TrialOutput(const TrialOutput&) = delete;
+  TrialOutput& operator=(const TrialOutput&) = delete;
+
+  // Copies what is readable now to the current files, then writes into
+  // `dir`'s files from here on.
+  void SwitchTo(const std::string& dir);
+  // Copies what is readable now to the current files (before quoting the
+  // stderr tail of a child that just died).
+  void Flush();
+  // Writes `line` (plus '\n') to both current files, e.g. the attempt header.
+  void Header(std::string_view line);
+  // The last lines of stderr (at most 20 lines and 4 KiB), joined by '\n'.
+  std::string StderrTail() const;
+  // Copies what is left (until both pipes report end of file or nothing is
+  // readable), then ends the thread and closes the files. Idempotent.
+  void Stop();
+
+ private:
+  void Run();
+  // Under mu_: reads every byte available now from `fd` into `file`; false at
+  // end of file or on an error (the fd is then closed and set to -1).
+  bool DrainLocked(int& fd, std::FILE* file, bool is_stderr);
+  void OpenLocked(const std::string& dir);
+  void CloseFilesLocked();
+  void RememberStderrLocked(std::string_view bytes);
+
+  mutable std::mutex mu_;
+  int stdout_fd_ = -1;            // GUARDED_BY(mu_)
+  int stderr_fd_ = -1;            // GUARDED_BY(mu_)
+  std::FILE* out_ = nullptr;      // GUARDED_BY(mu_)
+  std::FILE* err_ = nullptr;      // GUARDED_BY(mu_)
+  std::deque<std::string> tail_;  // GUARDED_BY(mu_): complete stderr lines
+  std::string partial_;           // GUARDED_BY(mu_): stderr after the last '\n'
+  int wake_[2] = {-1, -1};        // Stop() writes to wake_[1]
+  std::thread thread_;
+  bool stopped_ = false;  // runner thread only
+};
+
+}  // namespace ztune::worker
