@@ -10,6 +10,7 @@
 #include <string>
 
 #include "client/client.h"
+#include "client/checkpoint_download.h"
 #include "client/commands.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -180,6 +181,29 @@ int main(int argc, char** argv) {
                                        : results_csv ? zc::ResultsFormat::kCsv
                                                      : zc::ResultsFormat::kTable;
       return zc::RunResults(ctx, results_id, format);
+    };
+  });
+
+  // checkpoint
+  std::string checkpoint_id;
+  std::string checkpoint_out;
+  int64_t checkpoint_iteration = -1;
+  bool checkpoint_json = false;
+  auto* checkpoint = app.add_subcommand(
+      "checkpoint", "write a trial's checkpoint out as the directory its trainable saved");
+  checkpoint->add_option("ID", checkpoint_id, "trial id")->required();
+  checkpoint
+      ->add_option("-o,--output", checkpoint_out, "directory to create (must be new or empty)")
+      ->required();
+  checkpoint->add_option("--iteration", checkpoint_iteration,
+                         "the checkpoint taken at this iteration (default: the newest persistent "
+                         "one)");
+  checkpoint->add_flag("--json", checkpoint_json, "print what was written as JSON");
+  checkpoint->callback([&] {
+    run = [&](const CommandContext& ctx) {
+      std::optional<int64_t> iteration;
+      if (checkpoint_iteration >= 0) iteration = checkpoint_iteration;
+      return zc::RunCheckpoint(ctx, checkpoint_id, iteration, checkpoint_out, checkpoint_json);
     };
   });
 

@@ -47,10 +47,11 @@ class CheckpointManager {
   // from scratch, later checkpoints are used again.
   static void GiveUpCurrent(Trial& t);
 
- private:
-  // Checkpoint `id` of trial `owner`, from the turn's batch or the store.
+  // Checkpoint `id` of trial `owner`, from the turn's batch or the store
+  // (read off the loop thread). nullopt when neither has it.
   Result<std::optional<std::string>> Read(const TrialId& owner, uint64_t id);
 
+ private:
   storage::Store& store_;
   storage::WriteBatch& batch_;
   CommandSink& long_ops_;

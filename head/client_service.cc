@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/base64.h"
 #include "storage/keys.h"
 
 namespace ztune::head {
@@ -27,6 +28,8 @@ Json NullIfEmpty(const std::string& s) { return s.empty() ? Json() : Json(s); }
 // reply walks at most this many trials or results (a client pages on).
 constexpr uint64_t kMaxTrialsPerPage = 500;
 constexpr uint64_t kMaxResultsPerPage = 1000;
+// Checkpoint bytes per reply (base64 makes the JSON a third larger).
+constexpr uint64_t kMaxCheckpointBytesPerPage = 8ull << 20;
 
 // `offset` and `limit` of a paged read (docs/client-protocol.md, "Paging").
 struct Page {
@@ -220,10 +223,22 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request,
     return Results(id, page.offset, page.limit);
   }
   if (op == "workers") return Workers();
+  if (op == "checkpoint") {
+    ASSIGN_OR_RETURN(TrialId id, TrialIdArg(request, "trial_id"));
+    ASSIGN_OR_RETURN(Page page, PageArgs(request, kMaxCheckpointBytesPerPage));
+    std::optional<int64_t> iteration;
+    if (auto it = request.find("iteration"); it != request.end() && !it->is_null()) {
+      if (!it->is_number_integer()) {
+        return ztune::Status::InvalidArgument("argument 'iteration' must be an integer");
+      }
+      iteration = it->get<int64_t>();
+    }
+    return Checkpoint(id, iteration, page.offset, page.limit);
+  }
   return ztune::Status::InvalidArgument(
       "unknown op '" + op +
       "' (known: submit, add_trial, experiments, experiment, status, trials, trial, results, "
-      "workers, stop, pause, resume)");
+      "checkpoint, workers, stop, pause, resume)");
 }
 
 Result<Json> ClientService::Status(const Json& request) {
@@ -287,6 +302,53 @@ Result<Json> ClientService::Results(const TrialId& trial_id, uint64_t offset,
   return reply;
 }
 
+Result<Json> ClientService::Checkpoint(const TrialId& trial_id, std::optional<int64_t> iteration,
+                                       uint64_t offset, uint64_t limit) {
+  const Trial* t = runner_.FindTrial(trial_id);
+  if (t == nullptr) return ztune::Status::NotFound("unknown trial '" + trial_id + "'");
+  const CheckpointRecord* chosen = nullptr;
+  std::string kept;
+  for (const auto& c : t->checkpoints) {
+    kept += (kept.empty() ? "" : ", ") + std::to_string(c.iteration);
+    if (iteration.has_value() ? c.iteration == *iteration
+                              : chosen == nullptr || c.id > chosen->id) {
+      chosen = &c;
+    }
+  }
+  if (chosen == nullptr) {
+    if (!iteration.has_value()) {
+      return ztune::Status::NotFound("trial " + trial_id + " has no persistent checkpoint");
+    }
+    return ztune::Status::NotFound("trial " + trial_id + " has no checkpoint at iteration " +
+                                   std::to_string(*iteration) +
+                                   " (kept: " + (kept.empty() ? std::string("none") : kept) + ")");
+  }
+  if (cached_checkpoint_.trial_id != trial_id || cached_checkpoint_.id != chosen->id) {
+    // One checkpoint is read once and served page by page; a client reads
+    // its pages in a row, so one entry is enough.
+    cached_checkpoint_ = {};
+    ASSIGN_OR_RETURN(std::optional<std::string> bytes,
+                     runner_.ReadCheckpoint(trial_id, chosen->id));
+    if (!bytes.has_value()) {
+      return ztune::Status::NotFound("checkpoint " + std::to_string(chosen->id) + " of trial " +
+                                     trial_id + " is missing from the store");
+    }
+    cached_checkpoint_ = {trial_id, chosen->id, std::move(*bytes)};
+  }
+  const std::string& bytes = cached_checkpoint_.bytes;
+  const uint64_t size = bytes.size();
+  const uint64_t from = std::min<uint64_t>(offset, size);
+  const uint64_t n = std::min<uint64_t>(limit, size - from);
+  Json reply{{"trial_id", trial_id},
+             {"iteration", chosen->iteration},
+             {"checkpoint_id", chosen->id},
+             {"size", size},
+             {"offset", from},
+             {"data", Base64Encode(std::string_view(bytes).substr(from, n))}};
+  reply["next_offset"] = from + n < size ? Json(from + n) : Json();
+  return reply;
+}
+
 Json ClientService::Workers() const {
   Json list = Json::array();
   for (const auto& [id, w] : runner_.registry().workers()) {
@@ -299,6 +361,7 @@ Json ClientService::Workers() const {
                         {"resources_available",
                          w.alive ? runner_.ledger().AvailableOf(id).ToJson() : Json::object()},
                         {"gpu_ids", w.gpu_ids},
+                        {"trainables", w.trainables},
                         {"actors", runner_.ActorsOn(id)},
                         {"last_seen_ms_ago", SteadyClock().NowMs() - w.last_seen}});
   }

@@ -3,6 +3,8 @@
 // the head loop thread; not thread-safe.
 #pragma once
 
+#include <optional>
+
 #include <string>
 
 #include "common/ids.h"
@@ -52,10 +54,21 @@ class ClientService {
   const Experiment* TargetOf(const std::string& op, const Json& request) const;
   Result<Json> Status(const Json& request);
   Result<Json> Results(const TrialId& trial_id, uint64_t offset, uint64_t limit);
+  // Bytes [offset, offset + limit) of a trial's persistent checkpoint (the
+  // newest, or the one taken at `iteration`), base64 in "data".
+  Result<Json> Checkpoint(const TrialId& trial_id, std::optional<int64_t> iteration,
+                          uint64_t offset, uint64_t limit);
   Json Workers() const;
   Json ResourcesDoc() const;
 
   TrialRunner& runner_;
+  // The checkpoint the last `checkpoint` read served, whole (head loop only).
+  struct CachedCheckpoint {
+    TrialId trial_id;
+    uint64_t id = 0;
+    std::string bytes;
+  };
+  CachedCheckpoint cached_checkpoint_;
 };
 
 }  // namespace ztune::head

@@ -80,6 +80,11 @@ struct RunnerOptions {
 
 class TrialRunner {
  public:
+  // A persistent checkpoint's bytes (nullopt when the store has none under
+  // that id); read off the loop thread, heartbeats keep going.
+  Result<std::optional<std::string>> ReadCheckpoint(const TrialId& owner, uint64_t id) {
+    return checkpoints_.Read(owner, id);
+  }
   // `scheduler` decides which waiting trial starts and what results mean;
   // nullptr: Ray's FIFOScheduler.
   TrialRunner(storage::Store& store, CommandSink& sink, const Clock& clock, RunnerOptions options,

@@ -3,20 +3,29 @@
 #   scripts/local-cluster.sh up [N]      start the head and N workers (default 2)
 #   scripts/local-cluster.sh status      show processes and what the head sees
 #   scripts/local-cluster.sh down        stop workers, then the head
-# Workers get $ZTUNE_WORKER_CPUS CPUs each (default 2). Everything lives under
-# $ZTUNE_RUN_DIR (default ./run): pid files, logs/, data/.
+# Workers get $ZTUNE_WORKER_CPUS CPUs each (default 2), and run the process
+# trainables of $ZTUNE_TRAINABLES when it names a file (ztune-worker
+# --trainables, docs/process-protocol.md), e.g.
+#   ZTUNE_TRAINABLES=examples/digits/trainables.json scripts/local-cluster.sh up 2
+# Everything lives under $ZTUNE_RUN_DIR (default ./run): pid files, logs/, data/.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cmd="${1:-}"; N="${2:-2}"
 CPUS="${ZTUNE_WORKER_CPUS:-2}"
+TRAINABLES="${ZTUNE_TRAINABLES:-}"
 export ZTUNE_HEAD="tcp://127.0.0.1:$ZTUNE_CLIENT_PORT"
 
 case "$cmd" in
   up)
+    worker_args=(--cpus "$CPUS")
+    if [ -n "$TRAINABLES" ]; then
+      [ -f "$TRAINABLES" ] || { echo "error: ZTUNE_TRAINABLES=$TRAINABLES is not a file" >&2; exit 2; }
+      worker_args+=(--trainables "$(cd "$(dirname "$TRAINABLES")" && pwd)/$(basename "$TRAINABLES")")
+    fi
     ensure_local_keys
     "$ZTUNE_ROOT/scripts/start-head.sh"
     for i in $(seq 1 "$N"); do
-      "$ZTUNE_ROOT/scripts/start-worker.sh" "w$i" --cpus "$CPUS"
+      "$ZTUNE_ROOT/scripts/start-worker.sh" "w$i" "${worker_args[@]}"
     done
     CLI="$(ztune_bin ztune)"
     for _ in $(seq 1 100); do

@@ -13,9 +13,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include "worker/checkpoint_envelope.h"
+#include "common/checkpoint/checkpoint_envelope.h"
 
 namespace ztune::worker {
+using checkpoint::CheckpointEnvelope;
+using checkpoint::DecodeEnvelope;
+using checkpoint::EncodeEnvelope;
 namespace {
 
 std::atomic<int> g_running_threads{0};

@@ -13,11 +13,13 @@
 
 #include "common/json_parse.h"
 #include "common/utf8.h"
-#include "worker/directory_archive.h"
+#include "common/checkpoint/directory_archive.h"
 
 extern char** environ;
 
 namespace ztune::worker {
+using checkpoint::PackDirectory;
+using checkpoint::UnpackDirectory;
 namespace fs = std::filesystem;
 namespace {
 
@@ -160,6 +162,9 @@ Result<Json> ProcessTrainable::Call(const Json& command, const std::string& what
   if (Status s = channel_->Write(command.dump(), check); !s.ok()) return Broken(what, s);
   auto line = channel_->Read(check);
   if (!line.ok()) return Broken(what, line.status());
+  // What the child printed before it answered is in the trial's files by the
+  // time the head hears the answer (a trial that ends has all its output).
+  output_->Flush();
   auto reply = ParseJson(*line);
   if (!reply.ok()) {
     return Broken(what,

@@ -45,6 +45,16 @@ void TrialOutput::OpenLocked(const std::string& dir) {
   const std::string err = dir + "/stderr";
   out_ = std::fopen(out.c_str(), "ae");
   err_ = std::fopen(err.c_str(), "ae");
+  // An earlier attempt may have ended mid-line (killed, or a progress bar).
+  auto ends_mid_line = [](const std::string& path) {
+    std::FILE* f = std::fopen(path.c_str(), "re");
+    if (f == nullptr) return false;
+    bool mid = std::fseek(f, -1, SEEK_END) == 0 && std::fgetc(f) != '\n';
+    std::fclose(f);
+    return mid;
+  };
+  out_mid_line_ = ends_mid_line(out);
+  err_mid_line_ = ends_mid_line(err);
   // Losing a log must not fail the trial; the worker's log says why.
   if (out_ == nullptr) spdlog::warn("cannot open {}: {}", out, std::strerror(errno));
   if (err_ == nullptr) spdlog::warn("cannot open {}: {}", err, std::strerror(errno));
@@ -75,7 +85,10 @@ bool TrialOutput::DrainLocked(int& fd, std::FILE* file, bool is_stderr) {
   while (true) {
     ssize_t n = read(fd, buf, sizeof(buf));
     if (n > 0) {
-      if (file != nullptr) std::fwrite(buf, 1, static_cast<size_t>(n), file);
+      if (file != nullptr) {
+        std::fwrite(buf, 1, static_cast<size_t>(n), file);
+        MidLineLocked(file) = buf[n - 1] != '\n';
+      }
       if (is_stderr) RememberStderrLocked(std::string_view(buf, static_cast<size_t>(n)));
       continue;
     }
@@ -135,6 +148,8 @@ void TrialOutput::Header(std::string_view line) {
   std::lock_guard<std::mutex> lock(mu_);
   for (std::FILE* f : {out_, err_}) {
     if (f == nullptr) continue;
+    if (MidLineLocked(f)) std::fputc('\n', f);
+    MidLineLocked(f) = false;
     std::fwrite(line.data(), 1, line.size(), f);
     std::fputc('\n', f);
     std::fflush(f);

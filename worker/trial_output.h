@@ -51,6 +51,7 @@ class TrialOutput {
   // Under mu_: reads every byte available now from `fd` into `file`; false at
   // end of file or on an error (the fd is then closed and set to -1).
   bool DrainLocked(int& fd, std::FILE* file, bool is_stderr);
+  bool& MidLineLocked(std::FILE* file) { return file == out_ ? out_mid_line_ : err_mid_line_; }
   void OpenLocked(const std::string& dir);
   void CloseFilesLocked();
   void RememberStderrLocked(std::string_view bytes);
@@ -60,6 +61,10 @@ class TrialOutput {
   int stderr_fd_ = -1;            // GUARDED_BY(mu_)
   std::FILE* out_ = nullptr;      // GUARDED_BY(mu_)
   std::FILE* err_ = nullptr;      // GUARDED_BY(mu_)
+  // Whether the file's last byte is not a '\n' (output cut mid-line, a
+  // progress bar): a header then starts on a new line. GUARDED_BY(mu_)
+  bool out_mid_line_ = false;
+  bool err_mid_line_ = false;
   std::deque<std::string> tail_;  // GUARDED_BY(mu_): complete stderr lines
   std::string partial_;           // GUARDED_BY(mu_): stderr after the last '\n'
   int wake_[2] = {-1, -1};        // Stop() writes to wake_[1]

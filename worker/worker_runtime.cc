@@ -176,6 +176,9 @@ int64_t WorkerRuntime::PollTimeoutMs(TimeMs now) const {
   }
   for (const auto& [key, slot] : actors_) {
     if (slot.stop_deadline) next = std::min(next, *slot.stop_deadline);
+    if (slot.stop_deadline && slot.group != nullptr && !slot.sigterm_sent) {
+      next = std::min(next, *slot.stop_deadline - slot.group->grace_ms());
+    }
   }
   // A dying group empties without an event: look again soon.
   if (!dying_.empty()) next = std::min(next, now + 20);
@@ -285,6 +288,16 @@ void WorkerRuntime::SendRegister() {
     a.iteration = slot.iteration;
     for (const auto& c : slot.pending) a.training = a.training || c.kind == CommandKind::kTrain;
     if (auto rit = rids.find(key); rit != rids.end()) a.rids = rit->second;
+    r.live_actors.push_back(std::move(a));
+  }
+  // A killed actor whose processes are still ending is live until they are
+  // gone: its STOP stays owed, so the head keeps its resources booked.
+  for (const auto& d : dying_) {
+    protocol::LiveActor a;
+    a.trial_id = d.key.trial_id;
+    a.attempt = d.key.attempt;
+    a.iteration = d.iteration;
+    if (auto rit = rids.find(d.key); rit != rids.end()) a.rids = rit->second;
     r.live_actors.push_back(std::move(a));
   }
   // The first REGISTER of an incarnation at info; the resends at debug.

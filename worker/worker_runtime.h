@@ -88,6 +88,7 @@ class WorkerRuntime {
     int64_t kill_after_ms = 0;
     // The trainable's processes, if it runs any (process trainables).
     std::shared_ptr<ProcessGroup> group;
+    bool sigterm_sent = false;  // one grace period before the STOP's deadline
   };
 
   // A killed actor whose processes are not all gone yet: its pending commands
@@ -98,6 +99,7 @@ class WorkerRuntime {
     std::shared_ptr<ProcessGroup> group;
     std::deque<PendingCommand> pending;
     std::string error;
+    int64_t iteration = 0;  // the actor's last, for REGISTER
     TimeMs kill_at = 0;  // SIGKILL then (SIGTERM was sent at the kill)
     bool killed = false;
   };

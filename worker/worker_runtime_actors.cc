@@ -252,14 +252,18 @@ void WorkerRuntime::KillActor(const ActorKey& key) {
     // The runner thread is abandoned, but the trainable's processes are ours
     // to end: SIGTERM now, SIGKILL after the grace period, and the head hears
     // of the kill (and frees the actor's resources) once none is left.
-    slot.group->Signal(SIGTERM);
+    // It had its grace since the SIGTERM (CheckStopDeadlines); a kill that
+    // came without one (a RESET collision, shutdown) gets it now.
     DyingActor dying;
     dying.key = key;
     dying.group = slot.group;
     dying.pending = std::move(slot.pending);
     dying.error = error;
-    dying.kill_at = clock_.NowMs() + slot.group->grace_ms();
+    dying.iteration = slot.iteration;
+    dying.kill_at = clock_.NowMs() + (slot.sigterm_sent ? 0 : slot.group->grace_ms());
+    if (!slot.sigterm_sent) slot.group->Signal(SIGTERM);
     dying_.push_back(std::move(dying));
+    CheckDyingActors(clock_.NowMs());
     return;
   }
   AnswerKilled(key, slot.pending, error);
@@ -306,8 +310,18 @@ void WorkerRuntime::CheckDyingActors(TimeMs now) {
 
 void WorkerRuntime::CheckStopDeadlines(TimeMs now) {
   std::vector<ActorKey> expired;
-  for (const auto& [key, slot] : actors_) {
-    if (slot.stop_deadline && now >= *slot.stop_deadline) expired.push_back(key);
+  for (auto& [key, slot] : actors_) {
+    if (!slot.stop_deadline) continue;
+    if (now >= *slot.stop_deadline) {
+      expired.push_back(key);
+    } else if (slot.group != nullptr && !slot.sigterm_sent &&
+               now >= *slot.stop_deadline - slot.group->grace_ms()) {
+      // The head frees the actor's resources shortly after the STOP's
+      // deadline: its processes get SIGTERM one grace period before it, so
+      // that the SIGKILL at the deadline leaves nothing behind.
+      slot.group->Signal(SIGTERM);
+      slot.sigterm_sent = true;
+    }
   }
   for (const auto& key : expired) KillActor(key);
 }

@@ -5,7 +5,7 @@
 //   1  an experiment record (JSON text) Experiment::FromJson (spec, search space)
 //   2  a result / checkpoint key        storage::KeySuffixNumber, and as a
 //      trial child record key         storage::ParseTrialChildKey
-//   3  a checkpoint's bytes             worker::DecodeEnvelope (what RESTORE hands a worker)
+//   3  a checkpoint's bytes             checkpoint::DecodeEnvelope (what RESTORE hands a worker)
 //   4  a whole store image              CheckStore (ztune-head --check), then
 //      TrialRunner::Load, a worker re-registering with the live actors the
 //      records name, a few head turns, and the client reads of everything.
@@ -35,7 +35,7 @@
 #include "storage/in_memory_store.h"
 #include "storage/keys.h"
 #include "tests/fuzz/scripted_workers.h"
-#include "worker/checkpoint_envelope.h"
+#include "common/checkpoint/checkpoint_envelope.h"
 
 namespace ztune::fuzz {
 namespace {
@@ -82,9 +82,10 @@ void KeyRoundTrip(std::string_view key) {
 }
 
 void EnvelopeRoundTrip(std::string_view bytes) {
-  auto env = worker::DecodeEnvelope(bytes);
+  auto env = checkpoint::DecodeEnvelope(bytes);
   if (!env.ok()) return;
-  if (worker::EncodeEnvelope(*env) != bytes) Fail("a decoded envelope re-encodes differently", "");
+  if (checkpoint::EncodeEnvelope(*env) != bytes)
+    Fail("a decoded envelope re-encodes differently", "");
 }
 
 // The store image format (see the file comment).

@@ -19,7 +19,7 @@
 #include "storage/in_memory_store.h"
 #include "storage/keys.h"
 #include "tests/fuzz/scripted_workers.h"
-#include "worker/checkpoint_envelope.h"
+#include "common/checkpoint/checkpoint_envelope.h"
 
 namespace ztune::fuzz {
 namespace {
@@ -75,7 +75,7 @@ void Codec() {
   put("reply_save_inline",
       p::Reply{13, "e0001_00000", 1, true, "",
                Json{{"iteration", 10}, {"bytes", 61}, {"storage", "persistent"}}, 0},
-      worker::EncodeEnvelope({"quadratic", "e0001_00000", 10, 0.52, 10.0, "x=0.1073741824"}));
+      checkpoint::EncodeEnvelope({"quadratic", "e0001_00000", 10, 0.52, 10.0, "x=0.1073741824"}));
   put("reply_save_chunked",
       p::Reply{14, "e0001_00000", 1, true, "",
                Json{{"iteration", 20}, {"bytes", 4194304}, {"storage", "persistent"}}, 4194304});
@@ -121,7 +121,7 @@ void Codec() {
   put("train", p::Train{32, "e0001_00000", 1, 5, 0.5});
   put("save", p::Save{33, "e0001_00000", 1, "memory"});
   put("restore_inline", p::Restore{34, "e0001_00000", 2, 0},
-      worker::EncodeEnvelope({"quadratic", "e0001_00000", 10, 0.52, std::nullopt, "x=1"}));
+      checkpoint::EncodeEnvelope({"quadratic", "e0001_00000", 10, 0.52, std::nullopt, "x=1"}));
   put("restore_chunked", p::Restore{35, "e0001_00000", 2, 1 << 20});
   put("reset", p::Reset{36, "e0001_00000", 1, "e0001_00004", 1, Json{{"lr", 0.2}}});
   put("stop", p::Stop{37, "e0001_00000", 1, 600000});
@@ -381,8 +381,8 @@ void StoreRecords() {
          R"({"experiment_id":"e0001","spec":{"trainable":""},"finished":false,"stopped":false,"created_at":0,"next_variant":0,"total_variants":1,"next_trial_index":0})");
   record('\2', "key_short", std::string("t\0\0\0", 4));
   record('\2', "key_no_separator", "e0001_00000xxxxxxxx");
-  worker::CheckpointEnvelope env{"quadratic", "e0001_00000", 12, 1.25, 12.0, "state"};
-  std::string good = worker::EncodeEnvelope(env);
+  checkpoint::CheckpointEnvelope env{"quadratic", "e0001_00000", 12, 1.25, 12.0, "state"};
+  std::string good = checkpoint::EncodeEnvelope(env);
   record('\3', "envelope_valid", good);
   record('\3', "envelope_truncated", good.substr(0, good.size() - 3));
   std::string bad_crc = good;

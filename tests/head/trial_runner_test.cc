@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/base64.h"
 #include "head/client_service.h"
 #include "storage/in_memory_store.h"
 #include "storage/keys.h"
@@ -129,6 +130,49 @@ TEST_F(TrialRunnerTest, CheckpointsAtFrequencyAndKeepsTheBest) {
                           [&](std::string_view, std::string_view) { return ++stored, true; })
                   .ok());
   EXPECT_EQ(stored, 2);
+}
+
+// The `checkpoint` client op serves a kept checkpoint's stored bytes in
+// base64 pages: the newest by default, one by iteration, NotFound (listing
+// what is kept) otherwise.
+TEST_F(TrialRunnerTest, TheCheckpointOpServesAKeptCheckpointsBytes) {
+  fleet_->Register("w1", 1);
+  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 10},
+      "checkpoint": {"frequency": 3, "num_to_keep": 2}})");
+  RunToEnd(exp);
+  const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
+  ClientService clients(*runner_);
+  auto ask = [&](Json request) {
+    request["op"] = "checkpoint";
+    request["trial_id"] = id;
+    return clients.Handle(request, ClientCaller::Anonymous());
+  };
+  Json newest = ask(Json::object());
+  ASSERT_TRUE(newest.value("ok", false)) << newest.dump();
+  EXPECT_EQ(newest["iteration"], 9);
+  EXPECT_EQ(Base64Decode(newest["data"].get<std::string>()).value(), "ckpt:9");
+  EXPECT_EQ(newest["size"], 6);
+  EXPECT_TRUE(newest["next_offset"].is_null());
+  // Paged: two bytes at a time, from the same checkpoint.
+  std::string bytes;
+  Json offset = 0;
+  while (!offset.is_null()) {
+    Json page = ask(Json{{"iteration", 6}, {"offset", offset}, {"limit", 2}});
+    ASSERT_TRUE(page.value("ok", false)) << page.dump();
+    EXPECT_EQ(page["iteration"], 6);
+    bytes += Base64Decode(page["data"].get<std::string>()).value();
+    offset = page["next_offset"];
+  }
+  EXPECT_EQ(bytes, "ckpt:6");
+  Json missing = ask(Json{{"iteration", 3}});
+  EXPECT_EQ(missing["error"]["code"], "NotFound");
+  EXPECT_NE(missing["error"]["message"].get<std::string>().find("kept: 6, 9"), std::string::npos)
+      << missing.dump();
+  Json unknown = clients.Handle(Json{{"op", "checkpoint"}, {"trial_id", "e0099_00000"}},
+                                ClientCaller::Anonymous());
+  EXPECT_EQ(unknown["error"]["code"], "NotFound");
+  Json bad = ask(Json{{"iteration", "6"}});
+  EXPECT_EQ(bad["error"]["code"], "InvalidArgument");
 }
 
 TEST_F(TrialRunnerTest, KeepsTheLatestCheckpointEvenWhenItScoresWorst) {

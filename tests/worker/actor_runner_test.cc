@@ -7,9 +7,12 @@
 #include <gtest/gtest.h>
 
 #include "tests/worker/actor_harness.h"
-#include "worker/checkpoint_envelope.h"
+#include "common/checkpoint/checkpoint_envelope.h"
 
 namespace ztune::worker {
+using checkpoint::CheckpointEnvelope;
+using checkpoint::DecodeEnvelope;
+using checkpoint::EncodeEnvelope;
 namespace {
 
 // Returns scripted results by iteration (1-based); "throw" throws, "bad" is a

@@ -18,7 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "actor_harness.h"
-#include "worker/directory_archive.h"
+#include "common/checkpoint/directory_archive.h"
 
 namespace ztune::worker {
 namespace {

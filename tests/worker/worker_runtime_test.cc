@@ -12,9 +12,10 @@
 #include "tests/worker/actor_harness.h"
 #include "tests/worker/fake_head.h"
 #include "worker/builtin_trainables.h"
-#include "worker/checkpoint_envelope.h"
+#include "common/checkpoint/checkpoint_envelope.h"
 
 namespace ztune::worker {
+using checkpoint::DecodeEnvelope;
 namespace {
 
 using std::chrono::milliseconds;

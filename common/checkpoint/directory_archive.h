@@ -20,7 +20,7 @@
 
 #include "common/status.h"
 
-namespace ztune::worker {
+namespace ztune::checkpoint {
 
 // Limits an archive must respect, in both directions: a trainable that
 // writes more is refused with a message saying which limit, and bytes that
@@ -42,4 +42,4 @@ Result<std::string> PackDirectory(const std::string& dir, uint64_t max_bytes);
 // removes `dir`).
 Status UnpackDirectory(std::string_view bytes, const std::string& dir);
 
-}  // namespace ztune::worker
+}  // namespace ztune::checkpoint

@@ -1,4 +1,4 @@
-#include "worker/directory_archive.h"
+#include "common/checkpoint/directory_archive.h"
 
 #include <sys/stat.h>
 
@@ -8,9 +8,9 @@
 #include <fstream>
 #include <vector>
 
-#include "worker/checkpoint_envelope.h"
+#include "common/checkpoint/checkpoint_envelope.h"
 
-namespace ztune::worker {
+namespace ztune::checkpoint {
 namespace fs = std::filesystem;
 namespace {
 
@@ -256,4 +256,4 @@ Status UnpackDirectory(std::string_view bytes, const std::string& dir) {
   return Status::Ok();
 }
 
-}  // namespace ztune::worker
+}  // namespace ztune::checkpoint

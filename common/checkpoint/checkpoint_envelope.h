@@ -20,7 +20,7 @@
 
 #include "common/status.h"
 
-namespace ztune::worker {
+namespace ztune::checkpoint {
 
 struct CheckpointEnvelope {
   std::string trainable;
@@ -40,4 +40,4 @@ Result<CheckpointEnvelope> DecodeEnvelope(std::string_view bytes);
 // CRC-32 (IEEE 802.3), exposed for tests.
 uint32_t Crc32(std::string_view bytes);
 
-}  // namespace ztune::worker
+}  // namespace ztune::checkpoint

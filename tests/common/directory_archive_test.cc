@@ -1,7 +1,7 @@
 // PackDirectory / UnpackDirectory: a directory round-trips byte for byte,
 // packs deterministically, and damaged or hostile archives are refused
 // before anything is written.
-#include "worker/directory_archive.h"
+#include "common/checkpoint/directory_archive.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,10 +12,9 @@
 
 #include <gtest/gtest.h>
 
-#include "actor_harness.h"
-#include "worker/checkpoint_envelope.h"
+#include "common/checkpoint/checkpoint_envelope.h"
 
-namespace ztune::worker {
+namespace ztune::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
@@ -46,6 +45,27 @@ std::string Reseal(std::string body_with_old_crc) {
   PutU32At(body_with_old_crc, body_with_old_crc.size() - 4, crc);
   return body_with_old_crc;
 }
+
+// A fresh directory under the system temp dir, removed with the test.
+class TempDir {
+ public:
+  TempDir() {
+    static int counter = 0;
+    path_ = (fs::temp_directory_path() /
+             ("ztune-archive-test-" + std::to_string(getpid()) + "-" + std::to_string(++counter)))
+                .string();
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 class DirectoryArchiveTest : public ::testing::Test {
  protected:
@@ -152,4 +172,4 @@ TEST_F(DirectoryArchiveTest, TheTargetMustBeEmpty) {
 }
 
 }  // namespace
-}  // namespace ztune::worker
+}  // namespace ztune::checkpoint

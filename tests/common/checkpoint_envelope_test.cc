@@ -1,8 +1,8 @@
-#include "worker/checkpoint_envelope.h"
+#include "common/checkpoint/checkpoint_envelope.h"
 
 #include <gtest/gtest.h>
 
-namespace ztune::worker {
+namespace ztune::checkpoint {
 namespace {
 
 CheckpointEnvelope Sample() {
@@ -87,4 +87,4 @@ TEST(CheckpointEnvelopeTest, Crc32MatchesTheStandardCheckValue) {
 }
 
 }  // namespace
-}  // namespace ztune::worker
+}  // namespace ztune::checkpoint

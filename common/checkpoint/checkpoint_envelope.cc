@@ -1,9 +1,9 @@
-#include "worker/checkpoint_envelope.h"
+#include "common/checkpoint/checkpoint_envelope.h"
 
 #include <array>
 #include <bit>
 
-namespace ztune::worker {
+namespace ztune::checkpoint {
 namespace {
 
 constexpr std::string_view kMagic = "ZTCKPT";
@@ -44,7 +44,8 @@ class Reader {
   uint64_t Uint(int width) {
     std::string_view b = Bytes(static_cast<size_t>(width));
     uint64_t v = 0;
-    for (size_t i = 0; i < b.size(); ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(b[i])) << (8 * i);
+    for (size_t i = 0; i < b.size(); ++i)
+      v |= static_cast<uint64_t>(static_cast<uint8_t>(b[i])) << (8 * i);
     return v;
   }
   std::string_view Str32() { return Bytes(Uint(4)); }
@@ -129,4 +130,4 @@ Result<CheckpointEnvelope> DecodeEnvelope(std::string_view bytes) {
   return e;
 }
 
-}  // namespace ztune::worker
+}  // namespace ztune::checkpoint
