@@ -33,16 +33,6 @@ std::string FrameString(const zmq::message_t& m) {
 
 }  // namespace
 
-std::optional<StatusCode> StatusCodeFromName(std::string_view name) {
-  // StatusCodeName answers "Unknown" past the last code, so new codes are found.
-  for (int c = 0;; ++c) {
-    const auto code = static_cast<StatusCode>(c);
-    const std::string_view known = StatusCodeName(code);
-    if (known == "Unknown") return std::nullopt;
-    if (name == known) return code;
-  }
-}
-
 HeadClient::HeadClient(zmq::context_t& context, HeadClientOptions options)
     : context_(context), options_(std::move(options)) {}
 
@@ -53,7 +43,7 @@ HeadClient::~HeadClient() { CloseSocket(); }
 
 bool HeadClient::IsReadOnlyOp(const std::string& op) {
   return op == "experiments" || op == "experiment" || op == "status" || op == "trials" ||
-         op == "trial" || op == "results" || op == "workers";
+         op == "trial" || op == "results" || op == "workers" || op == "checkpoint" || op == "logs";
 }
 
 Status HeadClient::EnsureSocket() {

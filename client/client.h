@@ -116,7 +116,4 @@ class HeadClient {
   int64_t retry_after_ms_ = 0;
 };
 
-// Maps a wire error code name ("NotFound") to a StatusCode; nullopt if unknown.
-std::optional<StatusCode> StatusCodeFromName(std::string_view name);
-
 }  // namespace ztune::client

@@ -11,6 +11,7 @@
 
 #include "client/client.h"
 #include "client/checkpoint_download.h"
+#include "client/log_stream.h"
 #include "client/commands.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -204,6 +205,24 @@ int main(int argc, char** argv) {
       std::optional<int64_t> iteration;
       if (checkpoint_iteration >= 0) iteration = checkpoint_iteration;
       return zc::RunCheckpoint(ctx, checkpoint_id, iteration, checkpoint_out, checkpoint_json);
+    };
+  });
+
+  // logs
+  zc::LogsOptions logs_options;
+  uint64_t logs_attempt = 0;
+  auto* logs = app.add_subcommand(
+      "logs", "a trial's output (stdout, or stderr), read from the workers that ran it");
+  logs->add_option("ID", logs_options.trial_id, "trial id")->required();
+  logs->add_flag("--stderr", logs_options.stderr_stream, "show stderr instead of stdout");
+  logs->add_flag("-f,--follow", logs_options.follow,
+                 "keep showing new output (and later attempts) until the trial has finished");
+  logs->add_option("--attempt", logs_attempt, "only this attempt (default: every attempt)")
+      ->check(CLI::PositiveNumber);
+  logs->callback([&] {
+    run = [&](const CommandContext& ctx) {
+      if (logs_attempt > 0) logs_options.attempt = logs_attempt;
+      return zc::RunLogs(ctx, logs_options);
     };
   });
 

@@ -21,6 +21,16 @@ const char* StatusCodeName(StatusCode code) {
   return "Unknown";
 }
 
+std::optional<StatusCode> StatusCodeFromName(std::string_view name) {
+  // StatusCodeName answers "Unknown" past the last code, so new codes are found.
+  for (int c = 0;; ++c) {
+    const auto code = static_cast<StatusCode>(c);
+    const std::string_view known = StatusCodeName(code);
+    if (known == "Unknown") return std::nullopt;
+    if (name == known) return code;
+  }
+}
+
 std::string Status::ToString() const {
   if (ok()) return "OK";
   return std::string(StatusCodeName(code_)) + ": " + message_;

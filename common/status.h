@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -32,6 +33,8 @@ enum class StatusCode {
 };
 
 const char* StatusCodeName(StatusCode code);
+// The code StatusCodeName names `name`; nullopt for an unknown name.
+std::optional<StatusCode> StatusCodeFromName(std::string_view name);
 
 class [[nodiscard]] Status {
  public:

@@ -21,6 +21,7 @@ void ActorManager::Hold(Trial& t, const WorkerId& worker_id, uint64_t group_id) 
   CHECK(!worker_id.empty() && group_id != 0);
   t.worker_id = worker_id;
   t.actor_worker = worker_id;
+  t.NoteAttemptHost(worker_id);
   t.group_id = group_id;
   actors_by_worker_[worker_id].insert(t.trial_id);
 }

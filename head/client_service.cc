@@ -132,12 +132,8 @@ Json ClientService::Handle(const Json& request, const ClientCaller& caller) {
   } catch (const Json::exception& e) {
     result = ztune::Status::InvalidArgument(std::string("bad request: ") + e.what());
   }
-  if (!result.ok()) {
-    reply["ok"] = false;
-    reply["error"] = {{"code", StatusCodeName(result.status().code())},
-                      {"message", result.status().message()}};
-    return reply;
-  }
+  if (!result.ok())
+    return ErrorReply(reply.contains("rid") ? reply["rid"] : Json(), result.status());
   Json out = std::move(result).value();
   for (auto it = out.begin(); it != out.end(); ++it) reply[it.key()] = it.value();
   reply["ok"] = true;
@@ -235,10 +231,82 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request,
     }
     return Checkpoint(id, iteration, page.offset, page.limit);
   }
+  if (op == "logs") {
+    // HeadServer relays these to workers (PlanLogRead, LogRelay); a `logs`
+    // request never reaches Dispatch there.
+    return ztune::Status::Internal("op 'logs' is relayed by the head server, not handled here");
+  }
   return ztune::Status::InvalidArgument(
       "unknown op '" + op +
       "' (known: submit, add_trial, experiments, experiment, status, trials, trial, results, "
-      "checkpoint, workers, stop, pause, resume)");
+      "checkpoint, logs, workers, stop, pause, resume)");
+}
+
+Json ClientService::ErrorReply(const Json& rid, const ztune::Status& status) {
+  Json reply{{"ok", false},
+             {"error", {{"code", StatusCodeName(status.code())}, {"message", status.message()}}}};
+  // A request without a rid gets a reply without one.
+  if (!rid.is_null()) reply["rid"] = rid;
+  return reply;
+}
+
+Result<LogRead> ClientService::PlanLogRead(const Json& request) const {
+  // The seam for nlohmann's exceptions, as in Handle.
+  try {
+    ASSIGN_OR_RETURN(TrialId id, TrialIdArg(request, "trial_id"));
+    ASSIGN_OR_RETURN(Page page, PageArgs(request, protocol::kMaxReadLogBytes));
+    LogRead read;
+    read.trial_id = id;
+    read.offset = page.offset;
+    read.limit = page.limit;
+    read.stream = "stdout";
+    if (auto it = request.find("stream"); it != request.end() && !it->is_null()) {
+      if (!it->is_string() || (*it != "stdout" && *it != "stderr")) {
+        return ztune::Status::InvalidArgument("argument 'stream' must be \"stdout\" or \"stderr\"");
+      }
+      read.stream = it->get<std::string>();
+    }
+    std::optional<uint64_t> attempt;
+    if (auto it = request.find("attempt"); it != request.end() && !it->is_null()) {
+      if (!it->is_number_unsigned() || it->get<uint64_t>() == 0) {
+        return ztune::Status::InvalidArgument("argument 'attempt' must be an integer >= 1");
+      }
+      attempt = it->get<uint64_t>();
+    }
+    const Trial* t = runner_.FindTrial(id);
+    if (t == nullptr) return ztune::Status::NotFound("unknown trial '" + id + "'");
+    Json attempts = Json::array();
+    for (const AttemptHost& h : t->attempt_hosts) attempts.push_back(h.attempt);
+    const AttemptHost* host = nullptr;
+    if (attempt.has_value()) {
+      host = t->HostOf(*attempt);
+      if (host == nullptr) {
+        return ztune::Status::NotFound(
+            "trial " + id + " has no output of attempt " + std::to_string(*attempt) +
+            " (attempts with output: " + (attempts.empty() ? "none" : attempts.dump()) + ")");
+      }
+    } else if (!t->attempt_hosts.empty()) {
+      host = &t->attempt_hosts.back();
+    }
+    if (host != nullptr) {
+      read.attempt = host->attempt;
+      read.worker_id = host->worker_id;
+    }
+    // An attempt without an actor yet (a trial still PENDING) reads as empty.
+    read.may_grow =
+        !IsFinished(t->status) &&
+        (host == nullptr || (t->status == TrialStatus::kRunning && host->attempt == t->attempt));
+    const WorkerInfo* w = host != nullptr ? runner_.registry().Find(host->worker_id) : nullptr;
+    read.doc = Json{{"trial_id", id},
+                    {"attempt", read.attempt},
+                    {"attempts", std::move(attempts)},
+                    {"stream", read.stream},
+                    {"trial_status", TrialStatusName(t->status)},
+                    {"worker", w != nullptr ? Json(w->name) : NullIfEmpty(read.worker_id.str())}};
+    return read;
+  } catch (const Json::exception& e) {
+    return ztune::Status::InvalidArgument(std::string("bad request: ") + e.what());
+  }
 }
 
 Result<Json> ClientService::Status(const Json& request) {

@@ -10,6 +10,7 @@
 #include "common/ids.h"
 #include "common/json.h"
 #include "head/access_lists.h"
+#include "head/log_relay.h"
 #include "head/trial_runner.h"
 
 namespace ztune::head {
@@ -39,6 +40,14 @@ class ClientService {
   // with "ok". A request its role does not allow changes nothing and is
   // answered PermissionDenied.
   Json Handle(const Json& request, const ClientCaller& caller);
+
+  // A `logs` request resolved to the attempt and worker to read from
+  // (head/log_relay.h). Reads are allowed to every role. InvalidArgument for
+  // bad arguments, NotFound for an unknown trial or an attempt without a
+  // remembered host.
+  Result<LogRead> PlanLogRead(const Json& request) const;
+  // {"rid", "ok": false, "error": {"code", "message"}}; no "rid" when null.
+  static Json ErrorReply(const Json& rid, const ztune::Status& status);
 
   Json ExperimentDoc(const Experiment& e) const;
   Json TrialDoc(const Trial& t) const;

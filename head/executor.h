@@ -116,6 +116,9 @@ class Executor {
   // by a worker across a head restart never names a request of this head.
   // Call once, before the first request. Epochs wrap at 2^24.
   void SetEpoch(uint64_t epoch);
+  // A rid of this epoch that no request of the executor uses (for requests
+  // tracked elsewhere, e.g. log reads).
+  uint64_t ReserveRid() { return next_rid_++; }
   // Removes and returns the future of `rid` if `answer` matches it (kind,
   // trial, attempt and worker); nullopt for an unknown or dropped rid. A
   // mismatch leaves the future in place and says why in `*mismatch`.

@@ -39,7 +39,11 @@ HeadServer::HeadServer(zmq::context_t& context, storage::Store& store, HeadServe
             SendFramesToWorker(worker_id, protocol::Encode(m));
           },
           [this](const WorkerId& worker_id, const protocol::Reply& reply,
-                 const std::string& payload) { runner_.HandleReply(worker_id, reply, payload); }) {}
+                 const std::string& payload) { runner_.HandleReply(worker_id, reply, payload); }),
+      // A page is one small file read on the worker's control thread: a worker
+      // that does not answer within its liveness window is not answering.
+      log_relay_(clock_,
+                 std::max<TimeMs>(1000, options_.runner.heartbeat_ms * options_.runner.liveness)) {}
 
 Status HeadServer::Start() {
   RETURN_IF_ERROR(runner_.Load());
@@ -315,12 +319,43 @@ void HeadServer::DrainClients() {
                                                   "work until space is freed (reads still work): " +
                                                       out_of_space_}}}},
                       delimited);
+    } else if (op == "logs") {
+      StartLogRead(identity, request, delimited);
     } else if (ClientService::IsMutation(op)) {
       client_replies_.push_back(
           {identity, Json(), clients_.Handle(request, *caller), false, delimited, *caller});
     } else {
       client_replies_.push_back({identity, std::move(request), Json(), true, delimited, *caller});
     }
+  }
+}
+
+void HeadServer::StartLogRead(const std::string& identity, const Json& request, bool delimited) {
+  const Json rid = request.value("rid", Json());
+  Result<LogRead> read = clients_.PlanLogRead(request);
+  if (!read.ok()) {
+    SendClientReply(identity, ClientService::ErrorReply(rid, read.status()), delimited);
+    return;
+  }
+  if (read->attempt == 0) {
+    SendClientReply(identity, LogRelay::EmptyPage(*read, rid), delimited);
+    return;
+  }
+  if (runner_.registry().FindAlive(read->worker_id) == nullptr) {
+    SendClientReply(identity,
+                    LogRelay::WorkerGone(*read, runner_.registry().Find(read->worker_id), rid),
+                    delimited);
+    return;
+  }
+  const uint64_t worker_rid = runner_.ReserveRid();
+  SendToWorker(read->worker_id, protocol::Message{LogRelay::RequestFor(*read, worker_rid), {}},
+               SendTiming::kNow);
+  log_relay_.Wait(worker_rid, LogRelay::Client{identity, rid, delimited}, std::move(*read));
+}
+
+void HeadServer::AnswerLogReads(std::vector<LogRelay::Answer> answers) {
+  for (LogRelay::Answer& a : answers) {
+    SendClientReply(a.client.identity, a.reply, a.client.delimited);
   }
 }
 
@@ -420,6 +455,7 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     if (reload_requested_.exchange(false)) ReloadAccessLists().IgnoreError();  // logged
     DrainWorkers();
     DrainClients();
+    AnswerLogReads(log_relay_.TakeUnanswerable(runner_.registry()));
     runner_.Tick();
     DropStreamsOfDeadWorkers();
     storage::WriteBatch batch;

@@ -24,6 +24,7 @@
 #include "common/security/curve_keys.h"
 #include "head/access_lists.h"
 #include "head/client_service.h"
+#include "head/log_relay.h"
 #include "head/command_sink.h"
 #include "head/payload_streams.h"
 #include "head/peer_rate_limiter.h"
@@ -163,6 +164,10 @@ class HeadServer final : public CommandSink {
   // loop (sending touches no runner state).
   void SendHeartbeats();
   void SendClientReply(const std::string& identity, const Json& reply, bool delimited);
+  // A `logs` request: answered now (an error, nothing to read) or relayed to
+  // the worker that hosted the attempt (log_relay_).
+  void StartLogRead(const std::string& identity, const Json& request, bool delimited);
+  void AnswerLogReads(std::vector<LogRelay::Answer> answers);
   // The commit of `batch` was refused for lack of disk space (`refused`):
   // retries it once per heartbeat interval until it succeeds, meanwhile
   // heartbeating, answering reads and refusing mutations. Returns the
@@ -208,6 +213,7 @@ class HeadServer final : public CommandSink {
   HeadStats stats_;
   std::atomic<bool> reload_requested_{false};
   PayloadStreams payloads_;
+  LogRelay log_relay_;
   StoreThread store_thread_;
 };
 

@@ -215,6 +215,12 @@ void HeadServer::HandleWorkerFrames(const std::string& routing_id, const std::st
           runner_.HandleHeartbeat(identity);
         } else if constexpr (std::is_same_v<T, protocol::Reply>) {
           runner_.HandleHeartbeat(identity);
+          if (log_relay_.Owns(body.rid)) {
+            if (auto answer = log_relay_.OnReply(identity, body, m.payload)) {
+              SendClientReply(answer->client.identity, answer->reply, answer->client.delimited);
+            }
+            return;
+          }
           payloads_.OnReply(identity, std::move(m));
         } else if constexpr (std::is_same_v<T, protocol::ResultBatch>) {
           runner_.HandleResultBatch(identity, body);

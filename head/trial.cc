@@ -8,6 +8,8 @@
 #include <vector>
 #include <utility>
 
+#include "common/check.h"
+
 namespace ztune::head {
 namespace {
 
@@ -32,6 +34,33 @@ std::vector<int64_t> StoredInts(const Json& j) {
   std::vector<int64_t> out;
   for (const auto& e : j) out.push_back(StoredInt<int64_t>(e));
   return out;
+}
+
+// [[attempt, worker_id], ...], oldest first.
+Json AttemptHostsToJson(const std::vector<AttemptHost>& hosts) {
+  Json out = Json::array();
+  for (const AttemptHost& h : hosts) out.push_back(Json::array({h.attempt, h.worker_id.str()}));
+  return out;
+}
+
+// Damage is Corruption, never a later CHECK: attempts must increase.
+Result<std::vector<AttemptHost>> AttemptHostsFromJson(const Json& j) {
+  if (!j.is_array()) return Status::Corruption("trial record: attempt_hosts is not an array");
+  std::vector<AttemptHost> hosts;
+  for (const Json& e : j) {
+    if (!e.is_array() || e.size() != 2 || !e[1].is_string()) {
+      return Status::Corruption("trial record: an attempt_hosts entry is not [attempt, worker]");
+    }
+    AttemptHost h{StoredInt<uint64_t>(e[0]), WorkerId(e[1].get<std::string>())};
+    if (!hosts.empty() && h.attempt <= hosts.back().attempt) {
+      return Status::Corruption("trial record: attempt_hosts attempts do not increase");
+    }
+    hosts.push_back(std::move(h));
+  }
+  if (hosts.size() > Trial::kMaxAttemptHosts) {
+    hosts.erase(hosts.begin(), hosts.end() - Trial::kMaxAttemptHosts);
+  }
+  return hosts;
 }
 
 }  // namespace
@@ -131,6 +160,7 @@ Json Trial::ToJson() const {
               {"restore_from", restore_from},
               {"actor_worker", actor_worker},
               {"placement", PlacementToJson(placement)},
+              {"attempt_hosts", AttemptHostsToJson(attempt_hosts)},
               {"exports", exports}};
 }
 
@@ -184,11 +214,34 @@ Result<Trial> Trial::FromJson(const Json& j) {
     if (j.contains("placement")) {
       ASSIGN_OR_RETURN(t.placement, PlacementFromJson(j["placement"]));
     }
+    if (j.contains("attempt_hosts")) {
+      ASSIGN_OR_RETURN(t.attempt_hosts, AttemptHostsFromJson(j["attempt_hosts"]));
+      if (!t.attempt_hosts.empty() && t.attempt_hosts.back().attempt > t.attempt) {
+        return Status::Corruption("trial record: attempt_hosts names an attempt after the trial's");
+      }
+    }
     if (j.contains("exports")) t.exports = j["exports"];
     return t;
   } catch (const Json::exception& e) {
     return Status::Corruption(std::string("trial record: ") + e.what());
   }
+}
+
+void Trial::NoteAttemptHost(const WorkerId& worker_id) {
+  if (!attempt_hosts.empty() && attempt_hosts.back().attempt == attempt) {
+    attempt_hosts.back().worker_id = worker_id;  // re-attached after a head restart
+    return;
+  }
+  CHECK(attempt_hosts.empty() || attempt_hosts.back().attempt < attempt);
+  attempt_hosts.push_back(AttemptHost{attempt, worker_id});
+  if (attempt_hosts.size() > kMaxAttemptHosts) attempt_hosts.erase(attempt_hosts.begin());
+}
+
+const AttemptHost* Trial::HostOf(uint64_t a) const {
+  for (const AttemptHost& h : attempt_hosts) {
+    if (h.attempt == a) return &h;
+  }
+  return nullptr;
 }
 
 Json CheckpointRecordToJson(const CheckpointRecord& c) {

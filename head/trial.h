@@ -46,7 +46,18 @@ TrialId TrialIdFor(const std::string& experiment_id, uint64_t index);
 Json PlacementToJson(const Placement& p);
 Result<Placement> PlacementFromJson(const Json& j);
 
+// The worker that hosted an attempt's actor: where that attempt's output
+// files are (`ztune logs`).
+struct AttemptHost {
+  uint64_t attempt = 0;
+  WorkerId worker_id;
+};
+
 struct Trial {
+  // A trial keeps the hosts of its newest attempts only (a PBT trial may be
+  // restarted thousands of times; its record is written at every result).
+  static constexpr size_t kMaxAttemptHosts = 64;
+
   // ---- persisted ----
   TrialId trial_id;
   std::string experiment_id;
@@ -75,6 +86,8 @@ struct Trial {
   // that a restarted head can re-attach it).
   WorkerId actor_worker;
   Placement placement;
+  // Oldest first, attempts increasing; see kMaxAttemptHosts.
+  std::vector<AttemptHost> attempt_hosts;
   bool held = false;  // paused by a user: waits for `resume` instead of the scheduler
   Json exports;       // {format: content} from export_formats, when the trial terminated
 
@@ -101,6 +114,11 @@ struct Trial {
   static Result<Trial> FromJson(const Json& j);
   // Newest retained persistent checkpoint, or nullptr.
   const CheckpointRecord* NewestCheckpoint() const;
+  // Records that the current attempt's actor lives on `worker_id`.
+  void NoteAttemptHost(const WorkerId& worker_id);
+  // The host of `attempt`'s actor, or nullptr when it had none or is too old
+  // to be remembered.
+  const AttemptHost* HostOf(uint64_t attempt) const;
 };
 
 // Who submitted an experiment: the client key (Z85) and its name in the

@@ -146,6 +146,9 @@ class TrialRunner {
   const ResourceLedger& ledger() const { return ledger_; }
   const PlacementGroupManager& groups() const { return groups_; }
   const Executor& executor() const { return executor_; }
+  // A request id for a request the executor does not track (a log read):
+  // same epoch, never used twice.
+  uint64_t ReserveRid() { return executor_.ReserveRid(); }
   const TrialScheduler& scheduler() const { return *scheduler_; }
   const TrialBook& book() const { return book_; }
   storage::Store& store() { return store_; }

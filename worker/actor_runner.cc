@@ -57,10 +57,6 @@ Json CountJson(double v) {
   return v;
 }
 
-std::string TrialDir(const std::string& work_dir, const std::string& trial_id) {
-  return (std::filesystem::path(work_dir) / SanitizeForPath(trial_id)).string();
-}
-
 CommandKind KindOf(const protocol::Body& body) {
   if (std::holds_alternative<protocol::Train>(body)) return CommandKind::kTrain;
   if (std::holds_alternative<protocol::Save>(body)) return CommandKind::kSave;

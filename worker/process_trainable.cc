@@ -105,9 +105,8 @@ Status ProcessTrainable::Setup(const Json& config, const TrialContext& ctx) {
   auto child = ChildProcess::Spawn(options, group_);
   if (!child.ok()) return child.status();
   child_ = std::move(child).value();
-  output_ =
-      std::make_unique<TrialOutput>(child_->TakeStdoutFd(), child_->TakeStderrFd(), trial_dir_);
-  output_->Header(HeaderLine(ctx, ""));
+  output_ = std::make_unique<TrialOutput>(child_->TakeStdoutFd(), child_->TakeStderrFd(),
+                                          trial_dir_, ctx.attempt, HeaderLine(ctx, ""));
   channel_ = std::make_unique<LineChannel>(child_->command_fd(), child_->reply_fd());
 
   // The hello line: a program that does not speak the protocol (a wrong
@@ -280,8 +279,7 @@ bool ProcessTrainable::ResetConfig(const Json& new_config, const TrialContext& c
   const std::string new_dir = Absolute(ctx.logdir);
   // The child's output from here on belongs to the new trial (what it prints
   // while it resets included); back to the old files if it declines.
-  output_->SwitchTo(new_dir);
-  output_->Header(HeaderLine(ctx, ", actor reused"));
+  output_->SwitchTo(new_dir, ctx.attempt, HeaderLine(ctx, ", actor reused"));
   Json command = {{"cmd", "reset"},
                   {"config", new_config},
                   {"trial_id", ctx.trial_id},
@@ -299,7 +297,7 @@ bool ProcessTrainable::ResetConfig(const Json& new_config, const TrialContext& c
     reset = r->get<bool>();
   }
   if (!reset) {
-    if (output_ != nullptr) output_->SwitchTo(old_dir);
+    if (output_ != nullptr) output_->ReturnTo(old_dir);
     return false;
   }
   trial_dir_ = new_dir;

@@ -23,6 +23,10 @@ std::string SanitizeForPath(std::string_view trial_id) {
   return out;
 }
 
+std::string TrialDir(const std::string& work_dir, std::string_view trial_id) {
+  return (std::filesystem::path(work_dir) / SanitizeForPath(trial_id)).string();
+}
+
 TrialLog::TrialLog(std::string dir) : dir_(std::move(dir)) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);

@@ -18,6 +18,9 @@ namespace ztune::worker {
 // than [A-Za-z0-9._-] become '_' and "", "." and ".." become "_".
 std::string SanitizeForPath(std::string_view trial_id);
 
+// <work_dir>/<SanitizeForPath(trial_id)>: the trial's directory on this worker.
+std::string TrialDir(const std::string& work_dir, std::string_view trial_id);
+
 class TrialLog {
  public:
   // Creates <dir> if needed and opens <dir>/trial.log for appending.

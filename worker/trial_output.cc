@@ -6,9 +6,12 @@
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 
 #include <spdlog/spdlog.h>
+
+#include "worker/trial_output_index.h"
 
 namespace ztune::worker {
 namespace {
@@ -18,7 +21,8 @@ constexpr size_t kTailBytes = 4096;
 
 }  // namespace
 
-TrialOutput::TrialOutput(int stdout_fd, int stderr_fd, const std::string& dir)
+TrialOutput::TrialOutput(int stdout_fd, int stderr_fd, const std::string& dir, uint64_t attempt,
+                         std::string_view header)
     : stdout_fd_(stdout_fd), stderr_fd_(stderr_fd) {
   if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
     spdlog::error("trial output pipe: {}", std::strerror(errno));
@@ -26,6 +30,7 @@ TrialOutput::TrialOutput(int stdout_fd, int stderr_fd, const std::string& dir)
   {
     std::lock_guard<std::mutex> lock(mu_);
     OpenLocked(dir);
+    HeaderLocked(attempt, header);
   }
   thread_ = std::thread([this] { Run(); });
 }
@@ -39,6 +44,7 @@ TrialOutput::~TrialOutput() {
 }
 
 void TrialOutput::OpenLocked(const std::string& dir) {
+  dir_ = dir;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   const std::string out = dir + "/stdout";
@@ -128,8 +134,7 @@ void TrialOutput::Run() {
   }
 }
 
-void TrialOutput::SwitchTo(const std::string& dir) {
-  std::lock_guard<std::mutex> lock(mu_);
+void TrialOutput::SwitchLocked(const std::string& dir) {
   DrainLocked(stdout_fd_, out_, false);
   DrainLocked(stderr_fd_, err_, true);
   tail_.clear();  // an error of the next trial quotes only its own stderr
@@ -138,18 +143,42 @@ void TrialOutput::SwitchTo(const std::string& dir) {
   OpenLocked(dir);
 }
 
+void TrialOutput::SwitchTo(const std::string& dir, uint64_t attempt, std::string_view header) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SwitchLocked(dir);
+  HeaderLocked(attempt, header);
+}
+
+void TrialOutput::ReturnTo(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SwitchLocked(dir);
+}
+
 void TrialOutput::Flush() {
   std::lock_guard<std::mutex> lock(mu_);
   DrainLocked(stdout_fd_, out_, false);
   DrainLocked(stderr_fd_, err_, true);
 }
 
-void TrialOutput::Header(std::string_view line) {
-  std::lock_guard<std::mutex> lock(mu_);
+void TrialOutput::HeaderLocked(uint64_t attempt, std::string_view line) {
+  long offsets[2] = {0, 0};
+  int i = 0;
   for (std::FILE* f : {out_, err_}) {
+    long& offset = offsets[i++];
     if (f == nullptr) continue;
     if (MidLineLocked(f)) std::fputc('\n', f);
     MidLineLocked(f) = false;
+    std::fflush(f);
+    offset = std::max(0L, std::ftell(f));
+  }
+  if (Status s = AppendOutputIndex(dir_, attempt, static_cast<uint64_t>(offsets[0]),
+                                   static_cast<uint64_t>(offsets[1]));
+      !s.ok()) {
+    // `ztune logs` then cannot find this attempt's part; the trial goes on.
+    spdlog::warn("trial output index: {}", s.message());
+  }
+  for (std::FILE* f : {out_, err_}) {
+    if (f == nullptr) continue;
     std::fwrite(line.data(), 1, line.size(), f);
     std::fputc('\n', f);
     std::fflush(f);

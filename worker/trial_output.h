@@ -14,6 +14,7 @@
 // the old files, what it writes after in the new ones.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <deque>
 #include <mutex>
@@ -26,20 +27,24 @@ namespace ztune::worker {
 class TrialOutput {
  public:
   // Takes ownership of the two read ends (non-blocking). `dir` is the trial's
-  // directory; the files are opened for appending.
-  TrialOutput(int stdout_fd, int stderr_fd, const std::string& dir);
+  // directory; the files are opened for appending and get `header`, the
+  // header line of `attempt`, before any byte of the child's.
+  TrialOutput(int stdout_fd, int stderr_fd, const std::string& dir, uint64_t attempt,
+              std::string_view header);
   ~TrialOutput();  // Stop()
   TrialOutput(const TrialOutput&) = delete;
   TrialOutput& operator=(const TrialOutput&) = delete;
 
   // Copies what is readable now to the current files, then writes into
-  // `dir`'s files from here on.
-  void SwitchTo(const std::string& dir);
+  // `dir`'s files from here on, starting with `header`, the header line of
+  // `attempt` (actor reuse: the files of another trial).
+  void SwitchTo(const std::string& dir, uint64_t attempt, std::string_view header);
+  // Back to the files of `dir`, whose attempt's part goes on (a declined
+  // reset): no header.
+  void ReturnTo(const std::string& dir);
   // Copies what is readable now to the current files (before quoting the
   // stderr tail of a child that just died).
   void Flush();
-  // Writes `line` (plus '\n') to both current files, e.g. the attempt header.
-  void Header(std::string_view line);
   // The last lines of stderr (at most 20 lines and 4 KiB), joined by '\n'.
   std::string StderrTail() const;
   // Copies what is left (until both pipes report end of file or nothing is
@@ -53,6 +58,12 @@ class TrialOutput {
   bool DrainLocked(int& fd, std::FILE* file, bool is_stderr);
   bool& MidLineLocked(std::FILE* file) { return file == out_ ? out_mid_line_ : err_mid_line_; }
   void OpenLocked(const std::string& dir);
+  // Drains the pipes into the current files, then opens `dir`'s.
+  void SwitchLocked(const std::string& dir);
+  // Writes `line` (plus '\n'), the header of `attempt`, to both files, and
+  // records where it starts in the directory's output index
+  // (trial_output_index.h), so that `ztune logs` finds each attempt's part.
+  void HeaderLocked(uint64_t attempt, std::string_view line);
   void CloseFilesLocked();
   void RememberStderrLocked(std::string_view bytes);
 
@@ -61,6 +72,7 @@ class TrialOutput {
   int stderr_fd_ = -1;            // GUARDED_BY(mu_)
   std::FILE* out_ = nullptr;      // GUARDED_BY(mu_)
   std::FILE* err_ = nullptr;      // GUARDED_BY(mu_)
+  std::string dir_;               // GUARDED_BY(mu_): the files' directory
   // Whether the file's last byte is not a '\n' (output cut mid-line, a
   // progress bar): a header then starts on a new line. GUARDED_BY(mu_)
   bool out_mid_line_ = false;

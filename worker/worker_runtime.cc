@@ -402,6 +402,8 @@ void WorkerRuntime::HandleMessage(protocol::Message message) {
           HandleChunk(body, message.payload);
         } else if constexpr (std::is_same_v<T, protocol::Credit>) {
           HandleCredit(body);
+        } else if constexpr (std::is_same_v<T, protocol::ReadLog>) {
+          HandleReadLog(body);
         } else if constexpr (protocol::kIsActorCommand<T>) {
           RouteActorCommand(std::move(message));
         } else {

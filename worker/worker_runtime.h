@@ -171,6 +171,9 @@ class WorkerRuntime {
   // Tells the head to stop sending the payload of `rid`.
   void CancelIncomingPayload(uint64_t rid);
   void HandleAck(const protocol::Ack& m);
+  // Answers from the trial's output files (trial_output_index.h), on this
+  // thread: at most protocol::kMaxReadLogBytes of one file, no actor needed.
+  void HandleReadLog(const protocol::ReadLog& m);
 
   // ---- runner events ----
   void HandleRunnerEvents();

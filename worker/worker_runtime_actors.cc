@@ -11,6 +11,8 @@
 #include <spdlog/spdlog.h>
 
 #include "worker/actor_command_info.h"
+#include "worker/trial_log.h"
+#include "worker/trial_output_index.h"
 
 namespace ztune::worker {
 
@@ -328,6 +330,32 @@ void WorkerRuntime::CheckStopDeadlines(TimeMs now) {
 
 std::string WorkerRuntime::NoActorError(const ActorKey& key) const {
   return "no actor for " + key.ToString() + " on worker " + options_.worker_id;
+}
+
+void WorkerRuntime::HandleReadLog(const protocol::ReadLog& m) {
+  if (m.rid == 0) return;
+  const ActorKey key{m.trial_id, m.attempt};
+  const uint64_t limit =
+      std::min(m.limit == 0 ? protocol::kMaxReadLogBytes : m.limit, protocol::kMaxReadLogBytes);
+  // Liveness before the read: an actor that ends in between has written
+  // everything by the time the file is read, so "not live" means complete.
+  bool live = actors_.count(key) > 0;
+  for (const DyingActor& d : dying_) live = live || d.key == key;
+  auto slice = ReadOutputSection(TrialDir(options_.work_dir, m.trial_id), m.stream, m.attempt,
+                                 m.offset, limit);
+  protocol::Reply r;
+  r.rid = m.rid;
+  r.trial_id = m.trial_id;
+  r.attempt = m.attempt;
+  r.ok = slice.ok();
+  if (!slice.ok()) {
+    r.error = slice.status().message();
+    r.data = Json{{"code", StatusCodeName(slice.status().code())}, {"live", live}};
+    SendOrHold(protocol::Message{std::move(r), {}});
+    return;
+  }
+  r.data = Json{{"size", slice->size}, {"live", live}};
+  SendOrHold(protocol::Message{std::move(r), std::move(slice->bytes)});
 }
 
 void WorkerRuntime::SendReply(uint64_t rid, const ActorKey& key, bool ok, std::string error,

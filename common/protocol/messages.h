@@ -322,10 +322,41 @@ struct Credit {
   }
 };
 
+// ---- head -> worker: reads that need no actor ----
+
+// Bytes of what a trial's attempt wrote to its `stream` ("stdout" or
+// "stderr") on this worker: [offset, offset + n) of that attempt's section of
+// the file (from its header line to the next attempt's header or the end),
+// n <= min(limit, kMaxReadLogBytes). Answered by a REPLY with the bytes as its
+// payload frame and data {"size": the section's bytes so far, "live": whether
+// an actor of (trial_id, attempt) is hosted here, so the section may grow};
+// refused: ok=false, data {"code": a status code name, e.g. "NotFound",
+// "live"}. Served by the control thread from the files; the actor may be
+// long gone.
+struct ReadLog {
+  uint64_t rid = 0;
+  std::string trial_id;
+  uint64_t attempt = 0;
+  std::string stream = "stdout";
+  uint64_t offset = 0;
+  uint64_t limit = 0;
+  template <class V>
+  void Visit(V& v) {
+    v("rid", rid, Need::kRequired);
+    v("trial_id", trial_id, Need::kRequired);
+    v("attempt", attempt, Need::kRequired);
+    v("stream", stream, Need::kOptional);
+    v("offset", offset, Need::kOptional);
+    v("limit", limit, Need::kOptional);
+  }
+};
+// A ReadLog answer stays below the size that would make it a chunked payload.
+inline constexpr uint64_t kMaxReadLogBytes = 256 << 10;
+
 // The variant order fixes the command byte (index + 1); append only.
-using Body = std::variant<Register, Reply, ResultBatch, Heartbeat, Disconnect, Registered,
-                          CreateActor, Train, Save, Restore, Reset, Stop, Export, Ack, Chunk,
-                          Credit>;
+using Body =
+    std::variant<Register, Reply, ResultBatch, Heartbeat, Disconnect, Registered, CreateActor,
+                 Train, Save, Restore, Reset, Stop, Export, Ack, Chunk, Credit, ReadLog>;
 
 // Commands addressed to an existing actor (by trial_id, attempt).
 template <class T>

@@ -43,6 +43,7 @@ A ``Client`` and its socket belong to one thread: use one ``Client`` per thread.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import os
@@ -79,7 +80,8 @@ MAX_REQUEST_BYTES = 16 << 20
 #: Ops that only read head state. Only these are resent after a timeout: a
 #: resent submit/add_trial/stop/pause/resume could be applied twice.
 READ_ONLY_OPS = frozenset(
-    {"experiments", "experiment", "status", "trials", "trial", "results", "workers"}
+    {"experiments", "experiment", "status", "trials", "trial", "results", "workers",
+     "checkpoint", "logs"}
 )
 #: The head never asks for a longer back-off than this (as client/client.cc):
 #: a confused head cannot park the client for long.
@@ -761,6 +763,31 @@ class Client:
     def results(self, trial_id: str, *, page_size: Optional[int] = None) -> List[Dict[str, Any]]:
         """Every stored result of the trial (all pages), each iteration once."""
         return list(self.iter_results(trial_id, page_size=page_size))
+
+    def logs(self, trial_id: str, *, stream: str = "stdout", attempt: Optional[int] = None) -> bytes:
+        """What the trial's process trainable wrote to ``stream`` ("stdout" or
+        "stderr") so far: every attempt the head remembers, oldest first, or
+        only ``attempt``; each attempt's part starts with its header line. Read
+        page by page through the head from the workers that ran the attempts
+        (``ztune logs`` without ``--follow``)."""
+        def page(a: Optional[int], offset: int) -> Dict[str, Any]:
+            args: Dict[str, Any] = {"trial_id": trial_id, "stream": stream, "offset": offset}
+            if a is not None:
+                args["attempt"] = a
+            return self.request("logs", **args)
+
+        first = page(attempt, 0)
+        attempts = [attempt] if attempt is not None else sorted(first.get("attempts") or [])
+        out = bytearray()
+        for a in attempts:
+            offset = 0
+            while True:
+                reply = first if (a == first.get("attempt") and offset == 0) else page(a, offset)
+                out += base64.b64decode(reply["data"])
+                offset = reply["next_offset"]
+                if offset >= reply["size"]:
+                    break
+        return bytes(out)
 
     def workers(self) -> List[Dict[str, Any]]:
         """Every WorkerDoc the head knows, dead ones too (``alive``)."""

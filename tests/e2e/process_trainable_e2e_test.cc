@@ -423,7 +423,8 @@ TEST(ProcessTrainableE2ETest, FunctionApiRunsToTheStopCriterion) {
     // the worker removes its save/restore directories.
     for (const auto& entry : fs::directory_iterator(TrialDir(cluster, "a", id))) {
       const std::string name = entry.path().filename().string();
-      EXPECT_FALSE(StartsWith(name, ".ztune-")) << "left behind: " << entry.path();
+      EXPECT_FALSE(entry.is_directory() && StartsWith(name, ".ztune-"))
+          << "left behind: " << entry.path();
     }
   }
   std::vector<TrialProcess> left;
@@ -1257,6 +1258,133 @@ TEST(ProcessTrainableE2ETest, EveryHeaderStartsOnALineOfItsOwn) {
        p = out.find("==== ztune: ", p + 1)) {
     EXPECT_TRUE(p == 0 || out[p - 1] == '\n') << "a header in the middle of a line:\n" << out;
   }
+}
+
+// ---------------------------------------------------------------------------
+// 11. `ztune logs`: a trial's output read through the head from its worker.
+
+// What `ztune logs ARGS` printed to stdout, and its exit code.
+CommandResult Logs(const LocalCluster& cluster, const std::string& args) {
+  return cluster.Cli("logs " + args, /*stdout_only=*/true);
+}
+
+// Every attempt, one attempt, stderr, each trial only its own bytes (the
+// worker's files byte for byte), --follow on a finished trial, and refusals.
+// misbehave exit3 at step 2 with max_failures 1 gives two attempts for sure.
+TEST(ProcessTrainableE2ETest, LogsShowEachAttemptsOutputThroughTheHead) {
+  ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
+  LocalCluster cluster("proc-logs-cli", kTiming);
+  LeftoverReaper reaper(cluster);
+  cluster.StartHead();
+  cluster.StartWorker("a", 2, Hosting(cluster));
+  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  const std::string failing = SubmitSpec(cluster, R"({"trainable": "misbehave",
+      "param_space": {"mode": "exit3", "at_step": 2},
+      "stop": {"training_iteration": 3}, "max_failures": 1})",
+                                         "failing");
+  const std::string counting = SubmitSpec(cluster, R"({"trainable": "counter_class",
+      "param_space": {"start": {"grid_search": [0, 1000]}},
+      "stop": {"training_iteration": 5}})",
+                                          "counting");
+  ASSERT_FALSE(failing.empty());
+  ASSERT_FALSE(counting.empty());
+  ASSERT_TRUE(WaitFinished(cluster, failing)) << Diagnostics(cluster, failing);
+  ASSERT_TRUE(WaitFinished(cluster, counting)) << Diagnostics(cluster, counting);
+
+  const std::string f = TrialId(failing, 0);
+  ASSERT_EQ(GetTrial(cluster, f)["num_failures"], 2);
+  const std::string err_file = TrialFile(cluster, "a", f, "stderr");
+  ASSERT_EQ(Headers(err_file).size(), 2u) << err_file;
+  const size_t second = err_file.find(HeaderPrefix(f, 2));
+  ASSERT_NE(second, std::string::npos);
+
+  auto all = Logs(cluster, f + " --stderr");
+  EXPECT_EQ(all.exit_code, 0) << all.out;
+  EXPECT_EQ(all.out, err_file);
+  EXPECT_EQ(Count(all.out, "about to exit 3"), 2u) << all.out;
+  auto first = Logs(cluster, f + " --stderr --attempt 1");
+  EXPECT_EQ(first.exit_code, 0);
+  EXPECT_EQ(first.out, err_file.substr(0, second));
+  auto retry = Logs(cluster, f + " --stderr --attempt 2");
+  EXPECT_EQ(retry.exit_code, 0);
+  EXPECT_EQ(retry.out, err_file.substr(second));
+  EXPECT_EQ(Logs(cluster, f).out, TrialFile(cluster, "a", f, "stdout"));
+  auto missing = cluster.Cli("logs " + f + " --attempt 3");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_TRUE(Contains(missing.out, "no output of attempt 3 (attempts with output: [1,2])"))
+      << missing.out;
+
+  for (int k = 0; k < 2; ++k) {
+    const std::string id = TrialId(counting, k);
+    const std::string other = TrialId(counting, 1 - k);
+    const std::string file = TrialFile(cluster, "a", id, "stdout");
+    auto out = Logs(cluster, id);
+    EXPECT_EQ(out.exit_code, 0);
+    EXPECT_EQ(out.out, file);
+    EXPECT_EQ(StepLines(out.out).size(), 5u) << out.out;
+    EXPECT_FALSE(Contains(out.out, other)) << out.out;
+    // A finished trial: --follow shows it all and ends.
+    auto follow = Logs(cluster, id + " --follow");
+    EXPECT_EQ(follow.exit_code, 0);
+    EXPECT_EQ(follow.out, file);
+  }
+  auto unknown = cluster.Cli("logs e0999_00000");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_TRUE(Contains(unknown.out, "unknown trial 'e0999_00000'")) << unknown.out;
+}
+
+// --follow started with the submission (the trial may not have started yet)
+// shows the output as it grows and ends when the trial has finished, with
+// everything the trial printed.
+TEST(ProcessTrainableE2ETest, LogsFollowARunningTrialToItsEnd) {
+  ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
+  LocalCluster cluster("proc-logs-follow", kTiming);
+  LeftoverReaper reaper(cluster);
+  cluster.StartHead();
+  cluster.StartWorker("a", 1, Hosting(cluster));
+  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  const std::string exp = SubmitSpec(cluster, R"({"trainable": "counter_class",
+      "param_space": {"start": 0}, "stop": {"training_iteration": 300}})",
+                                     "spec");
+  ASSERT_FALSE(exp.empty());
+  const std::string id = TrialId(exp, 0);
+  auto follow = Logs(cluster, id + " --follow");
+  EXPECT_EQ(follow.exit_code, 0) << cluster.Logs();
+  EXPECT_EQ(StatusOf(GetTrial(cluster, id)), "TERMINATED");
+  EXPECT_EQ(follow.out, TrialFile(cluster, "a", id, "stdout"));
+  const auto steps = StepLines(follow.out);
+  ASSERT_EQ(steps.size(), 300u) << follow.out;
+  EXPECT_EQ(steps.back().first, 300);
+}
+
+// A built-in trainable writes no stdout: the refusal says so. Once its worker
+// is gone, the refusal says where the output stays.
+TEST(ProcessTrainableE2ETest, LogsOfABuiltInTrainableOrAGoneWorkerSayWhy) {
+  LocalCluster cluster("proc-logs-refusals", kTiming);
+  cluster.StartHead();
+  cluster.StartWorker("a", 1);
+  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  const std::string exp = SubmitSpec(cluster, R"({"trainable": "quadratic",
+      "param_space": {"lr": 0.1}, "stop": {"training_iteration": 2}})",
+                                     "spec");
+  ASSERT_FALSE(exp.empty());
+  ASSERT_TRUE(WaitFinished(cluster, exp)) << Diagnostics(cluster, exp);
+  const std::string id = TrialId(exp, 0);
+  auto builtin = cluster.Cli("logs " + id);
+  EXPECT_EQ(builtin.exit_code, 1);
+  EXPECT_TRUE(Contains(builtin.out, "NotFound")) << builtin.out;
+  EXPECT_TRUE(Contains(builtin.out, "only process trainables write stdout")) << builtin.out;
+
+  cluster.worker(0).Kill(SIGKILL);
+  ASSERT_TRUE(WaitFor([&] {
+    Json w = cluster.CliJson("workers");
+    return w.is_object() && w["workers"].size() == 1 && w["workers"][0]["alive"] == false;
+  })) << cluster.Logs();
+  auto gone = cluster.Cli("logs " + id);
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_TRUE(Contains(gone.out, "Unavailable")) << gone.out;
+  EXPECT_TRUE(Contains(gone.out, "not connected")) << gone.out;
+  EXPECT_TRUE(Contains(gone.out, "on host ")) << gone.out;
 }
 
 }  // namespace

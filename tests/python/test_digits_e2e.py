@@ -241,6 +241,10 @@ class DigitsClusterTest(unittest.TestCase):
             out = output()
             self.assertIn("==== ztune: trial %s attempt 1 on worker" % tid, out)
             self.assertIn("trial %s: %d hidden units" % (tid, t["config"]["hidden"]), out)
+            # The same bytes through the head (ztune logs), read from that worker.
+            self.assertEqual(self.client.logs(tid).decode(), out)
+            self.assertIn("==== ztune: trial %s attempt 1" % tid,
+                          self.client.logs(tid, stream="stderr", attempt=1).decode())
 
         best = self.client.best_trial(exp)
         accuracies = {t["trial_id"]: t["last_result"]["accuracy"] for t in trials}
