@@ -17,4 +17,10 @@ inline constexpr int kMaxJsonDepth = 64;
 // with its position, or nesting deeper than `max_depth` levels).
 Result<Json> ParseJson(std::string_view text, int max_depth = kMaxJsonDepth);
 
+// ParseJson for files people write by hand (a worker's --trainables): an
+// object that names a key twice is refused, naming the key. nlohmann keeps
+// the last value silently, so a copied-and-edited entry would replace the
+// one above it without a word.
+Result<Json> ParseJsonNoDuplicateKeys(std::string_view text, int max_depth = kMaxJsonDepth);
+
 }  // namespace ztune

@@ -414,6 +414,9 @@ Result<Json> ClientService::Checkpoint(const TrialId& trial_id, std::optional<in
              {"offset", from},
              {"data", Base64Encode(std::string_view(bytes).substr(from, n))}};
   reply["next_offset"] = from + n < size ? Json(from + n) : Json();
+  // The last page was served: a whole checkpoint (up to the largest a worker
+  // may send) must not stay in the head's memory until the next read.
+  if (from + n >= size) cached_checkpoint_ = {};
   return reply;
 }
 

@@ -71,7 +71,8 @@ class ClientService {
   Json ResourcesDoc() const;
 
   TrialRunner& runner_;
-  // The checkpoint the last `checkpoint` read served, whole (head loop only).
+  // The checkpoint `checkpoint` reads are serving, whole, until its last
+  // page is served (head loop only).
   struct CachedCheckpoint {
     TrialId trial_id;
     uint64_t id = 0;

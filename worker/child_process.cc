@@ -20,7 +20,7 @@ namespace {
 
 // What the child reports over the exec-error pipe when it cannot start.
 struct ExecFailure {
-  int stage;  // 1 chdir, 2 execve
+  int stage;  // 1 chdir, 2 execve, 3 moving the descriptors to 0..5
   int error;
 };
 
@@ -48,24 +48,28 @@ void SetNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK
   sigemptyset(&dfl.sa_mask);
   // The worker ignores SIGPIPE; a trainable should see the default.
   for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);
+  // Until the descriptors are in place the error pipe is wherever it is now.
+  int error_fd = fds[5];
+  auto fail = [&error_fd](int stage) {
+    ExecFailure f{stage, errno};
+    ssize_t n = write(error_fd, &f, sizeof(f));
+    (void)n;
+    _exit(127);
+  };
   int high[6];
   for (int i = 0; i < 6; ++i) {
     high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10);
-    if (high[i] < 0) _exit(127);
+    if (high[i] < 0) fail(3);
   }
+  error_fd = high[5];
   for (int i = 0; i < 6; ++i) {
-    if (dup2(high[i], i) < 0) _exit(127);
+    if (dup2(high[i], i) < 0) fail(3);
   }
+  error_fd = 5;
   fcntl(5, F_SETFD, FD_CLOEXEC);
   if (close_range(6, ~0U, 0) != 0) {
     for (int fd = 6; fd < 65536; ++fd) close(fd);
   }
-  auto fail = [](int stage) {
-    ExecFailure f{stage, errno};
-    ssize_t n = write(5, &f, sizeof(f));
-    (void)n;
-    _exit(127);
-  };
   if (cwd[0] != '\0' && chdir(cwd) != 0) fail(1);
   execve(program, argv, envp);
   fail(2);
@@ -222,7 +226,9 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const SpawnOptions& op
   CloseFd(exec_err[0]);
   if (n == static_cast<ssize_t>(sizeof(failure))) {
     child->Terminate(0);
-    const std::string what = failure.stage == 1 ? "chdir to " + options.cwd : "execve " + *program;
+    const std::string what = failure.stage == 1   ? "chdir to " + options.cwd
+                             : failure.stage == 2 ? "execve " + *program
+                                                  : std::string("setting up its descriptors 0..5");
     return Status::InvalidArgument("cannot start " + argv0 + ": " + what + ": " +
                                    strerror(failure.error));
   }

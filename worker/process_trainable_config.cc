@@ -27,7 +27,7 @@ bool PrintableName(const std::string& name) {
 Result<std::vector<ProcessTrainableSpec>> ParseProcessTrainables(std::string_view json_text,
                                                                  const std::string& base_dir,
                                                                  const std::string& source) {
-  auto doc = ParseJson(json_text);
+  auto doc = ParseJsonNoDuplicateKeys(json_text);
   if (!doc.ok()) return Status::InvalidArgument(source + ": " + doc.status().message());
   if (!doc->is_object()) {
     return Status::InvalidArgument(source +
@@ -55,6 +55,13 @@ Result<std::vector<ProcessTrainableSpec>> ParseProcessTrainables(std::string_vie
           spec.argv.push_back(a.get<std::string>());
         }
         if (spec.argv[0].empty()) return Status::InvalidArgument(at + "[0] is empty");
+        // A relative program path ("./train.sh", "bin/run") is relative to
+        // the trainables file, as `cwd` is: the child's own working
+        // directory (the trial's) is no place to look for it.
+        if (spec.argv[0].find('/') != std::string::npos && spec.argv[0][0] != '/') {
+          spec.argv[0] =
+              (std::filesystem::path(base_dir) / spec.argv[0]).lexically_normal().string();
+        }
       } else if (key == "env") {
         if (!value.is_object())
           return Status::InvalidArgument(at + " must be an object of strings");

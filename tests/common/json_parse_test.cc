@@ -37,5 +37,23 @@ TEST(JsonParseTest, SyntaxErrorsAreValuesNotExceptions) {
   }
 }
 
+TEST(JsonParseTest, DuplicateKeysAreRefusedOnlyWhenAsked) {
+  const std::string twice = R"({"a": {"x": 1, "y": 2}, "b": [{"x": 1}, {"x": 2}], "a": {}})";
+  auto lenient = ParseJson(twice);
+  ASSERT_TRUE(lenient.ok());
+  EXPECT_EQ((*lenient)["a"], Json::object());  // nlohmann keeps the last
+  auto strict = ParseJsonNoDuplicateKeys(twice);
+  ASSERT_FALSE(strict.ok());
+  EXPECT_EQ(strict.status().message(), "key 'a' appears twice in one object");
+  // Nested, and the same key in sibling objects is fine.
+  EXPECT_TRUE(
+      ParseJsonNoDuplicateKeys(R"({"b": [{"x": 1}, {"x": 2}], "c": {"x": {"x": 3}}})").ok());
+  auto nested = ParseJsonNoDuplicateKeys(R"({"c": {"env": {"P": "1", "P": "2"}}})");
+  ASSERT_FALSE(nested.ok());
+  EXPECT_NE(nested.status().message().find("'P'"), std::string::npos);
+  // The depth bound still holds.
+  EXPECT_FALSE(ParseJsonNoDuplicateKeys(Nested(kMaxJsonDepth + 1)).ok());
+}
+
 }  // namespace
 }  // namespace ztune

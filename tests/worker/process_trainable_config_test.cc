@@ -85,6 +85,20 @@ TEST(ProcessTrainableConfigTest, ParsesAValidFile) {
   EXPECT_TRUE(empty->empty());
 }
 
+// A relative program path is found next to the trainables file (as a
+// relative cwd is), not in the trial's directory the child starts in; a
+// bare name is still looked up in PATH; arguments stay as written.
+TEST(ProcessTrainableConfigTest, RelativeProgramPathsAreRelativeToTheFile) {
+  auto r = Parse(R"({"dot": {"argv": ["./train.sh", "./data"]},
+                     "sub": {"argv": ["bin/../run", "x"]},
+                     "bare": {"argv": ["python3", "t.py"]}})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto specs = ByName(*r);
+  EXPECT_EQ(specs.at("dot").argv, (std::vector<std::string>{"/etc/ztune/train.sh", "./data"}));
+  EXPECT_EQ(specs.at("sub").argv, (std::vector<std::string>{"/etc/ztune/run", "x"}));
+  EXPECT_EQ(specs.at("bare").argv, (std::vector<std::string>{"python3", "t.py"}));
+}
+
 TEST(ProcessTrainableConfigTest, GraceIsRoundedToMilliseconds) {
   auto r = Parse(R"({"a": {"argv": ["p"], "stop_grace_s": 0.0004},
                      "b": {"argv": ["p"], "stop_grace_s": 0.0006},
@@ -117,6 +131,14 @@ TEST(ProcessTrainableConfigTest, RefusesUnknownKeysNamingTheKnownOnes) {
   ExpectRefused(R"({"a": {"ARGV": ["p"]}})",
                 std::string(kSource) +
                     ": trainable 'a': unknown key 'ARGV' (known: argv, env, cwd, stop_grace_s)");
+}
+
+// A copied-and-edited entry must not silently replace the one above it.
+TEST(ProcessTrainableConfigTest, RefusesATrainableOrKeyNamedTwice) {
+  ExpectRefused(R"({"a": {"argv": ["p"]}, "a": {"argv": ["q"]}})",
+                std::string(kSource) + ": key 'a' appears twice in one object");
+  ExpectRefused(R"({"a": {"argv": ["p"], "argv": ["q"]}})",
+                std::string(kSource) + ": key 'argv' appears twice in one object");
 }
 
 TEST(ProcessTrainableConfigTest, RefusesBadArgv) {
