@@ -8,10 +8,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -93,7 +99,49 @@ bool ReapOne(pid_t who, pid_t main_pid, std::optional<ExitStatus>& main_exit, in
   return true;
 }
 
+// Set once this process became a child subreaper (the first Spawn).
+std::atomic<bool> g_subreaper{false};
+
+// State, process group and session of `pid` from /proc/<pid>/stat; false if
+// it is gone. The command name may hold spaces and parentheses: parse after
+// the last ')'.
+bool ReadStat(pid_t pid, char& state, pid_t& pgrp, pid_t& session) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(in, text)) return false;
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return false;
+  std::istringstream rest(text.substr(close + 1));
+  pid_t ppid = 0;
+  return static_cast<bool>(rest >> state >> ppid >> pgrp >> session);
+}
+
 }  // namespace
+
+int ReapOrphanedDescendants(const std::set<pid_t>& managed_groups) {
+  if (!g_subreaper.load()) return 0;
+  const pid_t own_group = getpgrp();
+  const pid_t own_session = getsid(0);
+  // Children hang off the thread that forked them, or, re-parented, off any
+  // thread of this process: read every task's list.
+  std::vector<pid_t> children;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream in(task.path() / "children");
+    pid_t pid = 0;
+    while (in >> pid) children.push_back(pid);
+  }
+  int reaped = 0;
+  for (pid_t pid : children) {
+    char state = 0;
+    pid_t pgrp = 0, session = 0;
+    if (!ReadStat(pid, state, pgrp, session) || state != 'Z') continue;
+    if (managed_groups.count(pgrp) > 0 || pgrp == own_group) continue;
+    if (session == own_session && pgrp == pid) continue;
+    if (waitpid(pid, nullptr, WNOHANG) == pid) ++reaped;
+  }
+  return reaped;
+}
 
 // ---------------- ProcessGroup ----------------
 
@@ -159,6 +207,7 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const SpawnOptions& op
     // Orphans of a trainable (its own children, once it died) re-parent to
     // this process, stay in the group and are reaped by Terminate.
     prctl(PR_SET_CHILD_SUBREAPER, 1);
+    g_subreaper.store(true);
   });
   if (options.argv.empty()) return Status::InvalidArgument("argv is empty");
   const std::string& argv0 = options.argv[0];

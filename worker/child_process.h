@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,17 @@ struct ExitStatus {
   // "exited with status 3" / "was killed by signal 11 (Segmentation fault)"
   std::string ToString() const;
 };
+
+// Reaps zombie children that no ChildProcess waits for: descendants of a
+// trainable that left its process group (setsid, start_new_session=True, a
+// daemon) re-parent to the worker, which is a child subreaper once it has
+// spawned a trainable, and would stay zombies for the worker's life. Left
+// alone: members of `managed_groups` (the groups of live and dying actors,
+// reaped by their owners), group leaders in the worker's own session (a
+// trainable's main process, whose group may not be recorded yet), and
+// anything in the worker's own process group. Returns how many were reaped.
+// Control thread, about once per heartbeat; a no-op before the first Spawn.
+int ReapOrphanedDescendants(const std::set<pid_t>& managed_groups);
 
 class ChildProcess {
  public:

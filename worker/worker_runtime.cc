@@ -160,7 +160,24 @@ Status WorkerRuntime::OnTimers(TimeMs now) {
   }
   CheckStopDeadlines(now);
   CheckDyingActors(now);
+  if (now - last_orphan_sweep_ >= heartbeat_ms_) {
+    last_orphan_sweep_ = now;
+    ReapOrphans();
+  }
   return Status::Ok();
+}
+
+void WorkerRuntime::ReapOrphans() {
+  std::set<pid_t> managed;
+  for (const auto& [key, slot] : actors_) {
+    if (slot.group != nullptr && slot.group->pgid() > 0) managed.insert(slot.group->pgid());
+  }
+  for (const DyingActor& d : dying_) {
+    if (d.group != nullptr && d.group->pgid() > 0) managed.insert(d.group->pgid());
+  }
+  if (const int n = ReapOrphanedDescendants(managed); n > 0) {
+    spdlog::debug("reaped {} exited process(es) that had left their trial's process group", n);
+  }
 }
 
 int64_t WorkerRuntime::PollTimeoutMs(TimeMs now) const {

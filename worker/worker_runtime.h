@@ -178,12 +178,16 @@ class WorkerRuntime {
   // ---- runner events ----
   void HandleRunnerEvents();
   void HandleRunnerEvent(RunnerEvent event);
-  void FinishActor(const ActorKey& key, const RunnerEvent& last);
-  void KillActor(const ActorKey& key);
+  // Both take the key by value: callers pass keys that live in actors_, whose
+  // entry they erase.
+  void FinishActor(ActorKey key, const RunnerEvent& last);
+  void KillActor(ActorKey key);
   void CheckStopDeadlines(TimeMs now);
   // Escalates to SIGKILL and answers the pending commands of dying actors
   // whose groups emptied.
   void CheckDyingActors(TimeMs now);
+  // ReapOrphanedDescendants with the groups of actors_ and dying_.
+  void ReapOrphans();
   // Answers a killed actor's pending commands with `error`.
   void AnswerKilled(const ActorKey& key, const std::deque<PendingCommand>& pending,
                     const std::string& error);
@@ -223,6 +227,7 @@ class WorkerRuntime {
   TimeMs next_register_at_ = 0;
   TimeMs last_heard_ = 0;  // last message from the head (any message counts)
   TimeMs last_sent_ = 0;
+  TimeMs last_orphan_sweep_ = 0;  // ReapOrphans, once per heartbeat interval
   TimeMs last_drop_warn_ = -1'000'000;
   uint64_t dropped_since_warn_ = 0;
   std::deque<protocol::Message> held_;  // replies made while not registered

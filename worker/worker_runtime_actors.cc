@@ -209,7 +209,7 @@ void WorkerRuntime::HandleRunnerEvent(RunnerEvent event) {
   if (event.exited) FinishActor(slot_key, event);
 }
 
-void WorkerRuntime::FinishActor(const ActorKey& key, const RunnerEvent& last) {
+void WorkerRuntime::FinishActor(ActorKey key, const RunnerEvent& last) {
   auto it = actors_.find(key);
   if (it == actors_.end()) return;
   ActorSlot slot = std::move(it->second);
@@ -236,7 +236,7 @@ void WorkerRuntime::FinishActor(const ActorKey& key, const RunnerEvent& last) {
   spdlog::debug("actor {} ended ({})", key.ToString(), stopped ? "stopped" : last.error);
 }
 
-void WorkerRuntime::KillActor(const ActorKey& key) {
+void WorkerRuntime::KillActor(ActorKey key) {
   auto it = actors_.find(key);
   if (it == actors_.end()) return;
   ActorSlot slot = std::move(it->second);
