@@ -27,9 +27,13 @@ class TrialOutputTest : public ::testing::Test {
              ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(root_);
     fs::create_directories(root_);
+    NewPipes();
+  }
+  // The child's stdout and stderr; TrialOutput takes (and closes) the
+  // non-blocking read ends.
+  void NewPipes() {
     ASSERT_EQ(pipe2(out_, O_CLOEXEC), 0);
     ASSERT_EQ(pipe2(err_, O_CLOEXEC), 0);
-    // TrialOutput reads non-blocking ends.
     ASSERT_EQ(fcntl(out_[0], F_SETFL, O_NONBLOCK), 0);
     ASSERT_EQ(fcntl(err_[0], F_SETFL, O_NONBLOCK), 0);
   }
@@ -87,10 +91,7 @@ TEST_F(TrialOutputTest, EachAttemptReadsBackOnlyItsOwnPart) {
     Finish(*output);
   }
   // A retry appends to the same files.
-  ASSERT_EQ(pipe2(out_, O_CLOEXEC), 0);
-  ASSERT_EQ(pipe2(err_, O_CLOEXEC), 0);
-  ASSERT_EQ(fcntl(out_[0], F_SETFL, O_NONBLOCK), 0);
-  ASSERT_EQ(fcntl(err_[0], F_SETFL, O_NONBLOCK), 0);
+  NewPipes();
   {
     auto output = Open(dir, 2, "==== attempt 2 ====");
     Out("two, cut mid-line");
