@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/base64.h"
+#include "head/client_reply.h"
 #include "storage/keys.h"
 
 namespace ztune::head {
@@ -133,7 +134,7 @@ Json ClientService::Handle(const Json& request, const ClientCaller& caller) {
     result = ztune::Status::InvalidArgument(std::string("bad request: ") + e.what());
   }
   if (!result.ok())
-    return ErrorReply(reply.contains("rid") ? reply["rid"] : Json(), result.status());
+    return ClientErrorReply(reply.contains("rid") ? reply["rid"] : Json(), result.status());
   Json out = std::move(result).value();
   for (auto it = out.begin(); it != out.end(); ++it) reply[it.key()] = it.value();
   reply["ok"] = true;
@@ -240,14 +241,6 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request,
       "unknown op '" + op +
       "' (known: submit, add_trial, experiments, experiment, status, trials, trial, results, "
       "checkpoint, logs, workers, stop, pause, resume)");
-}
-
-Json ClientService::ErrorReply(const Json& rid, const ztune::Status& status) {
-  Json reply{{"ok", false},
-             {"error", {{"code", StatusCodeName(status.code())}, {"message", status.message()}}}};
-  // A request without a rid gets a reply without one.
-  if (!rid.is_null()) reply["rid"] = rid;
-  return reply;
 }
 
 Result<LogRead> ClientService::PlanLogRead(const Json& request) const {

@@ -46,8 +46,6 @@ class ClientService {
   // bad arguments, NotFound for an unknown trial or an attempt without a
   // remembered host.
   Result<LogRead> PlanLogRead(const Json& request) const;
-  // {"rid", "ok": false, "error": {"code", "message"}}; no "rid" when null.
-  static Json ErrorReply(const Json& rid, const ztune::Status& status);
 
   Json ExperimentDoc(const Experiment& e) const;
   Json TrialDoc(const Trial& t) const;

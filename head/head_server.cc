@@ -9,6 +9,7 @@
 #include "common/protocol/codec.h"
 #include "common/security/curve_socket.h"
 #include "common/zmq/socket_util.h"
+#include "head/client_reply.h"
 #include "storage/keys.h"
 
 namespace ztune::head {
@@ -334,7 +335,7 @@ void HeadServer::StartLogRead(const std::string& identity, const Json& request, 
   const Json rid = request.value("rid", Json());
   Result<LogRead> read = clients_.PlanLogRead(request);
   if (!read.ok()) {
-    SendClientReply(identity, ClientService::ErrorReply(rid, read.status()), delimited);
+    SendClientReply(identity, ClientErrorReply(rid, read.status()), delimited);
     return;
   }
   if (read->attempt == 0) {

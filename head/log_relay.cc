@@ -2,31 +2,17 @@
 
 #include "common/base64.h"
 #include "common/status.h"
+#include "head/client_reply.h"
 
 namespace ztune::head {
 namespace {
-
-// A request without a rid gets a reply without one (client-protocol.md).
-void SetRid(Json& reply, const Json& rid) {
-  if (rid.is_null()) {
-    reply.erase("rid");
-  } else {
-    reply["rid"] = rid;
-  }
-}
-
-Json ErrorReply(const Json& rid, StatusCode code, const std::string& message) {
-  Json reply{{"ok", false}, {"error", {{"code", StatusCodeName(code)}, {"message", message}}}};
-  SetRid(reply, rid);
-  return reply;
-}
 
 // A page: the resolved fields, then bytes [offset, offset + bytes) of a
 // section of `size` bytes so far.
 Json Page(const LogRead& read, const Json& rid, const std::string& bytes, uint64_t size,
           bool complete) {
   Json reply = read.doc;
-  SetRid(reply, rid);
+  SetReplyRid(reply, rid);
   reply["ok"] = true;
   reply["offset"] = read.offset;
   reply["size"] = size;
@@ -62,11 +48,11 @@ Json LogRelay::WorkerGone(const LogRead& read, const WorkerInfo* known, const Js
   const std::string where = known != nullptr && !known->host.empty()
                                 ? "on host " + known->host
                                 : std::string("on the machine it ran on");
-  return ErrorReply(rid, StatusCode::kUnavailable,
-                    Where(read) +
-                        ": that worker is not connected; its output stays in the "
-                        "trial's directory under the worker's --work-dir " +
-                        where);
+  return ClientErrorReply(
+      rid, Status::Unavailable(Where(read) +
+                               ": that worker is not connected; its output stays in the "
+                               "trial's directory under the worker's --work-dir " +
+                               where));
 }
 
 void LogRelay::Wait(uint64_t rid, Client client, LogRead read) {
@@ -86,8 +72,9 @@ std::optional<LogRelay::Answer> LogRelay::OnReply(const WorkerId& from,
   const auto live = data.is_object() ? data.find("live") : data.end();
   if (live == data.end() || !live->is_boolean()) {
     return Answer{std::move(p.client),
-                  ErrorReply(p.client.rid, StatusCode::kInternal,
-                             Where(read) + ": the worker's answer has no boolean \"live\"")};
+                  ClientErrorReply(p.client.rid,
+                                   Status::Internal(Where(read) + ": the worker's answer has no "
+                                                                  "boolean \"live\""))};
   }
   if (!reply.ok) {
     const auto code_it = data.find("code");
@@ -105,16 +92,18 @@ std::optional<LogRelay::Answer> LogRelay::OnReply(const WorkerId& from,
           "; only process trainables write stdout and stderr (a built-in trainable's lines "
           "are in trial.log in the same directory)";
     }
-    return Answer{p.client, ErrorReply(p.client.rid, code, message)};
+    return Answer{p.client, ClientErrorReply(p.client.rid, Status(code, message))};
   }
   const auto size_it = data.find("size");
   const bool size_ok = size_it != data.end() && size_it->is_number_integer() &&
                        (size_it->is_number_unsigned() || size_it->get<int64_t>() >= 0);
   if (!size_ok || payload.size() > read.limit ||
       size_it->get<uint64_t>() < read.offset + payload.size()) {
-    return Answer{p.client,
-                  ErrorReply(p.client.rid, StatusCode::kInternal,
-                             Where(read) + ": the worker's answer is malformed (size, bytes)")};
+    return Answer{
+        p.client,
+        ClientErrorReply(p.client.rid,
+                         Status::Internal(Where(read) + ": the worker's answer is malformed (size, "
+                                                        "bytes)"))};
   }
   const bool complete = !live->get<bool>() && !read.may_grow;
   return Answer{p.client, Page(read, p.client.rid, payload, size_it->get<uint64_t>(), complete)};
@@ -129,9 +118,10 @@ std::vector<LogRelay::Answer> LogRelay::TakeUnanswerable(const WorkerRegistry& r
       out.push_back(
           Answer{p.client, WorkerGone(p.read, registry.Find(p.read.worker_id), p.client.rid)});
     } else if (now >= p.deadline) {
-      out.push_back(Answer{p.client, ErrorReply(p.client.rid, StatusCode::kUnavailable,
-                                                Where(p.read) + ": no answer within " +
-                                                    std::to_string(timeout_ms_) + " ms")});
+      out.push_back(Answer{
+          p.client, ClientErrorReply(p.client.rid,
+                                     Status::Unavailable(Where(p.read) + ": no answer within " +
+                                                         std::to_string(timeout_ms_) + " ms"))});
     } else {
       ++it;
       continue;
