@@ -41,9 +41,10 @@ HeadClient::HeadClient(HeadClientOptions options)
 
 HeadClient::~HeadClient() { CloseSocket(); }
 
-bool HeadClient::IsReadOnlyOp(const std::string& op) {
+bool HeadClient::IsRetrySafeOp(const std::string& op) {
   return op == "experiments" || op == "experiment" || op == "status" || op == "trials" ||
-         op == "trial" || op == "results" || op == "workers" || op == "checkpoint" || op == "logs";
+         op == "trial" || op == "results" || op == "workers" || op == "checkpoint" ||
+         op == "logs" || op == "put_code";
 }
 
 Status HeadClient::EnsureSocket() {
@@ -92,7 +93,7 @@ Result<Json> HeadClient::Call(const std::string& op, Json args) {
   }
   if (options_.timeout_ms <= 0) return Status::InvalidArgument("timeout must be positive");
 
-  const int attempts = 1 + (IsReadOnlyOp(op) ? std::max(0, options_.read_retries) : 0);
+  const int attempts = 1 + (IsRetrySafeOp(op) ? std::max(0, options_.read_retries) : 0);
   SteadyClock clock;
   const TimeMs throttle_deadline = clock.NowMs() + options_.timeout_ms;
   for (int attempt = 1;; ++attempt) {

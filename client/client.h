@@ -87,8 +87,9 @@ class HeadClient {
   const std::string& endpoint() const { return options_.endpoint; }
   int timeout_ms() const { return options_.timeout_ms; }
 
-  // True for ops that only read head state and may be resent.
-  static bool IsReadOnlyOp(const std::string& op);
+  // True for ops that may be resent after a timeout: reads, and put_code
+  // (a page at an offset is stored once however often it arrives).
+  static bool IsRetrySafeOp(const std::string& op);
 
  private:
   // Creates and connects the socket when there is none.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "client/json_util.h"
+#include "client/project_upload.h"
 #include "client/table.h"
 #include "common/printable.h"
 
@@ -152,7 +153,8 @@ Json StripEnvelope(Json reply) {
 
 // ---- commands ----
 
-int RunSubmit(const CommandContext& ctx, const std::string& spec_path, bool json) {
+int RunSubmit(const CommandContext& ctx, const std::string& spec_path, bool json,
+              const std::string& working_dir) {
   Result<std::string> text = ReadWholeFile(spec_path);
   if (!text.ok()) {
     ctx.err << "error: cannot read spec file: " << text.status().message() << '\n';
@@ -169,7 +171,36 @@ int RunSubmit(const CommandContext& ctx, const std::string& spec_path, bool json
             << spec->type_name() << '\n';
     return kExitUsage;
   }
+  // The project: --working-dir, or a path in the spec (relative to the spec
+  // file), as Ray's runtime_env working_dir; "sha256:..." is already uploaded.
+  std::string project = working_dir;
+  if (project.empty()) {
+    auto w = spec->find("working_dir");
+    if (w != spec->end() && w->is_string() && w->get<std::string>().rfind("sha256:", 0) != 0) {
+      project = w->get<std::string>();
+      if (!project.empty() && project[0] != '/' && spec_path != "-") {
+        project = (std::filesystem::path(spec_path).parent_path() / project).string();
+      }
+    }
+  }
   int code = kExitOk;
+  if (!project.empty()) {
+    Result<PackedProject> packed = PackProject(project, kMaxProjectBytes);
+    if (!packed.ok()) {
+      ctx.err << "error: " << packed.status().message() << '\n';
+      return kExitUsage;
+    }
+    Result<UploadStats> uploaded = UploadProject(ctx.client, *packed);
+    if (!uploaded.ok()) {
+      return ReportCallError(
+          ctx, Status(uploaded.status().code(),
+                      "cannot upload " + project + ": " + uploaded.status().message()));
+    }
+    ctx.err << "project " << project << ": sha256:" << packed->sha256.substr(0, 12) << " ("
+            << packed->bytes.size() << " bytes, "
+            << (uploaded->already_stored ? "already on the head" : "uploaded") << ")\n";
+    (*spec)["working_dir"] = "sha256:" + packed->sha256;
+  }
   std::optional<Json> reply = CallOrReport(ctx, "submit", Json{{"spec", std::move(*spec)}}, &code);
   if (!reply) return code;
   if (json) {

@@ -57,7 +57,11 @@ int RunKeygen(const CommandContext& ctx, const std::string& out_base, bool overw
 
 // Reads SPEC_PATH ("-" = stdin), which must hold a JSON object, and submits it.
 // Prints the experiment id (or {experiment_id, total_trials} with json).
-int RunSubmit(const CommandContext& ctx, const std::string& spec_path, bool json);
+// With `working_dir` (or a spec whose "working_dir" is a path, relative to
+// the spec file's directory), the project is packed and uploaded first
+// (client/project_upload.h) and the spec names it by its sha256.
+int RunSubmit(const CommandContext& ctx, const std::string& spec_path, bool json,
+              const std::string& working_dir = {});
 
 // `config_text` must be a JSON object literal. With `restore_from` (a trial
 // id) the new trial starts from that trial's newest persistent checkpoint.

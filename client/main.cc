@@ -104,13 +104,19 @@ int main(int argc, char** argv) {
   });
 
   // submit
-  std::string spec_path;
+  std::string spec_path, submit_working_dir;
   bool submit_json = false;
   auto* submit = app.add_subcommand("submit", "submit an experiment spec; prints its id");
   submit->add_option("SPEC", spec_path, "spec file (JSON object), - for stdin")->required();
   submit->add_flag("--json", submit_json, "print {experiment_id, total_trials}");
+  submit->add_option("--working-dir", submit_working_dir,
+                     "project directory of submitted code (spec \"trainable\": {\"python\": "
+                     "\"FILE:NAME\"}): packed, uploaded once, run by workers started with "
+                     "--allow-submitted-code");
   submit->callback([&] {
-    run = [&](const CommandContext& ctx) { return zc::RunSubmit(ctx, spec_path, submit_json); };
+    run = [&](const CommandContext& ctx) {
+      return zc::RunSubmit(ctx, spec_path, submit_json, submit_working_dir);
+    };
   });
 
   // add-trial

@@ -136,9 +136,10 @@ std::array<uint8_t, 32> Sha256Digest(std::string_view bytes) {
   return hasher.Finish();
 }
 
-std::string Sha256Hex(std::string_view bytes) {
+std::string Sha256Hex(std::string_view bytes) { return DigestHex(Sha256Digest(bytes)); }
+
+std::string DigestHex(const Sha256::Digest& digest) {
   static constexpr char kHexDigits[] = "0123456789abcdef";
-  const auto digest = Sha256Digest(bytes);
   std::string hex;
   hex.reserve(2 * digest.size());
   for (const uint8_t byte : digest) {
@@ -146,6 +147,14 @@ std::string Sha256Hex(std::string_view bytes) {
     hex.push_back(kHexDigits[byte & 0x0f]);
   }
   return hex;
+}
+
+bool IsSha256Hex(std::string_view text) {
+  if (text.size() != 2 * Sha256::kDigestSize) return false;
+  for (const char c : text) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
 }
 
 }  // namespace ztune

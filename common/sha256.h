@@ -43,5 +43,9 @@ class Sha256 {
 std::array<uint8_t, 32> Sha256Digest(std::string_view bytes);
 // 64 lowercase hex digits.
 std::string Sha256Hex(std::string_view bytes);
+// A digest as 64 lowercase hex digits (for digests made with Sha256).
+std::string DigestHex(const Sha256::Digest& digest);
+// Whether `text` is how Sha256Hex spells a digest: 64 lowercase hex digits.
+bool IsSha256Hex(std::string_view text);
 
 }  // namespace ztune

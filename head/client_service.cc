@@ -23,6 +23,17 @@ Result<TrialId> TrialIdArg(const Json& request, const char* key) {
   return TrialId(std::move(text));
 }
 
+// A non-negative integer argument.
+Result<uint64_t> UIntArg(const Json& request, const char* key) {
+  auto it = request.find(key);
+  if (it == request.end() ||
+      !(it->is_number_unsigned() || (it->is_number_integer() && it->get<int64_t>() >= 0))) {
+    return ztune::Status::InvalidArgument(std::string("argument '") + key +
+                                          "' must be an integer >= 0");
+  }
+  return it->get<uint64_t>();
+}
+
 Json NullIfEmpty(const std::string& s) { return s.empty() ? Json() : Json(s); }
 
 // Reads are answered on the head's loop, between commits and heartbeats: one
@@ -63,7 +74,8 @@ void AddPaging(Json& reply, const Page& page, uint64_t n, uint64_t total) {
 }  // namespace
 
 bool ClientService::IsMutation(const std::string& op) {
-  return op == "submit" || op == "add_trial" || op == "stop" || op == "pause" || op == "resume";
+  return op == "submit" || op == "add_trial" || op == "stop" || op == "pause" || op == "resume" ||
+         op == "put_code";
 }
 
 const Experiment* ClientService::TargetOf(const std::string& op, const Json& request) const {
@@ -86,7 +98,8 @@ ztune::Status ClientService::Authorize(const std::string& op, const Json& reques
     return ztune::Status::PermissionDenied(who + " may not " + op +
                                            ": that needs role submit or admin");
   }
-  if (op == "submit") return ztune::Status::Ok();
+  // An upload belongs to no experiment (and equal code is stored once for all).
+  if (op == "submit" || op == "put_code") return ztune::Status::Ok();
   // A trial added with restore_from starts from that trial's checkpoint: it
   // must be the caller's too, or a submit key could read another user's
   // model through its own experiment.
@@ -146,6 +159,21 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request,
   if (op == "submit") {
     if (!request.contains("spec")) return ztune::Status::InvalidArgument("missing argument 'spec'");
     return runner_.Submit(request["spec"], ExperimentOwner{caller.key, caller.name});
+  }
+  if (op == "put_code") {
+    ASSIGN_OR_RETURN(std::string code, StringArg(request, "code"));
+    ASSIGN_OR_RETURN(uint64_t size, UIntArg(request, "size"));
+    ASSIGN_OR_RETURN(uint64_t offset, UIntArg(request, "offset"));
+    std::string data;
+    if (auto it = request.find("data"); it != request.end() && !it->is_null()) {
+      if (!it->is_string()) return ztune::Status::InvalidArgument("argument 'data' must be base64");
+      Result<std::string> decoded = Base64Decode(it->get<std::string>());
+      if (!decoded.ok()) {
+        return ztune::Status::InvalidArgument("argument 'data': " + decoded.status().message());
+      }
+      data = std::move(decoded).value();
+    }
+    return runner_.code().Put(code, size, offset, data);
   }
   if (op == "add_trial") {
     ASSIGN_OR_RETURN(std::string exp, StringArg(request, "experiment_id"));
@@ -465,7 +493,7 @@ Json ClientService::ExperimentDoc(const Experiment& e) const {
   return Json{
       {"experiment_id", e.experiment_id},
       {"name", e.spec.name},
-      {"trainable", e.spec.trainable},
+      {"trainable", e.spec.TrainableLabel()},
       {"status", e.finished ? "TERMINATED" : "RUNNING"},
       {"metric", NullIfEmpty(e.spec.metric)},
       {"mode", NullIfEmpty(e.spec.mode)},

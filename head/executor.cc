@@ -74,15 +74,16 @@ uint64_t Executor::Send(const WorkerId& worker_id, Future f, protocol::Body body
   return rid;
 }
 
-void Executor::StartTrial(const Trial& trial, const std::string& trainable,
-                          const WorkerId& worker_id,
+void Executor::StartTrial(const Trial& trial, const ActorCode& code, const WorkerId& worker_id,
                           const std::map<std::string, double>& bundle0,
                           const std::vector<int64_t>& gpu_ids, std::string* checkpoint,
                           const TrainBuffer& buffer, const RequestTimeouts& timeouts) {
   protocol::CreateActor create;
   create.trial_id = trial.trial_id;
   create.attempt = trial.attempt;
-  create.trainable = trainable;
+  create.trainable = code.trainable;
+  create.entry = code.entry;
+  create.code = code.code;
   create.config = trial.config;
   create.resources = bundle0;
   create.gpu_ids = gpu_ids;

@@ -73,6 +73,15 @@ struct RequestTimeouts {
   TimeMs checkpoint_ms = 0;  // SAVE
 };
 
+// What an actor runs: a trainable its worker hosts by name, or submitted
+// code (trainable protocol::kSubmittedPythonTrainable with its entry and the
+// sha256 of its project archive).
+struct ActorCode {
+  std::string trainable;
+  std::string entry;
+  std::string code;
+};
+
 class Executor {
  public:
   Executor(CommandSink& sink, const Clock& clock) : sink_(sink), clock_(clock) {}
@@ -82,7 +91,7 @@ class Executor {
   // megabytes); then starts training. The caller has bumped the attempt and
   // assigned the group. Pipelined: the worker runs an actor's commands in
   // order, so no round trip is waited for.
-  void StartTrial(const Trial& trial, const std::string& trainable, const WorkerId& worker_id,
+  void StartTrial(const Trial& trial, const ActorCode& code, const WorkerId& worker_id,
                   const std::map<std::string, double>& bundle0, const std::vector<int64_t>& gpu_ids,
                   std::string* checkpoint, const TrainBuffer& buffer,
                   const RequestTimeouts& timeouts);

@@ -1,10 +1,13 @@
 #include "head/experiment_spec.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <set>
 
 #include "common/printable.h"
+#include "common/protocol/messages.h"
+#include "common/sha256.h"
 #include "head/search_space.h"
 
 namespace ztune::head {
@@ -60,7 +63,110 @@ void FlattenStop(const Json& j, const std::string& prefix,
   }
 }
 
+constexpr char kWorkingDirPrefix[] = "sha256:";
+
+// An ASCII Python identifier that is not a keyword (ztune.entry resolves it
+// with getattr; a keyword would be refused there, at setup, not at submit).
+bool IsIdentifier(std::string_view s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  static const std::set<std::string_view> kKeywords = {
+      "False", "None",     "True",  "and",    "as",   "assert", "async",  "await",    "break",
+      "class", "continue", "def",   "del",    "elif", "else",   "except", "finally",  "for",
+      "from",  "global",   "if",    "import", "in",   "is",     "lambda", "nonlocal", "not",
+      "or",    "pass",     "raise", "return", "try",  "while",  "with",   "yield"};
+  return kKeywords.count(s) == 0;
+}
+
+// The trainable key: a hosted name, or {"python": "FILE:NAME"}.
+Status ParseTrainable(const Json& j, ExperimentSpec& s) {
+  if (j.is_string()) {
+    s.trainable = j.get<std::string>();
+    if (s.trainable.empty()) return Bad("trainable", "must not be empty");
+    if (s.trainable[0] == '@') {
+      return Bad("trainable",
+                 "names starting with '@' are reserved; submitted code is "
+                 "{\"python\": \"FILE:NAME\"}");
+    }
+    // The name defaults to the trainable and is stored explicitly, so the
+    // trainable obeys the name's limit: a longer one was accepted at submit
+    // and then refused when a restarted head read the stored spec back.
+    if (s.trainable.size() > 200) return Bad("trainable", "must be at most 200 characters");
+    if (HasControl(s.trainable)) return Bad("trainable", "must not contain control characters");
+    return Status::Ok();
+  }
+  if (j.is_object()) {
+    RETURN_IF_ERROR(CheckKeys(j, "trainable", {"python"}));
+    if (!j.contains("python") || !j["python"].is_string()) {
+      return Bad("trainable.python", "required: \"FILE:NAME\" in the uploaded project");
+    }
+    s.python_entry = j["python"].get<std::string>();
+    if (Status st = CheckPythonEntry(s.python_entry); !st.ok()) {
+      return Bad("trainable.python", st.message());
+    }
+    s.trainable = protocol::kSubmittedPythonTrainable;
+    return Status::Ok();
+  }
+  return Bad("trainable",
+             "required: the name of a trainable the workers host, or {\"python\": "
+             "\"FILE:NAME\"} for submitted code");
+}
+
 }  // namespace
+
+Status CheckPythonEntry(const std::string& entry) {
+  const std::string usage = " (\"FILE:NAME\", e.g. \"train.py:train\")";
+  if (entry.size() > 1024) return Status::InvalidArgument("must be at most 1024 bytes");
+  if (HasControl(entry)) return Status::InvalidArgument("must not contain control characters");
+  const size_t colon = entry.rfind(':');
+  if (colon == std::string::npos) return Status::InvalidArgument("has no ':'" + usage);
+  const std::string file = entry.substr(0, colon);
+  const std::string name = entry.substr(colon + 1);
+  if (file.size() < 4 || file.compare(file.size() - 3, 3, ".py") != 0) {
+    return Status::InvalidArgument("FILE must be a path ending in \".py\"" + usage);
+  }
+  if (file[0] == '/' || file.find('\\') != std::string::npos) {
+    return Status::InvalidArgument("FILE must be relative to the project directory, with '/'");
+  }
+  size_t start = 0;
+  while (start <= file.size()) {
+    size_t slash = file.find('/', start);
+    if (slash == std::string::npos) slash = file.size();
+    const std::string part = file.substr(start, slash - start);
+    if (part.empty() || part == "." || part == "..") {
+      return Status::InvalidArgument("FILE must not have empty, \".\" or \"..\" parts");
+    }
+    start = slash + 1;
+  }
+  size_t from = 0;
+  while (true) {
+    const size_t dot = name.find('.', from);
+    if (!IsIdentifier(
+            std::string_view(name).substr(from, dot == std::string::npos ? dot : dot - from))) {
+      return Status::InvalidArgument(
+          "NAME must be an identifier (not a keyword) or a dotted path of them" + usage);
+    }
+    if (dot == std::string::npos) break;
+    from = dot + 1;
+  }
+  return Status::Ok();
+}
+
+std::string ExperimentSpec::CodeHash() const {
+  return working_dir.size() > sizeof(kWorkingDirPrefix) - 1
+             ? working_dir.substr(sizeof(kWorkingDirPrefix) - 1)
+             : std::string();
+}
+
+std::string ExperimentSpec::TrainableLabel() const {
+  return IsSubmittedCode() ? "python:" + python_entry : trainable;
+}
+
+std::string ExperimentSpec::TrainableKey() const {
+  return IsSubmittedCode() ? trainable + "\x1f" + python_entry + "\x1f" + working_dir : trainable;
+}
 
 const Json* FindFlatKey(const Json& result, const std::string& flat_key) {
   if (!result.is_object()) return nullptr;
@@ -83,30 +189,56 @@ const Json* FindFlatKey(const Json& result, const std::string& flat_key) {
 
 Result<ExperimentSpec> ExperimentSpec::Parse(const Json& j, uint64_t default_seed) {
   if (!j.is_object()) return Status::InvalidArgument("spec must be a JSON object");
-  RETURN_IF_ERROR(CheckKeys(
-      j, "",
-      {"name", "trainable", "param_space", "num_samples", "metric", "mode", "stop", "resources",
-       "checkpoint", "max_failures", "max_concurrent_trials", "seed", "fail_fast",
-       "reuse_actors", "export_formats", "force_cleanup_s", "timeouts",
-       "result_buffer_length", "result_buffer_min_time_s", "result_buffer_max_time_s"}));
+  RETURN_IF_ERROR(CheckKeys(j, "",
+                            {"name",
+                             "trainable",
+                             "param_space",
+                             "num_samples",
+                             "metric",
+                             "mode",
+                             "stop",
+                             "resources",
+                             "checkpoint",
+                             "max_failures",
+                             "max_concurrent_trials",
+                             "seed",
+                             "fail_fast",
+                             "reuse_actors",
+                             "export_formats",
+                             "force_cleanup_s",
+                             "timeouts",
+                             "result_buffer_length",
+                             "result_buffer_min_time_s",
+                             "result_buffer_max_time_s",
+                             "working_dir"}));
   ExperimentSpec s;
-  if (!j.contains("trainable") || !j["trainable"].is_string() ||
-      j["trainable"].get<std::string>().empty()) {
-    return Bad("trainable", "required: the name of a trainable the workers host");
+  RETURN_IF_ERROR(ParseTrainable(j.contains("trainable") ? j["trainable"] : Json(), s));
+  if (j.contains("working_dir") && !j["working_dir"].is_null()) {
+    const Json& w = j["working_dir"];
+    const size_t n = sizeof(kWorkingDirPrefix) - 1;
+    if (!w.is_string() || w.get<std::string>().compare(0, n, kWorkingDirPrefix) != 0 ||
+        !IsSha256Hex(std::string_view(w.get<std::string>()).substr(n))) {
+      return Bad("working_dir",
+                 "must be \"sha256:<64 lowercase hex digits>\", the project uploaded by "
+                 "`ztune submit --working-dir DIR`");
+    }
+    s.working_dir = w.get<std::string>();
   }
-  s.trainable = j["trainable"].get<std::string>();
-  // The name defaults to the trainable and is stored explicitly, so the
-  // trainable obeys the name's limit: a longer one was accepted at submit and
-  // then refused when a restarted head read the stored spec back.
-  if (s.trainable.size() > 200) return Bad("trainable", "must be at most 200 characters");
+  if (s.IsSubmittedCode() && s.working_dir.empty()) {
+    return Bad("working_dir",
+               "required with trainable.python: submit with `ztune submit SPEC --working-dir "
+               "DIR`, which uploads the project directory and sets it");
+  }
+  if (!s.IsSubmittedCode() && !s.working_dir.empty()) {
+    return Bad("working_dir", "only submitted code ({\"python\": \"FILE:NAME\"}) uses one");
+  }
   if (j.contains("name")) {
     if (!j["name"].is_string()) return Bad("name", "must be a string");
     s.name = j["name"].get<std::string>();
     if (s.name.size() > 200) return Bad("name", "must be at most 200 characters");
   }
-  if (s.name.empty()) s.name = s.trainable;
+  if (s.name.empty()) s.name = s.IsSubmittedCode() ? s.python_entry.substr(0, 200) : s.trainable;
   // Names reach terminals and log lines.
-  if (HasControl(s.trainable)) return Bad("trainable", "must not contain control characters");
   if (HasControl(s.name)) {
     return Bad("name", "must not contain control characters (newlines, escape sequences)");
   }
@@ -266,29 +398,31 @@ Json ExperimentSpec::ToJson() const {
             {"num_to_keep", checkpoint.num_to_keep == 0 ? Json() : Json(checkpoint.num_to_keep)},
             {"score_attribute", checkpoint.score_attribute},
             {"score_order", checkpoint.score_max ? "max" : "min"}};
-  return Json{{"name", name},
-              {"trainable", trainable},
-              {"param_space", param_space},
-              {"num_samples", num_samples},
-              {"metric", metric.empty() ? Json() : Json(metric)},
-              {"mode", mode.empty() ? Json() : Json(mode)},
-              {"stop", stop_json},
-              {"resources", resources.ToJson()},
-              {"checkpoint", ckpt},
-              {"max_failures", max_failures},
-              {"max_concurrent_trials", max_concurrent_trials},
-              {"seed", seed},
-              {"fail_fast", fail_fast},
-              {"reuse_actors", reuse_actors},
-              {"export_formats", export_formats},
-              {"force_cleanup_s", force_cleanup_s},
-              {"timeouts",
-               {{"setup_s", timeouts.setup_s > 0 ? Json(timeouts.setup_s) : Json()},
-                {"step_s", timeouts.step_s > 0 ? Json(timeouts.step_s) : Json()},
-                {"checkpoint_s", timeouts.checkpoint_s > 0 ? Json(timeouts.checkpoint_s) : Json()}}},
-              {"result_buffer_length", result_buffer_length},
-              {"result_buffer_min_time_s", result_buffer_min_time_s},
-              {"result_buffer_max_time_s", result_buffer_max_time_s}};
+  Json j{{"name", name},
+         {"trainable", IsSubmittedCode() ? Json{{"python", python_entry}} : Json(trainable)},
+         {"param_space", param_space},
+         {"num_samples", num_samples},
+         {"metric", metric.empty() ? Json() : Json(metric)},
+         {"mode", mode.empty() ? Json() : Json(mode)},
+         {"stop", stop_json},
+         {"resources", resources.ToJson()},
+         {"checkpoint", ckpt},
+         {"max_failures", max_failures},
+         {"max_concurrent_trials", max_concurrent_trials},
+         {"seed", seed},
+         {"fail_fast", fail_fast},
+         {"reuse_actors", reuse_actors},
+         {"export_formats", export_formats},
+         {"force_cleanup_s", force_cleanup_s},
+         {"timeouts",
+          {{"setup_s", timeouts.setup_s > 0 ? Json(timeouts.setup_s) : Json()},
+           {"step_s", timeouts.step_s > 0 ? Json(timeouts.step_s) : Json()},
+           {"checkpoint_s", timeouts.checkpoint_s > 0 ? Json(timeouts.checkpoint_s) : Json()}}},
+         {"result_buffer_length", result_buffer_length},
+         {"result_buffer_min_time_s", result_buffer_min_time_s},
+         {"result_buffer_max_time_s", result_buffer_max_time_s}};
+  if (IsSubmittedCode()) j["working_dir"] = working_dir;
+  return j;
 }
 
 }  // namespace ztune::head

@@ -35,7 +35,12 @@ struct RequestTimeoutsSpec {
 
 struct ExperimentSpec {
   std::string name;
+  // A name the workers host, or protocol::kSubmittedPythonTrainable for
+  // submitted code ({"python": "FILE:NAME"}), which then sets python_entry
+  // and working_dir.
   std::string trainable;
+  std::string python_entry;  // "FILE:NAME" in the uploaded project
+  std::string working_dir;   // "sha256:<64 hex digits>" of the uploaded project archive
   Json param_space = Json::object();
   int64_t num_samples = 1;
   std::string metric;  // empty = none
@@ -61,7 +66,21 @@ struct ExperimentSpec {
   static Result<ExperimentSpec> Parse(const Json& j, uint64_t default_seed);
   // The normalised spec (every field explicit), as stored and shown to clients.
   Json ToJson() const;
+
+  bool IsSubmittedCode() const { return !python_entry.empty(); }
+  // The hex digest of working_dir (empty without submitted code).
+  std::string CodeHash() const;
+  // The trainable as people read it: the name, or "python:FILE:NAME".
+  std::string TrainableLabel() const;
+  // What makes two actors interchangeable besides resources: the name, and
+  // for submitted code the entry and the code too.
+  std::string TrainableKey() const;
 };
+
+// Checks a submitted-code entry "FILE:NAME": FILE a relative path ending in
+// ".py" without "." or ".." parts, NAME a dotted ASCII identifier.
+// InvalidArgument saying what is wrong (without the "spec." prefix).
+Status CheckPythonEntry(const std::string& entry);
 
 // Reads the flattened key "a/b/c" from a result; nullptr if missing.
 const Json* FindFlatKey(const Json& result, const std::string& flat_key);

@@ -148,6 +148,9 @@ class HeadServer final : public CommandSink {
   // it is detached and told to register again (what it sent meanwhile is
   // dropped; it re-sends every unacknowledged result after registering).
   void DetachOverLimit(const std::string& routing_id, const std::string& key);
+  // Answers a worker's FETCH_CODE with a CODE page (or its refusal), now:
+  // between commits, so the store read is the loop's only.
+  void AnswerFetchCode(const WorkerId& worker_id, const protocol::FetchCode& fetch);
   // The caller of a client request; nullopt (answered with an error) when
   // its key is no longer allowed.
   std::optional<ClientCaller> CallerOf(const std::string& key) const;

@@ -233,6 +233,9 @@ void HeadServer::HandleWorkerFrames(const std::string& routing_id, const std::st
             ++stats_.malformed;
             WarnRateLimited("worker '" + identity + "': " + s.message());
           }
+        } else if constexpr (std::is_same_v<T, protocol::FetchCode>) {
+          runner_.HandleHeartbeat(identity);
+          AnswerFetchCode(identity, body);
         } else if constexpr (std::is_same_v<T, protocol::Disconnect>) {
           runner_.HandleDisconnect(identity, body.reason);
         } else {
@@ -241,6 +244,33 @@ void HeadServer::HandleWorkerFrames(const std::string& routing_id, const std::st
         }
       },
       m.body);
+}
+
+void HeadServer::AnswerFetchCode(const WorkerId& worker_id, const protocol::FetchCode& fetch) {
+  protocol::CodePage page;
+  page.code = fetch.code;
+  page.offset = fetch.offset;
+  std::string bytes;
+  const WorkerInfo* w = runner_.registry().Find(worker_id);
+  if (w == nullptr || w->trainables.count(protocol::kSubmittedPythonTrainable) == 0) {
+    // Only a worker that runs submitted code reads it: a worker key is not
+    // a licence to read every user's project.
+    page.ok = false;
+    page.error = "this worker was not started with --allow-submitted-code; it gets no code";
+    WarnRateLimited("worker '" + worker_id + "' asked for code without --allow-submitted-code");
+  } else if (Result<CodeStore::Page> read = runner_.code().ReadPage(fetch.code, fetch.offset);
+             !read.ok()) {
+    page.ok = false;
+    page.error = read.status().message();
+    if (read.status().code() == StatusCode::kCorruption) {
+      spdlog::error("code page for worker '{}': {}", worker_id, read.status().ToString());
+    }
+  } else {
+    page.size = read->size;
+    bytes = std::move(read->bytes);
+  }
+  SendFramesToWorker(worker_id,
+                     protocol::Encode(protocol::Message{std::move(page), std::move(bytes)}));
 }
 
 std::optional<ClientCaller> HeadServer::CallerOf(const std::string& key) const {

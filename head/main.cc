@@ -85,6 +85,11 @@ int main(int argc, char** argv) {
                  "most trials one experiment may have (grid x num_samples, plus added trials)")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}));
+  app.add_option("--max-code-bytes", options.runner.code.max_code_bytes,
+                 "largest submitted project archive (ztune submit --working-dir) this head "
+                 "stores, in bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
   int64_t warn_s = 60;
   app.add_option("--insufficient-resources-warn-s", warn_s,
                  "warn when no trial has run for this long while trials wait")
@@ -155,6 +160,8 @@ int main(int argc, char** argv) {
       {client_mib_per_s * (1 << 20), std::max(2 * client_mib_per_s, 32.0) * (1 << 20)}};
   options.runner.force_cleanup_ms = force_cleanup_s * 1000;
   options.runner.insufficient_resources_warn_ms = warn_s * 1000;
+  // Room for a few uploads of the largest archive at once.
+  options.runner.code.max_upload_bytes = 4 * options.runner.code.max_code_bytes;
 
   if (auto s = ztune::InitLogging(log_level, "head"); !s.ok()) {
     std::fprintf(stderr, "ztune-head: %s\n", s.message().c_str());

@@ -1,9 +1,14 @@
 #include "head/store_check.h"
 
+#include <cstdlib>
 #include <map>
+#include <optional>
 #include <set>
 
+#include "common/json_parse.h"
 #include "common/printable.h"
+#include "common/protocol/messages.h"
+#include "common/sha256.h"
 #include "common/utf8.h"
 #include "head/trial.h"
 #include "head/trial_records.h"
@@ -43,6 +48,8 @@ Json StoreCheckReport::ToJson() const {
               {"results", results},
               {"checkpoints", checkpoints},
               {"checkpoint_bytes", checkpoint_bytes},
+              {"code_archives", code_archives},
+              {"code_bytes", code_bytes},
               {"problems", problems}};
 }
 
@@ -50,7 +57,8 @@ std::string StoreCheckReport::ToText() const {
   std::string s = std::to_string(experiments) + " experiments, " + std::to_string(trials) +
                   " trials, " + std::to_string(results) + " results, " +
                   std::to_string(checkpoints) + " checkpoints (" +
-                  std::to_string(checkpoint_bytes) + " bytes): ";
+                  std::to_string(checkpoint_bytes) + " bytes), " + std::to_string(code_archives) +
+                  " code archives (" + std::to_string(code_bytes) + " bytes): ";
   if (ok()) return s + "consistent";
   s += std::to_string(problems.size()) + " problems\n";
   for (const auto& p : problems) s += "  - " + p + "\n";
@@ -178,6 +186,76 @@ Result<StoreCheckReport> CheckStore(storage::Store& store) {
     }
     if (!retained) {
       problem("checkpoint " + std::to_string(cid) + " of " + trial + " is not retained by any trial");
+    }
+  }
+
+  // Submitted code: each archive whole and under its own sha256.
+  struct StoredCode {
+    std::optional<Json> record;
+    std::map<uint64_t, std::string> pages;
+  };
+  std::map<std::string, StoredCode> codes;
+  const std::string code_prefix = storage::kMetaCodePrefix;
+  RETURN_IF_ERROR(store.Scan(
+      storage::Family::kMeta, code_prefix, [&](std::string_view key, std::string_view v) {
+        const std::string rest(key.substr(code_prefix.size()));
+        const size_t slash = rest.find('/');
+        StoredCode& c = codes[rest.substr(0, slash)];
+        if (slash == std::string::npos) {
+          Result<Json> record = ParseJson(v);
+          if (record.ok() && record->is_object() && (*record)["size"].is_number_unsigned()) {
+            c.record = std::move(record).value();
+          } else {
+            problem("the record of code " + rest + " is not {\"size\", \"pages\"}");
+          }
+        } else {
+          char* end = nullptr;
+          const std::string index = rest.substr(slash + 1);
+          const uint64_t page = std::strtoull(index.c_str(), &end, 10);
+          if (index.size() != 8 || end != index.c_str() + index.size()) {
+            problem("malformed code page key " + rest);
+          } else {
+            c.pages[page] = std::string(v);
+          }
+        }
+        return true;
+      }));
+  for (const auto& [hex, c] : codes) {
+    if (!c.record.has_value()) {
+      problem("code " + hex + " has " + std::to_string(c.pages.size()) + " page(s) but no record");
+      continue;
+    }
+    ++report.code_archives;
+    const uint64_t size = (*c.record)["size"].get<uint64_t>();
+    report.code_bytes += static_cast<int64_t>(size);
+    Sha256 hasher;
+    uint64_t seen = 0;
+    bool whole = true;
+    for (uint64_t i = 0; seen < size; ++i) {
+      auto page = c.pages.find(i);
+      if (page == c.pages.end()) {
+        problem("code " + hex + " lacks page " + std::to_string(i));
+        whole = false;
+        break;
+      }
+      hasher.Update(page->second);
+      seen += page->second.size();
+    }
+    if (whole && (seen != size || c.pages.size() != (size + protocol::kCodePageBytes - 1) /
+                                                        protocol::kCodePageBytes)) {
+      problem("code " + hex + " has " + std::to_string(seen) + " bytes in " +
+              std::to_string(c.pages.size()) + " pages; its record says " + std::to_string(size));
+    } else if (whole && DigestHex(hasher.Finish()) != hex) {
+      problem("code " + hex + " is damaged: its bytes have another sha256");
+    }
+  }
+  for (const auto& [id, e] : experiments) {
+    if (e.spec.IsSubmittedCode()) {
+      auto c = codes.find(e.spec.CodeHash());
+      if (c == codes.end() || !c->second.record.has_value()) {
+        problem("experiment " + id + " runs code " + e.spec.working_dir +
+                ", which is not in the store");
+      }
     }
   }
   return report;

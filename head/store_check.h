@@ -18,6 +18,8 @@ struct StoreCheckReport {
   int64_t results = 0;
   int64_t checkpoints = 0;
   int64_t checkpoint_bytes = 0;
+  int64_t code_archives = 0;  // submitted projects
+  int64_t code_bytes = 0;
   std::vector<std::string> problems;  // empty = consistent
 
   bool ok() const { return problems.empty(); }
@@ -29,7 +31,9 @@ struct StoreCheckReport {
 // results are contiguous (1..iteration, or from the restored checkpoint's
 // iteration for --restore-from trials), carry the trial id and the key's
 // iteration; that every retained checkpoint is present and readable; and that
-// no result or checkpoint belongs to an unknown trial. An error Status means
+// no result or checkpoint belongs to an unknown trial; that every submitted
+// project archive has all its pages and the sha256 it is stored under, and
+// that every experiment's working_dir is stored. An error Status means
 // the store could not be read at all.
 Result<StoreCheckReport> CheckStore(storage::Store& store);
 

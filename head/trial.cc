@@ -281,7 +281,7 @@ const CheckpointRecord* Trial::NewestCheckpoint() const {
 
 std::string RequestKeyFor(const ExperimentSpec& spec) {
   std::string key = spec.resources.Key();
-  if (spec.reuse_actors) key += "\x1f" + spec.trainable;
+  if (spec.reuse_actors) key += "\x1f" + spec.TrainableKey();
   return key;
 }
 

@@ -19,9 +19,24 @@ Result<Json> TrialControl::Submit(const Json& spec_json, const ExperimentOwner& 
   if (!spec.ok()) return spec.status();
   auto space = SearchSpace::Parse(spec->param_space);
   if (!space.ok()) return space.status();
+  if (spec->IsSubmittedCode()) {
+    ASSIGN_OR_RETURN(bool uploaded, p_.code.Has(spec->CodeHash()));
+    if (!uploaded) {
+      return Status::FailedPrecondition(
+          "spec.working_dir: " + spec->working_dir +
+          " is not in the head's store; `ztune submit SPEC --working-dir DIR` uploads the "
+          "project before it submits");
+    }
+  }
   if (p_.registry.NumAlive() > 0) {
     std::string offered;
     if (!p_.registry.AnyHosts(spec->trainable, &offered)) {
+      if (spec->IsSubmittedCode()) {
+        return Status::InvalidArgument(
+            "spec.trainable: no registered worker runs submitted code (start workers with "
+            "ztune-worker --allow-submitted-code; workers offer: " +
+            offered + ")");
+      }
       return Status::InvalidArgument("spec.trainable: no registered worker hosts trainable '" +
                                      spec->trainable + "' (workers offer: " + offered + ")");
     }
@@ -53,7 +68,8 @@ Result<Json> TrialControl::Submit(const Json& spec_json, const ExperimentOwner& 
                std::to_string(p_.book.next_experiment()));
   spdlog::info("experiment {} ({}) submitted{}: trainable {}, {} trials, resources {}", id,
                stored.spec.name, owner.name.empty() ? "" : " by '" + owner.name + "'",
-               stored.spec.trainable, stored.total_variants, stored.spec.resources.ToString());
+               stored.spec.TrainableLabel(), stored.total_variants,
+               stored.spec.resources.ToString());
   return Json{{"experiment_id", id}, {"total_trials", stored.total_variants}};
 }
 
@@ -82,10 +98,10 @@ Result<TrialId> TrialControl::AddTrial(const std::string& experiment_id, const J
       return Status::FailedPrecondition("restore_from: trial " + restore_from +
                                         " has no persistent checkpoint");
     }
-    if (p_.book.ExperimentOf(*source).spec.trainable != e.spec.trainable) {
+    if (p_.book.ExperimentOf(*source).spec.TrainableLabel() != e.spec.TrainableLabel()) {
       return Status::InvalidArgument("restore_from: trial " + restore_from + " runs trainable '" +
-                                     p_.book.ExperimentOf(*source).spec.trainable +
-                                     "', not '" + e.spec.trainable + "'");
+                                     p_.book.ExperimentOf(*source).spec.TrainableLabel() +
+                                     "', not '" + e.spec.TrainableLabel() + "'");
     }
   }
   Trial& t = p_.lifecycle.NewTrial(e, config);

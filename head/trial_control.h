@@ -17,6 +17,7 @@
 #include "head/resource_ledger.h"
 #include "head/searcher.h"
 #include "head/trial_book.h"
+#include "head/code_store.h"
 #include "head/trial_lifecycle.h"
 #include "head/worker_registry.h"
 #include "storage/store.h"
@@ -31,6 +32,7 @@ class TrialControl {
     Searcher& searcher;
     const WorkerRegistry& registry;
     const ResourceLedger& ledger;
+    CodeStore& code;
     storage::WriteBatch& batch;  // the turn's
   };
   // `max_trials_per_experiment`: the most trials (grid x num_samples, plus

@@ -57,8 +57,9 @@ void TrialLauncher::StartTrial(Trial& t, uint64_t group_id) {
   std::string* checkpoint = CheckpointFor(t, checkpoint_bytes);
   if (t.start_time == 0) t.start_time = WallSeconds();
   p_.lifecycle.SetStatus(t, TrialStatus::kRunning);
-  p_.executor.StartTrial(t, e.spec.trainable, t.worker_id, bundle0, gpu_ids, checkpoint,
-                         p_.lifecycle.BufferFor(t), p_.lifecycle.TimeoutsFor(t));
+  p_.executor.StartTrial(t, ActorCode{e.spec.trainable, e.spec.python_entry, e.spec.CodeHash()},
+                         t.worker_id, bundle0, gpu_ids, checkpoint, p_.lifecycle.BufferFor(t),
+                         p_.lifecycle.TimeoutsFor(t));
 }
 
 void TrialLauncher::StartOnCachedActor(Trial& t, const CachedActor& actor) {
@@ -91,14 +92,15 @@ void TrialLauncher::OnCreateReply(Trial& t, const protocol::Reply& reply) {
   // through _process_trial_failure). A worker that does not host the
   // trainable is a configuration error no retry mends: ERROR at once.
   const WorkerInfo* w = p_.registry.Find(t.worker_id);
-  const std::string& trainable = p_.book.ExperimentOf(t).spec.trainable;
+  const ExperimentSpec& spec = p_.book.ExperimentOf(t).spec;
+  const std::string& trainable = spec.trainable;
   const bool hosted = w != nullptr && w->trainables.count(trainable) > 0;
-  p_.lifecycle.FailTrial(
-      t,
-      "failed to start: " + reply.error +
-          (hosted ? ""
-                  : " (worker " + t.worker_id + " does not host '" + trainable + "'; not retried)"),
-      hosted);
+  p_.lifecycle.FailTrial(t,
+                         "failed to start: " + reply.error +
+                             (hosted ? ""
+                                     : " (worker " + t.worker_id + " does not host '" +
+                                           spec.TrainableLabel() + "'; not retried)"),
+                         hosted);
 }
 
 void TrialLauncher::OnRestoreReply(Trial& t, const protocol::Reply& reply) {

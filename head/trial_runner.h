@@ -38,6 +38,7 @@
 #include "common/status.h"
 #include "head/actor_manager.h"
 #include "head/checkpoint_manager.h"
+#include "head/code_store.h"
 #include "head/command_sink.h"
 #include "head/executor.h"
 #include "head/fifo_scheduler.h"
@@ -71,6 +72,7 @@ struct RunnerOptions {
   TimeMs insufficient_resources_warn_ms = 60'000;
   // Trials one experiment may have (grid x num_samples, plus added ones).
   uint64_t max_trials_per_experiment = 100'000;
+  CodeStoreOptions code;  // submitted project archives
   // An illegal phase change or a broken trial invariant aborts (CHECK) instead
   // of being logged and refused, and every trial is checked at each FlushTo:
   // the unit tests set it. Off in ztune-head, where a refused change keeps the
@@ -152,6 +154,8 @@ class TrialRunner {
   const TrialScheduler& scheduler() const { return *scheduler_; }
   const TrialBook& book() const { return book_; }
   storage::Store& store() { return store_; }
+  // Submitted project archives: client uploads, worker fetches.
+  CodeStore& code() { return code_; }
   // Name of the worker hosting the trial's actor, or empty.
   std::string WorkerNameOf(const Trial& t) const;
   int64_t ActorsOn(const WorkerId& worker_id) const;
@@ -207,6 +211,7 @@ class TrialRunner {
 
   storage::WriteBatch batch_;
   CheckpointManager checkpoints_{store_, batch_, sink_};  // after batch_: writes into it
+  CodeStore code_{store_, batch_, clock_, options_.code};  // after batch_: writes into it
   // (worker, trial, attempt) -> highest result seq of the turn, ACKed after commit.
   std::map<std::tuple<WorkerId, TrialId, uint64_t>, uint64_t> acks_;
 
@@ -225,7 +230,7 @@ class TrialRunner {
   TrialLauncher launcher_{TrialLauncher::Parts{book_, lifecycle_, actors_, groups_, executor_,
                                                *scheduler_, checkpoints_, registry_}};
   TrialControl control_{
-      TrialControl::Parts{book_, lifecycle_, searcher_, registry_, ledger_, batch_},
+      TrialControl::Parts{book_, lifecycle_, searcher_, registry_, ledger_, code_, batch_},
       options_.max_trials_per_experiment};
 };
 

@@ -1,6 +1,7 @@
 #include "storage/keys.h"
 
 #include <cstddef>
+#include <cstdio>
 
 namespace ztune::storage {
 namespace {
@@ -63,6 +64,16 @@ std::optional<uint64_t> KeySuffixNumber(std::string_view key) {
     n = (n << 8) | static_cast<unsigned char>(key[i]);
   }
   return n;
+}
+
+std::string CodeKey(std::string_view hex) {
+  return std::string(kMetaCodePrefix) + std::string(hex);
+}
+
+std::string CodePageKey(std::string_view hex, uint64_t page) {
+  char index[24];
+  std::snprintf(index, sizeof(index), "/%08llu", static_cast<unsigned long long>(page));
+  return CodeKey(hex) + index;
 }
 
 }  // namespace ztune::storage

@@ -18,6 +18,13 @@ inline constexpr char kMetaNextExperiment[] = "next_experiment";
 // after a head restart no other key can take the id of a worker whose trials
 // wait to re-attach (docs/security.md).
 inline constexpr char kMetaWorkerKeyPrefix[] = "worker_key/";
+// + sha256 hex of a submitted project archive: {"size": bytes, "pages": n},
+// written with its pages in one batch, so present means complete. Its pages
+// are at CodePageKey (docs/storage.md "Submitted code").
+inline constexpr char kMetaCodePrefix[] = "code/";
+std::string CodeKey(std::string_view hex);
+// CodeKey + "/" + 8-digit decimal page index (protocol::kCodePageBytes each).
+std::string CodePageKey(std::string_view hex, uint64_t page);
 // 2: a trial's checkpoint records and error_log entries are records of their
 // own (TrialChildKey) instead of lists inside the trial record. A head
 // migrates a schema-1 store when it loads it.

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -69,6 +70,21 @@ int main(int argc, char** argv) {
                  "JSON file of process trainables this worker may run: name -> {\"argv\": [...], "
                  "\"env\": {...}, \"cwd\": ..., \"stop_grace_s\": ...} "
                  "(docs/process-protocol.md)");
+  app.add_flag("--allow-submitted-code", options.allow_submitted_code,
+               "run the Python projects that clients with the submit role upload "
+               "(spec \"trainable\": {\"python\": \"FILE:NAME\"}, ztune submit --working-dir); "
+               "off by default: only --trainables and the built-ins run");
+  app.add_option("--python", options.python,
+                 "the interpreter for submitted code (needs the ztune SDK importable)")
+      ->capture_default_str();
+  app.add_option("--python-path", options.python_path,
+                 "':'-separated directories put before PYTHONPATH for submitted code, e.g. "
+                 "the SDK's <repo>/python when it is not installed");
+  double submitted_grace_s = 5;
+  app.add_option("--submitted-code-stop-grace-s", submitted_grace_s,
+                 "submitted code: seconds between SIGTERM and SIGKILL at a stop")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off");
   std::string key_file = EnvOr("ZTUNE_WORKER_KEY");
   std::string head_key = EnvOr("ZTUNE_HEAD_KEY");
@@ -87,6 +103,22 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
 
+  options.submitted_code_stop_grace_ms = static_cast<int64_t>(submitted_grace_s * 1000);
+  // The child starts in its trial's directory: a relative interpreter or
+  // PYTHONPATH entry would be looked up there, not where the operator meant.
+  if (options.python.find('/') != std::string::npos) {
+    options.python = std::filesystem::absolute(options.python).lexically_normal().string();
+  }
+  {
+    std::string absolute;
+    std::stringstream parts(options.python_path);
+    for (std::string part; std::getline(parts, part, ':');) {
+      if (part.empty()) continue;
+      absolute += (absolute.empty() ? "" : ":") +
+                  std::filesystem::absolute(part).lexically_normal().string();
+    }
+    options.python_path = absolute;
+  }
   if (options.name.empty()) options.name = DefaultWorkerName();
   if (options.work_dir.empty()) options.work_dir = "./ztune-worker-" + options.name;
   auto extra = ParseExtraResources(resources_json);
@@ -121,6 +153,12 @@ int main(int argc, char** argv) {
       }
     }
     spdlog::info("hosting {} process trainable(s) from {}", specs->size(), trainables_file);
+  }
+  if (options.allow_submitted_code) {
+    spdlog::warn(
+        "--allow-submitted-code: this worker runs the code clients with the submit "
+        "role upload, as its own user ({})",
+        options.python);
   }
   SteadyClock clock;
   zmq::context_t context(1);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/json_parse.h"
+#include "common/protocol/messages.h"
 #include "common/utf8.h"
 
 namespace ztune::worker {
@@ -40,6 +41,11 @@ Result<std::vector<ProcessTrainableSpec>> ParseProcessTrainables(std::string_vie
     if (!PrintableName(name)) {
       return Status::InvalidArgument(where + ": a name must be 1 to " +
                                      std::to_string(kMaxNameBytes) + " bytes of printable UTF-8");
+    }
+    if (name[0] == '@') {
+      return Status::InvalidArgument(where + ": names starting with '@' are reserved (" +
+                                     protocol::kSubmittedPythonTrainable +
+                                     " is submitted code, --allow-submitted-code)");
     }
     if (!entry.is_object()) return Status::InvalidArgument(where + ": must be an object");
     ProcessTrainableSpec spec;

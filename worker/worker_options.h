@@ -35,6 +35,16 @@ struct WorkerOptions {
   int64_t max_backoff_ms = 2000;
   // On shutdown, how long actors get to finish their current command and Cleanup.
   int64_t shutdown_grace_ms = 5000;
+  // Submitted code (docs/process-protocol.md "Submitted code"): off unless
+  // the operator opts in. When on, the worker advertises
+  // protocol::kSubmittedPythonTrainable and runs `<python> -m ztune.entry
+  // FILE:NAME` in the uploaded project, with `python_path` (':'-separated,
+  // e.g. where the ztune SDK lives when it is not installed) before the
+  // inherited PYTHONPATH.
+  bool allow_submitted_code = false;
+  std::string python = "python3";
+  std::string python_path;
+  int64_t submitted_code_stop_grace_ms = 5000;
 };
 
 // "<hostname>-<pid>".

@@ -67,7 +67,8 @@ WorkerRuntime::WorkerRuntime(zmq::context_t& context, const TrainableRegistry& r
       options_(std::move(options)),
       clock_(clock),
       events_(std::make_shared<EventQueue>()),
-      restore_payloads_(kMaxRestorePayloadBytes) {
+      restore_payloads_(kMaxRestorePayloadBytes),
+      code_cache_(std::make_shared<CodeCache>(options_.work_dir + "/.ztune-code")) {
   if (options_.worker_id.empty()) options_.worker_id = MakeWorkerId(options_.name);
   host_.worker_id = options_.worker_id;
   host_.hostname = HostName();
@@ -111,7 +112,7 @@ Status WorkerRuntime::Loop() {
   reconnect_at_ = clock_.NowMs();
   link_ = Link::kDisconnected;
   std::string names;
-  for (const auto& n : registry_.Names()) names += (names.empty() ? "" : ", ") + n;
+  for (const auto& n : HostedTrainables()) names += (names.empty() ? "" : ", ") + n;
   spdlog::info("worker {} starting: head {}, trainables [{}], work dir {}", options_.worker_id,
                options_.head_endpoint, names, options_.work_dir);
   while (!shutdown_.load()) {
@@ -158,6 +159,7 @@ Status WorkerRuntime::OnTimers(TimeMs now) {
   } else if (link_ == Link::kRegistered && now - last_sent_ >= heartbeat_ms_) {
     Send(protocol::Message{protocol::Heartbeat{}, {}});
   }
+  SendCodeRequests(now);
   CheckStopDeadlines(now);
   CheckDyingActors(now);
   if (now - last_orphan_sweep_ >= heartbeat_ms_) {
@@ -294,7 +296,7 @@ void WorkerRuntime::SendRegister() {
   r.pid = host_.pid;
   r.resources = options_.resources;
   r.gpu_ids = options_.gpu_ids;
-  r.trainables = registry_.Names();
+  r.trainables = HostedTrainables();
   const auto rids = recent_.ByActor();
   for (const auto& [key, slot] : actors_) {
     protocol::LiveActor a;
@@ -421,6 +423,10 @@ void WorkerRuntime::HandleMessage(protocol::Message message) {
           HandleCredit(body);
         } else if constexpr (std::is_same_v<T, protocol::ReadLog>) {
           HandleReadLog(body);
+        } else if constexpr (std::is_same_v<T, protocol::CodePage>) {
+          if (auto next = code_cache_->OnPage(body, message.payload, clock_.NowMs())) {
+            Send(protocol::Message{std::move(*next), {}});
+          }
         } else if constexpr (protocol::kIsActorCommand<T>) {
           RouteActorCommand(std::move(message));
         } else {
@@ -448,6 +454,25 @@ void WorkerRuntime::HandleRegistered(const protocol::Registered& m) {
   held.swap(held_);
   for (auto& msg : held) SendOrHold(std::move(msg));
   ResendOutbox();
+  // What was asked of the head before is lost with the old link.
+  code_cache_->ResendAll();
+  SendCodeRequests(clock_.NowMs());
+}
+
+std::vector<std::string> WorkerRuntime::HostedTrainables() const {
+  std::vector<std::string> names = registry_.Names();
+  if (options_.allow_submitted_code) names.push_back(protocol::kSubmittedPythonTrainable);
+  return names;
+}
+
+void WorkerRuntime::SendCodeRequests(TimeMs now) {
+  if (link_ != Link::kRegistered) return;
+  // A lost request or page is asked for again after a few heartbeats of
+  // silence (a page is at most 1 MiB: it takes far less on any link).
+  const TimeMs resend_ms = std::max<TimeMs>(2000, 3 * heartbeat_ms_ * liveness_);
+  for (auto& fetch : code_cache_->DueRequests(now, resend_ms)) {
+    Send(protocol::Message{std::move(fetch), {}});
+  }
 }
 
 void WorkerRuntime::HandleDisconnect(const protocol::Disconnect& m) {

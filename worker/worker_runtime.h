@@ -34,6 +34,7 @@
 #include "common/zmq/connection_monitor.h"
 #include "worker/actor_runner.h"
 #include "worker/child_process.h"
+#include "worker/code_cache.h"
 #include "worker/recent_requests.h"
 #include "worker/trainable_registry.h"
 #include "worker/worker_options.h"
@@ -171,6 +172,14 @@ class WorkerRuntime {
   // Tells the head to stop sending the payload of `rid`.
   void CancelIncomingPayload(uint64_t rid);
   void HandleAck(const protocol::Ack& m);
+  // What REGISTER advertises: the registry's names, and
+  // protocol::kSubmittedPythonTrainable with --allow-submitted-code.
+  std::vector<std::string> HostedTrainables() const;
+  // The trainable a CREATE_ACTOR asks for (a submitted-code one also starts
+  // fetching its project); an error names why this worker cannot host it.
+  Result<std::unique_ptr<Trainable>> MakeTrainable(const protocol::CreateActor& m);
+  // Sends the FETCH_CODE requests that are due (registered only).
+  void SendCodeRequests(TimeMs now);
   // Answers from the trial's output files (trial_output_index.h), on this
   // thread: at most protocol::kMaxReadLogBytes of one file, no actor needed.
   void HandleReadLog(const protocol::ReadLog& m);
@@ -246,6 +255,8 @@ class WorkerRuntime {
   std::map<ActorKey, std::deque<WaitingCommand>> payload_waits_;
 
   RecentRequests recent_;  // rids accepted lately and their answers
+  // Submitted projects: fetched here, awaited and unpacked by actor threads.
+  const std::shared_ptr<CodeCache> code_cache_;
 
   // ---- actors ----
   uint64_t next_serial_ = 0;

@@ -10,7 +10,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/sha256.h"
 #include "worker/actor_command_info.h"
+#include "worker/submitted_code_trainable.h"
 #include "worker/trial_log.h"
 #include "worker/trial_output_index.h"
 
@@ -39,6 +41,24 @@ bool WorkerRuntime::AcceptOnce(CommandKind kind, uint64_t rid, const ActorKey& k
   return true;
 }
 
+Result<std::unique_ptr<Trainable>> WorkerRuntime::MakeTrainable(const protocol::CreateActor& m) {
+  if (m.trainable != protocol::kSubmittedPythonTrainable) return registry_.Create(m.trainable);
+  if (!options_.allow_submitted_code) {
+    return Status::PermissionDenied("worker " + options_.worker_id +
+                                    " does not run submitted code (ztune-worker "
+                                    "--allow-submitted-code turns it on)");
+  }
+  if (!IsSha256Hex(m.code) || m.entry.empty()) {
+    return Status::InvalidArgument("submitted code needs an entry and a sha256 code address");
+  }
+  code_cache_->Want(m.code);
+  SendCodeRequests(clock_.NowMs());
+  return std::unique_ptr<Trainable>(std::make_unique<SubmittedCodeTrainable>(
+      code_cache_, m.code, m.entry,
+      SubmittedCodeOptions{options_.python, options_.python_path,
+                           options_.submitted_code_stop_grace_ms}));
+}
+
 void WorkerRuntime::HandleCreateActor(const protocol::CreateActor& m) {
   ActorKey key{m.trial_id, m.attempt};
   if (!AcceptOnce(CommandKind::kSetup, m.rid, key)) return;
@@ -47,7 +67,7 @@ void WorkerRuntime::HandleCreateActor(const protocol::CreateActor& m) {
               "actor for " + key.ToString() + " already exists on worker " + options_.worker_id);
     return;
   }
-  auto trainable = registry_.Create(m.trainable);
+  auto trainable = MakeTrainable(m);
   if (!trainable.ok()) {
     SendReply(m.rid, key, false, trainable.status().message());
     return;

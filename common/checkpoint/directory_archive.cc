@@ -104,18 +104,28 @@ Status ReadFileInto(const fs::path& path, uint64_t size, std::string& out) {
 }  // namespace
 
 Result<std::string> PackDirectory(const std::string& dir, uint64_t max_bytes) {
+  return PackDirectory(dir, max_bytes, nullptr, "checkpoint");
+}
+
+Result<std::string> PackDirectory(const std::string& dir, uint64_t max_bytes,
+                                  const PackFilter& leave_out, const std::string& what) {
   std::vector<PackEntry> entries;
   std::error_code ec;
   const fs::path root(dir);
   fs::recursive_directory_iterator it(root, fs::directory_options::none, ec);
-  if (ec) return Status::IOError("cannot list checkpoint directory " + dir + ": " + ec.message());
+  if (ec) return Status::IOError("cannot list " + what + " directory " + dir + ": " + ec.message());
   for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (ec) return Status::IOError("cannot list checkpoint directory " + dir + ": " + ec.message());
+    if (ec)
+      return Status::IOError("cannot list " + what + " directory " + dir + ": " + ec.message());
     const fs::path& p = it->path();
     const std::string rel = p.lexically_relative(root).generic_string();
     struct stat st {};
     if (lstat(p.c_str(), &st) != 0) {
       return Status::IOError("cannot stat " + p.string() + ": " + std::strerror(errno));
+    }
+    if (leave_out && leave_out(rel, S_ISDIR(st.st_mode))) {
+      if (S_ISDIR(st.st_mode)) it.disable_recursion_pending();
+      continue;
     }
     PackEntry e;
     e.path = rel;
@@ -126,19 +136,19 @@ Result<std::string> PackDirectory(const std::string& dir, uint64_t max_bytes) {
       e.kind = kKindFile;
       e.size = static_cast<uint64_t>(st.st_size);
     } else {
-      return Status::InvalidArgument(
-          "checkpoint entry " + rel + " is " +
-          (S_ISLNK(st.st_mode) ? std::string("a symbolic link")
-                               : std::string("not a regular file")) +
-          "; a checkpoint directory may hold only files and directories");
+      return Status::InvalidArgument(what + " entry " + rel + " is " +
+                                     (S_ISLNK(st.st_mode) ? std::string("a symbolic link")
+                                                          : std::string("not a regular file")) +
+                                     "; a " + what +
+                                     " directory may hold only files and directories");
     }
     if (rel.size() > kMaxArchivePathBytes) {
-      return Status::InvalidArgument("checkpoint path longer than " +
+      return Status::InvalidArgument(what + " path longer than " +
                                      std::to_string(kMaxArchivePathBytes) + " bytes: " + rel);
     }
     entries.push_back(std::move(e));
     if (entries.size() > kMaxArchiveEntries) {
-      return Status::ResourceExhausted("checkpoint directory " + dir + " holds more than " +
+      return Status::ResourceExhausted(what + " directory " + dir + " holds more than " +
                                        std::to_string(kMaxArchiveEntries) + " entries");
     }
   }
@@ -148,7 +158,7 @@ Result<std::string> PackDirectory(const std::string& dir, uint64_t max_bytes) {
   for (const auto& e : entries)
     total += 1 + 4 + 4 + e.path.size() + (e.kind == kKindFile ? 8 + e.size : 0);
   if (total > max_bytes) {
-    return Status::ResourceExhausted("checkpoint directory " + dir + " packs to " +
+    return Status::ResourceExhausted(what + " directory " + dir + " packs to " +
                                      std::to_string(total) + " bytes, above the limit of " +
                                      std::to_string(max_bytes));
   }

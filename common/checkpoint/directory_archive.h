@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -34,6 +35,14 @@ inline constexpr uint32_t kMaxArchivePathBytes = 4096;
 // recreate it faithfully); IOError for a file that cannot be read;
 // ResourceExhausted when the archive would exceed `max_bytes`.
 Result<std::string> PackDirectory(const std::string& dir, uint64_t max_bytes);
+
+// True for an entry to leave out (a directory: with everything under it);
+// `rel_path` is '/'-separated and relative to the packed directory.
+using PackFilter = std::function<bool(const std::string& rel_path, bool is_dir)>;
+// PackDirectory with entries left out by `leave_out` (may be empty); `what`
+// names the directory in messages ("checkpoint", "project").
+Result<std::string> PackDirectory(const std::string& dir, uint64_t max_bytes,
+                                  const PackFilter& leave_out, const std::string& what);
 
 // Unpacks `bytes` into `dir`, which must exist and be empty. Corruption
 // (naming what is wrong: magic, version, checksum, truncation, a path that

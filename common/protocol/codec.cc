@@ -303,9 +303,9 @@ Result<msgpack::object_handle> Unpack(std::string_view bytes) {
 }
 
 constexpr const char* kCommandNames[] = {
-    "REGISTER",     "REPLY", "RESULT", "HEARTBEAT", "DISCONNECT", "REGISTERED",
-    "CREATE_ACTOR", "TRAIN", "SAVE",   "RESTORE",   "RESET",      "STOP",
-    "EXPORT",       "ACK",   "CHUNK",  "CREDIT",    "READ_LOG"};
+    "REGISTER", "REPLY",  "RESULT",   "HEARTBEAT",  "DISCONNECT", "REGISTERED", "CREATE_ACTOR",
+    "TRAIN",    "SAVE",   "RESTORE",  "RESET",      "STOP",       "EXPORT",     "ACK",
+    "CHUNK",    "CREDIT", "READ_LOG", "FETCH_CODE", "CODE"};
 static_assert(std::size(kCommandNames) == std::variant_size_v<Body>);
 
 }  // namespace

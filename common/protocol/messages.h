@@ -168,6 +168,11 @@ struct CreateActor {
   Json config;
   std::map<std::string, double> resources;  // bundle 0 (the actor's own)
   std::vector<int64_t> gpu_ids;             // devices of all bundles on this worker
+  // Submitted code (trainable kSubmittedPythonTrainable): "FILE:NAME" in the
+  // uploaded project, and the project archive's sha256 (64 hex digits), which
+  // the worker fetches with FETCH_CODE unless it has it.
+  std::string entry;
+  std::string code;
   template <class V>
   void Visit(V& v) {
     v("rid", rid, Need::kRequired);
@@ -177,6 +182,8 @@ struct CreateActor {
     v("config", config, Need::kOptional);
     v("resources", resources, Need::kOptional);
     v("gpu_ids", gpu_ids, Need::kOptional);
+    v("entry", entry, Need::kOptional);
+    v("code", code, Need::kOptional);
   }
 };
 
@@ -353,10 +360,53 @@ struct ReadLog {
 // A ReadLog answer stays below the size that would make it a chunked payload.
 inline constexpr uint64_t kMaxReadLogBytes = 256 << 10;
 
+// ---- submitted code (docs/protocol.md §9) ----
+
+// The trainable name a worker started with --allow-submitted-code advertises,
+// and CREATE_ACTOR names for a spec whose trainable is {"python": ...}. The
+// '@' keeps it apart from configured names, which may not start with one.
+inline constexpr char kSubmittedPythonTrainable[] = "@python";
+// Code archives travel in pages of this size (the last may be shorter).
+inline constexpr uint64_t kCodePageBytes = 1 << 20;
+
+// Worker -> head: bytes [offset, offset + kCodePageBytes) of the code archive
+// whose sha256 is `code`. One page in flight per archive; the worker asks for
+// the next when a page arrives and asks again for the same page when none came
+// within its resend interval (pages are idempotent). Answered by CODE.
+struct FetchCode {
+  std::string code;
+  uint64_t offset = 0;
+  template <class V>
+  void Visit(V& v) {
+    v("code", code, Need::kRequired);
+    v("offset", offset, Need::kRequired);
+  }
+};
+
+// Head -> worker: a page of archive `code` as the payload frame, with the
+// archive's total `size`; or ok=false and `error` (unknown archive, a worker
+// without --allow-submitted-code, a store error): the worker fails the actors
+// waiting for it.
+struct CodePage {
+  std::string code;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  bool ok = true;
+  std::string error;
+  template <class V>
+  void Visit(V& v) {
+    v("code", code, Need::kRequired);
+    v("offset", offset, Need::kRequired);
+    v("size", size, Need::kOptional);
+    v("ok", ok, Need::kOptional);
+    v("error", error, Need::kOptional);
+  }
+};
+
 // The variant order fixes the command byte (index + 1); append only.
-using Body =
-    std::variant<Register, Reply, ResultBatch, Heartbeat, Disconnect, Registered, CreateActor,
-                 Train, Save, Restore, Reset, Stop, Export, Ack, Chunk, Credit, ReadLog>;
+using Body = std::variant<Register, Reply, ResultBatch, Heartbeat, Disconnect, Registered,
+                          CreateActor, Train, Save, Restore, Reset, Stop, Export, Ack, Chunk,
+                          Credit, ReadLog, FetchCode, CodePage>;
 
 // Commands addressed to an existing actor (by trial_id, attempt).
 template <class T>

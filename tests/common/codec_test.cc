@@ -73,7 +73,7 @@ TEST(CodecTest, RoundTripsResultBatch) {
 
 TEST(CodecTest, RoundTripsEveryHeadCommand) {
   EXPECT_EQ(RoundTrip(Registered{"w", 50, 3, 4}).head_epoch, 4u);
-  CreateActor c{1, "t", 2, "quadratic", Json{{"lr", 0.1}}, {{"CPU", 1}}, {3}};
+  CreateActor c{1, "t", 2, "quadratic", Json{{"lr", 0.1}}, {{"CPU", 1}}, {3}, {}, {}};
   auto cd = RoundTrip(c);
   EXPECT_EQ(cd.trainable, "quadratic");
   EXPECT_EQ(cd.config, c.config);
@@ -90,6 +90,36 @@ TEST(CodecTest, RoundTripsEveryHeadCommand) {
   EXPECT_EQ(RoundTrip(Ack{"t", 2, 11}).seq, 11u);
   RoundTrip(Heartbeat{});
   EXPECT_EQ(RoundTrip(Disconnect{"bye"}).reason, "bye");
+}
+
+TEST(CodecTest, RoundTripsSubmittedCodeMessages) {
+  CreateActor c{1,
+                "t",
+                2,
+                kSubmittedPythonTrainable,
+                Json::object(),
+                {},
+                {},
+                "train.py:train",
+                std::string(64, 'a')};
+  auto cd = RoundTrip(c);
+  EXPECT_EQ(cd.entry, "train.py:train");
+  EXPECT_EQ(cd.code, c.code);
+  // A CREATE_ACTOR of an older head (no entry, no code) still decodes.
+  EXPECT_TRUE(
+      RoundTrip(CreateActor{1, "t", 2, "noop", Json::object(), {}, {}, {}, {}}).entry.empty());
+  auto f = RoundTrip(FetchCode{std::string(64, 'b'), 1 << 20});
+  EXPECT_EQ(f.offset, 1u << 20);
+  auto p = RoundTrip(CodePage{std::string(64, 'b'), 0, 5, true, ""}, "ZTDIR");
+  EXPECT_EQ(p.size, 5u);
+  EXPECT_TRUE(p.ok);
+  auto refused = RoundTrip(CodePage{std::string(64, 'b'), 0, 0, false, "unknown"});
+  EXPECT_FALSE(refused.ok);
+  EXPECT_EQ(refused.error, "unknown");
+  EXPECT_STREQ(CommandName(Body{FetchCode{}}), "FETCH_CODE");
+  EXPECT_STREQ(CommandName(Body{CodePage{}}), "CODE");
+  EXPECT_STREQ(CommandNameByByte(18), "FETCH_CODE");
+  EXPECT_STREQ(CommandNameByByte(19), "CODE");
 }
 
 TEST(CodecTest, RejectsWrongFrameCount) {

@@ -96,6 +96,19 @@ TEST(Sha256Test, ResetMakesTheObjectReusable) {
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
+TEST(Sha256Test, DigestHexAndIsSha256HexAgreeWithSha256Hex) {
+  Sha256 hasher;
+  hasher.Update("ab");
+  hasher.Update("c");
+  EXPECT_EQ(DigestHex(hasher.Finish()), Sha256Hex("abc"));
+  EXPECT_TRUE(IsSha256Hex(Sha256Hex("abc")));
+  EXPECT_FALSE(IsSha256Hex(Sha256Hex("abc").substr(1)));  // 63 digits
+  EXPECT_FALSE(IsSha256Hex(Sha256Hex("abc") + "0"));      // 65
+  EXPECT_FALSE(IsSha256Hex(std::string(64, 'A')));        // upper case
+  EXPECT_FALSE(IsSha256Hex(std::string(63, 'a') + "g"));  // not hex
+  EXPECT_FALSE(IsSha256Hex(std::string(63, 'a') + std::string(1, '\0')));
+}
+
 TEST(Sha256DeathTest, UpdateAfterFinishWithoutResetAborts) {
   Sha256 hasher;
   hasher.Finish();

@@ -114,10 +114,17 @@ void Codec() {
   put("heartbeat", p::Heartbeat{});
   put("disconnect", p::Disconnect{"SIGTERM"});
   put("registered", p::Registered{"gpu-box-1-3f2a9c01", 1000, 3, 5});
-  put("create_actor",
-      p::CreateActor{31, "e0001_00000", 1, "quadratic",
-                     Json{{"lr", 0.1}, {"x0", 10}, {"nested", {{"a", {1, 2, 3}}}}},
-                     {{"CPU", 1}, {"GPU", 0.5}}, {0}});
+  put("create_actor", p::CreateActor{31,
+                                     "e0001_00000",
+                                     1,
+                                     "quadratic",
+                                     Json{{"lr", 0.1}, {"x0", 10}, {"nested", {{"a", {1, 2, 3}}}}},
+                                     {{"CPU", 1}, {"GPU", 0.5}},
+                                     {0},
+                                     {},
+                                     {}});
+  put("fetch_code", p::FetchCode{std::string(64, 'a'), 1 << 20});
+  put("code_page", p::CodePage{std::string(64, 'a'), 0, 5, true, ""}, "ZTDIR");
   put("train", p::Train{32, "e0001_00000", 1, 5, 0.5});
   put("save", p::Save{33, "e0001_00000", 1, "memory"});
   put("restore_inline", p::Restore{34, "e0001_00000", 2, 0},

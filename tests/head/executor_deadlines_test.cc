@@ -44,8 +44,8 @@ class ExecutorDeadlineTest : public ::testing::Test {
 
 TEST_F(ExecutorDeadlineTest, APipelinedRequestsClockStartsWhenTheOneBeforeIsAnswered) {
   const RequestTimeouts timeouts{/*setup_ms=*/2000, /*step_ms=*/1000, /*checkpoint_ms=*/0};
-  executor_.StartTrial(trial_, "noop", "w", {{"CPU", 1}}, {}, nullptr, TrainBuffer{},
-                       timeouts);
+  executor_.StartTrial(trial_, ActorCode{"noop", "", ""}, "w", {{"CPU", 1}}, {}, nullptr,
+                       TrainBuffer{}, timeouts);
   const std::vector<uint64_t> rids = SentRids();  // CREATE_ACTOR, TRAIN
   ASSERT_EQ(rids.size(), 2u);
   clock_.AdvanceMs(1500);  // the setup takes 1.5 s: within its 2 s, and the step waits
@@ -63,8 +63,8 @@ TEST_F(ExecutorDeadlineTest, APipelinedRequestsClockStartsWhenTheOneBeforeIsAnsw
 }
 
 TEST_F(ExecutorDeadlineTest, ASetupThatHangsExpiresAndNoLimitNeverDoes) {
-  executor_.StartTrial(trial_, "noop", "w", {{"CPU", 1}}, {}, nullptr, TrainBuffer{},
-                       RequestTimeouts{2000, 0, 0});
+  executor_.StartTrial(trial_, ActorCode{"noop", "", ""}, "w", {{"CPU", 1}}, {}, nullptr,
+                       TrainBuffer{}, RequestTimeouts{2000, 0, 0});
   SentRids();
   clock_.AdvanceMs(1999);
   EXPECT_TRUE(executor_.TakeExpiredRequests().empty());

@@ -6,6 +6,7 @@
 // user's pause holds a trial until Resume. Over the real parts
 // (runner_parts_fixture.h) with strict invariants.
 #include "head/trial_control.h"
+#include "storage/in_memory_store.h"
 
 #include <string>
 #include <vector>
@@ -60,8 +61,11 @@ class TrialControlTest : public RunnerPartsTest {
     EXPECT_NE(s.message().find(part), std::string::npos) << s.ToString();
   }
 
+  storage::InMemoryStore store_;
+  CodeStore code_{store_, batch_, clock_, CodeStoreOptions{}};
   TrialControl control_{
-      TrialControl::Parts{book_, lifecycle_, searcher_, registry_, ledger_, batch_}, kMaxTrials};
+      TrialControl::Parts{book_, lifecycle_, searcher_, registry_, ledger_, code_, batch_},
+      kMaxTrials};
 };
 
 // With a worker registered, Submit refuses an unknown key, a bad search space,

@@ -25,6 +25,7 @@
 
 #include "actor_harness.h"
 #include "fake_head.h"
+#include "running_worker.h"
 #include "worker/process_trainable.h"
 #include "worker/worker_runtime.h"
 
@@ -121,47 +122,26 @@ for line in commands:
         send({"ok": False, "error": "unsupported"})
 )";
 
-// A WorkerRuntime hosting the process trainables, on its own thread.
-class RunningWorker {
- public:
-  RunningWorker(zmq::context_t& context, WorkerOptions options) {
-    for (auto [name, grace] : {std::pair<const char*, int64_t>{"child", kGraceMs},
-                               {"child_long_grace", kLongGraceMs}}) {
-      ProcessTrainableSpec spec;
-      spec.name = name;
-      spec.argv = {"/usr/bin/python3", kChild};
-      spec.stop_grace_ms = grace;
-      EXPECT_TRUE(
-          registry_.Register(name, [spec] { return std::make_unique<ProcessTrainable>(spec); })
-              .ok());
-    }
-    ProcessTrainableSpec session;
-    session.name = "session_child";
-    session.argv = {"/usr/bin/python3", "-c", kSessionChild};
-    session.stop_grace_ms = kGraceMs;
-    EXPECT_TRUE(registry_
-                    .Register(session.name,
-                              [session] { return std::make_unique<ProcessTrainable>(session); })
-                    .ok());
-    runtime_ = std::make_unique<WorkerRuntime>(context, registry_, std::move(options), clock_);
-    thread_ = std::thread([this] { status_ = runtime_->Run(); });
+// Registers the process trainables the tests host.
+void RegisterChildren(TrainableRegistry& registry) {
+  for (auto [name, grace] :
+       {std::pair<const char*, int64_t>{"child", kGraceMs}, {"child_long_grace", kLongGraceMs}}) {
+    ProcessTrainableSpec spec;
+    spec.name = name;
+    spec.argv = {"/usr/bin/python3", kChild};
+    spec.stop_grace_ms = grace;
+    EXPECT_TRUE(
+        registry.Register(name, [spec] { return std::make_unique<ProcessTrainable>(spec); }).ok());
   }
-  ~RunningWorker() { Stop().IgnoreError(); }
-  Status Stop() {
-    if (thread_.joinable()) {
-      runtime_->RequestShutdown();
-      thread_.join();
-    }
-    return status_;
-  }
-
- private:
-  TrainableRegistry registry_;
-  SteadyClock clock_;
-  std::unique_ptr<WorkerRuntime> runtime_;
-  std::thread thread_;
-  Status status_;
-};
+  ProcessTrainableSpec session;
+  session.name = "session_child";
+  session.argv = {"/usr/bin/python3", "-c", kSessionChild};
+  session.stop_grace_ms = kGraceMs;
+  EXPECT_TRUE(
+      registry
+          .Register(session.name, [session] { return std::make_unique<ProcessTrainable>(session); })
+          .ok());
+}
 
 class ProcessActorRuntimeTest : public ::testing::Test {
  protected:
@@ -176,7 +156,7 @@ class ProcessActorRuntimeTest : public ::testing::Test {
     o.liveness = 6;
     o.max_backoff_ms = 200;
     o.shutdown_grace_ms = shutdown_grace_ms;
-    worker_ = std::make_unique<RunningWorker>(context_, o);
+    worker_ = std::make_unique<RunningWorker>(context_, o, RegisterChildren);
     auto reg = head_->WaitFor<Register>();
     ASSERT_TRUE(reg.has_value());
     EXPECT_EQ(reg->trainables,
@@ -192,7 +172,7 @@ class ProcessActorRuntimeTest : public ::testing::Test {
   // Creates the actor; returns the pid of its process (which leads its
   // group), read from the header line the worker writes to its stdout file.
   pid_t Create(uint64_t rid, const std::string& trial, const std::string& trainable, Json config) {
-    head_->Send(CreateActor{rid, trial, 1, trainable, std::move(config), {{"CPU", 1}}, {}});
+    head_->Send(CreateActor{rid, trial, 1, trainable, std::move(config), {{"CPU", 1}}, {}, {}, {}});
     auto r = head_->WaitReply(rid);
     EXPECT_TRUE(r.has_value());
     if (!r) return -1;

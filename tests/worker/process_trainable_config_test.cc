@@ -123,6 +123,15 @@ TEST(ProcessTrainableConfigTest, RefusesWhatIsNotAnObjectOfObjects) {
   ExpectRefused(R"({"a": null})", where + ": must be an object");
 }
 
+TEST(ProcessTrainableConfigTest, NamesStartingWithAnAtAreReserved) {
+  // "@python" is submitted code (--allow-submitted-code); a configured
+  // program must not take its name.
+  auto r = Parse(R"({"@python": {"argv": ["/bin/true"]}})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("reserved"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("--allow-submitted-code"), std::string::npos);
+}
+
 TEST(ProcessTrainableConfigTest, RefusesUnknownKeysNamingTheKnownOnes) {
   ExpectRefused(R"({"a": {"argv": ["p"], "command": "rm -rf /"}})",
                 std::string(kSource) +

@@ -132,7 +132,7 @@ TEST_F(WorkerBinaryTest, RegistersAndLeavesCleanlyOnSigterm) {
   EXPECT_EQ(reg->resources.at("custom"), 4);
   EXPECT_EQ(reg->gpu_ids, (std::vector<int64_t>{0, 1}));
 
-  head.Send(protocol::CreateActor{1, "t", 1, "quadratic", Json::object(), {}, {1}});
+  head.Send(protocol::CreateActor{1, "t", 1, "quadratic", Json::object(), {}, {1}, {}, {}});
   auto r = head.WaitReply(1);
   ASSERT_TRUE(r.has_value()) << Stderr();
   EXPECT_TRUE(r->ok) << r->error;

@@ -11,6 +11,7 @@
 
 #include "tests/worker/actor_harness.h"
 #include "tests/worker/fake_head.h"
+#include "tests/worker/running_worker.h"
 #include "worker/builtin_trainables.h"
 #include "common/checkpoint/checkpoint_envelope.h"
 
@@ -22,32 +23,6 @@ using std::chrono::milliseconds;
 using namespace protocol;
 
 constexpr int64_t kHeartbeatMs = 50;
-
-// A WorkerRuntime on its own thread, shut down on destruction.
-class RunningWorker {
- public:
-  RunningWorker(zmq::context_t& context, WorkerOptions options) {
-    RegisterBuiltinTrainables(registry_);
-    runtime_ = std::make_unique<WorkerRuntime>(context, registry_, std::move(options), clock_);
-    thread_ = std::thread([this] { status_ = runtime_->Run(); });
-  }
-  ~RunningWorker() { Stop().IgnoreError(); }
-  Status Stop() {
-    if (thread_.joinable()) {
-      runtime_->RequestShutdown();
-      thread_.join();
-    }
-    return status_;
-  }
-  const std::string& id() const { return runtime_->worker_id(); }
-
- private:
-  TrainableRegistry registry_;
-  SteadyClock clock_;
-  std::unique_ptr<WorkerRuntime> runtime_;
-  std::thread thread_;
-  Status status_;
-};
 
 class WorkerRuntimeTest : public ::testing::Test {
  protected:
@@ -73,7 +48,8 @@ class WorkerRuntimeTest : public ::testing::Test {
 
   void Create(uint64_t rid, const std::string& trial, uint64_t attempt,
               const std::string& trainable, Json config = Json::object()) {
-    head_->Send(CreateActor{rid, trial, attempt, trainable, std::move(config), {{"CPU", 1}}, {}});
+    head_->Send(
+        CreateActor{rid, trial, attempt, trainable, std::move(config), {{"CPU", 1}}, {}, {}, {}});
     auto r = head_->WaitReply(rid);
     ASSERT_TRUE(r.has_value());
     ASSERT_TRUE(r->ok) << r->error;
@@ -385,14 +361,14 @@ TEST_F(WorkerRuntimeTest, ReportsStepFailuresWithResultsSoFar) {
 
 TEST_F(WorkerRuntimeTest, RejectsUnknownTrainablesBadConfigsAndDuplicates) {
   Start();
-  head_->Send(CreateActor{1, "t", 1, "resnet", Json::object(), {}, {}});
+  head_->Send(CreateActor{1, "t", 1, "resnet", Json::object(), {}, {}, {}, {}});
   auto r = head_->WaitReply(1);
   ASSERT_TRUE(r.has_value());
   EXPECT_FALSE(r->ok);
   EXPECT_EQ(r->error,
             "unknown trainable 'resnet' (this worker has: blob, fail, noop, quadratic, sleep)");
 
-  head_->Send(CreateActor{2, "t", 1, "quadratic", Json{{"lr", "x"}}, {}, {}});
+  head_->Send(CreateActor{2, "t", 1, "quadratic", Json{{"lr", "x"}}, {}, {}, {}, {}});
   r = head_->WaitReply(2);
   ASSERT_TRUE(r.has_value());
   EXPECT_FALSE(r->ok);
@@ -404,7 +380,7 @@ TEST_F(WorkerRuntimeTest, RejectsUnknownTrainablesBadConfigsAndDuplicates) {
   EXPECT_FALSE(r->ok);
 
   Create(4, "t", 1, "noop");
-  head_->Send(CreateActor{5, "t", 1, "noop", Json::object(), {}, {}});
+  head_->Send(CreateActor{5, "t", 1, "noop", Json::object(), {}, {}, {}, {}});
   r = head_->WaitReply(5);
   ASSERT_TRUE(r.has_value());
   EXPECT_FALSE(r->ok);
@@ -616,7 +592,7 @@ TEST_F(WorkerRuntimeTest, KeepsRegisteringUntilRegisteredAndHoldsReplies) {
   ASSERT_TRUE(second.has_value());
   EXPECT_EQ(second->incarnation, first->incarnation);  // a resend, not a new registration
   // A command before REGISTERED runs, but its reply waits for registration.
-  head_->Send(CreateActor{1, "t", 1, "noop", Json::object(), {}, {}});
+  head_->Send(CreateActor{1, "t", 1, "noop", Json::object(), {}, {}, {}, {}});
   head_->Pump(milliseconds(100));
   for (const auto& m : head_->others) EXPECT_FALSE(std::holds_alternative<Reply>(m.body));
   head_->SendRegistered();
