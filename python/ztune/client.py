@@ -29,6 +29,19 @@ Python objects instead of text::
         except ZtuneError as e:
             print(e.code, e.message)     # NotFound unknown trial 'e9999_00000'
 
+Submitted code (docs/spec.md "Submitted code"): the trainable is a function or
+``ztune.Trainable`` of a project directory that the client packs
+(``ztune.project``), uploads once per content (``upload_project``, the
+``put_code`` op) and names by its sha256, as ``ztune submit --working-dir``
+does; workers started with ``--allow-submitted-code`` run it::
+
+    with Client() as c:
+        exp = c.submit({"trainable": {"python": "train.py:train"},
+                        "param_space": {"lr": {"grid_search": [0.01, 0.1]}},
+                        "stop": {"training_iteration": 10}},
+                       working_dir="my-project")   # or spec "working_dir": "my-project"
+        c.wait(exp)
+
 Replies are the protocol's documents as plain dicts and lists (ExperimentDoc,
 TrialDoc, WorkerDoc, result objects); fields this module does not know are
 passed through untouched, because later heads add fields without changing the
@@ -55,6 +68,8 @@ import zmq
 import zmq.utils.monitor
 import zmq.utils.z85
 
+from .project import pack_project, project_address
+
 __all__ = [
     "Client",
     "ClientError",
@@ -68,6 +83,8 @@ __all__ = [
     "DEFAULT_ENDPOINT",
     "PROTOCOL_VERSION",
     "READ_ONLY_OPS",
+    "RETRY_SAFE_OPS",
+    "CODE_PAGE_BYTES",
     "ERROR_CODES",
 ]
 
@@ -77,12 +94,26 @@ PROTOCOL_VERSION = b"ZTUNE1"
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:7500"
 #: The largest request JSON frame the head accepts (16 MiB).
 MAX_REQUEST_BYTES = 16 << 20
-#: Ops that only read head state. Only these are resent after a timeout: a
-#: resent submit/add_trial/stop/pause/resume could be applied twice.
+#: Ops that only read head state.
 READ_ONLY_OPS = frozenset(
     {"experiments", "experiment", "status", "trials", "trial", "results", "workers",
      "checkpoint", "logs"}
 )
+#: Ops resent after a timeout (as client/client.cc IsRetrySafeOp): the reads,
+#: and put_code, whose page at an offset the head takes once however often it
+#: arrives (a copy it already took is refused with FailedPrecondition, and the
+#: uploader asks where the upload stands). A resent submit, add_trial, stop,
+#: pause or resume could be applied twice: those are never resent.
+RETRY_SAFE_OPS = READ_ONLY_OPS | {"put_code"}
+#: Project archives travel in pages of at most this many bytes (1 MiB,
+#: before base64): the head refuses a larger page.
+CODE_PAGE_BYTES = 1 << 20
+#: Rounds of an upload: each asks the head where the upload stands and sends
+#: from there; a page refused for its offset (another client uploading the
+#: same project, a head restart) starts the next (client/project_upload.cc).
+_MAX_UPLOAD_ROUNDS = 5
+#: The prefix of a spec's working_dir that names an uploaded archive.
+_CODE_PREFIX = "sha256:"
 #: The head never asks for a longer back-off than this (as client/client.cc):
 #: a confused head cannot park the client for long.
 _MAX_RETRY_AFTER_MS = 10_000
@@ -307,9 +338,10 @@ class Client:
       insecure: plain TCP, for a head started with ``--insecure`` (keys are
         then not read).
       timeout_s: how long one attempt waits for its reply (the CLI's 10 s).
-      retries: extra attempts after a timeout, for read-only ops only, each on
-        a fresh socket (Lazy Pirate). The default 0 is the CLI's; pass a few to
-        ride out a head restart, e.g. during a long ``wait``.
+      retries: extra attempts after a timeout, for read-only ops and
+        ``put_code`` only (``RETRY_SAFE_OPS``), each on a fresh socket (Lazy
+        Pirate). The default 0 is the CLI's; pass a few to ride out a head
+        restart, e.g. during a long ``wait``.
       context: a ``zmq.Context`` to use; by default the client makes its own
         and terminates it in ``close()``.
 
@@ -408,8 +440,9 @@ class Client:
         """Sends one request and returns the head's reply without ``rid``/``ok``.
 
         The methods below are thin wrappers of this; it is public for ops and
-        arguments a newer head adds. Read-only ops are resent up to ``retries``
-        times after a timeout, each on a new socket; a rate-limit refusal
+        arguments a newer head adds. Read-only ops and ``put_code``
+        (``RETRY_SAFE_OPS``) are resent up to ``retries`` times after a
+        timeout, each on a new socket; a rate-limit refusal
         (``ResourceExhausted`` with ``retry_after_ms``: the head did nothing) is
         waited out and resent, any op, within ``timeout_s``.
         """
@@ -417,7 +450,7 @@ class Client:
             raise ClientError("the client is closed")
         if "op" in args or "rid" in args:
             raise ValueError('request arguments must not contain "op" or "rid"')
-        attempts = 1 + (self.retries if op in READ_ONLY_OPS else 0)
+        attempts = 1 + (self.retries if op in RETRY_SAFE_OPS else 0)
         throttle_deadline = time.monotonic() + self.timeout_s
         attempt = 1
         while True:
@@ -627,9 +660,14 @@ class Client:
                 return
             offset = nxt
 
-    # -- mutations (never resent after a timeout) --
+    # -- mutations (never resent after a timeout, but put_code) --
 
-    def submit(self, spec: Dict[str, Any], name: Optional[str] = None) -> str:
+    def submit(
+        self,
+        spec: Dict[str, Any],
+        name: Optional[str] = None,
+        working_dir: Union[None, str, "os.PathLike[str]"] = None,
+    ) -> str:
         """Submits an experiment spec (docs/spec.md); returns its experiment id.
 
         ``name`` overrides ``spec["name"]`` without changing the caller's dict.
@@ -638,12 +676,109 @@ class Client:
         hosts is refused too, so start workers first. After ``HeadUnavailable``
         the experiment may exist: look with ``experiments()`` before submitting
         again.
+
+        Submitted code (``"trainable": {"python": "FILE:NAME"}``): the project
+        directory ``working_dir``, or else a spec ``"working_dir"`` that is a
+        path (relative to the current directory) and not ``"sha256:..."``, is
+        packed and uploaded first (``upload_project``: nothing is sent when
+        the head has it), and the spec goes to the head with ``"working_dir":
+        "sha256:<hex>"``, again without changing the caller's dict.
+        ``working_dir`` may also be such a ``"sha256:..."`` address
+        (``upload_project``'s return), which is used as it is. A project that
+        cannot be packed (a symbolic link in it, not a directory) raises
+        ``ValueError`` before anything is sent.
         """
         if not isinstance(spec, dict):
             raise TypeError(f"spec must be a dict, not {type(spec).__name__}")
         if name is not None:
             spec = dict(spec, name=name)
+        project: Optional[str] = None
+        if working_dir is not None:
+            project = os.fspath(working_dir)
+            if not isinstance(project, str) or not project:
+                raise ValueError("working_dir must be a non-empty path or \"sha256:...\"")
+        else:
+            given = spec.get("working_dir")
+            if isinstance(given, str) and given and not given.startswith(_CODE_PREFIX):
+                project = given
+        if project is not None:
+            address = project if project.startswith(_CODE_PREFIX) else self.upload_project(project)
+            spec = dict(spec, working_dir=address)
         return self.request("submit", spec=spec)["experiment_id"]
+
+    def upload_project(self, directory: Union[str, "os.PathLike[str]"]) -> str:
+        """Packs the project ``directory`` (``ztune.project.pack_project``:
+        the same bytes as ``ztune submit --working-dir``) and uploads it unless
+        the head has it; returns its address ``"sha256:<64 hex digits>"``, the
+        value of a spec's ``working_dir``.
+
+        ``ValueError`` (naming the path) for a directory that cannot be packed,
+        before anything is sent; ``ZtuneError`` for the head's refusal, e.g.
+        ``ResourceExhausted`` for a project over its ``--max-code-bytes`` or
+        ``PermissionDenied`` for a key with the read role.
+        ``upload_archive`` does the same for bytes packed already and says
+        whether anything was sent.
+        """
+        path = os.fspath(directory)
+        archive = pack_project(path)
+        try:
+            return self.upload_archive(archive)["working_dir"]
+        except ZtuneError as e:
+            if type(e) is not ZtuneError:  # KeyRefused says all there is
+                raise
+            raise ZtuneError(e.code, f"cannot upload {path}: {e.message}", e.retry_after_ms) from e
+
+    def upload_archive(self, archive: bytes) -> Dict[str, Any]:
+        """Uploads a project archive (``ztune.project.pack_project``'s bytes)
+        with the ``put_code`` op, page by page (docs/client-protocol.md
+        "put_code"), unless the head stores it already; resumes where the head
+        says an upload stands. Returns ``{"working_dir": "sha256:<hex>",
+        "sha256": hex, "size", "already_stored", "bytes_sent"}``:
+        ``already_stored`` is true when the head had the archive and no page
+        was sent.
+
+        Safe to repeat, also after ``HeadUnavailable``: the head keeps an
+        archive once under its sha256. A page the head reports at another
+        offset (``FailedPrecondition``: another client uploads the same
+        project, or the head restarted and forgot the upload) starts a new
+        round from the head's answer; ``ZtuneError`` ``Aborted`` after 5.
+        """
+        if not isinstance(archive, (bytes, bytearray, memoryview)):
+            raise TypeError(f"archive must be bytes, not {type(archive).__name__}")
+        data = memoryview(archive).cast("B")
+        size = data.nbytes
+        hexdigest = project_address(data)
+        result = {"working_dir": _CODE_PREFIX + hexdigest, "sha256": hexdigest, "size": size,
+                  "already_stored": False, "bytes_sent": 0}
+
+        def put(offset: int, page: Optional[memoryview] = None) -> Dict[str, Any]:
+            args: Dict[str, Any] = {"code": hexdigest, "size": size, "offset": offset}
+            if page is not None:
+                args["data"] = base64.b64encode(page).decode("ascii")
+            return self.request("put_code", **args)
+
+        for _ in range(_MAX_UPLOAD_ROUNDS):
+            reply = put(0)  # where does the upload stand?
+            if reply.get("stored") is True:
+                result["already_stored"] = result["bytes_sent"] == 0
+                return result
+            while True:
+                offset = reply.get("next_offset")
+                if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < size:
+                    raise ZtuneError("Internal", "the head's put_code reply has no usable "
+                                     f"next_offset: {json.dumps(reply)}")
+                n = min(CODE_PAGE_BYTES, size - offset)
+                try:
+                    reply = put(offset, data[offset:offset + n])
+                except ZtuneError as e:
+                    if e.code != "FailedPrecondition":
+                        raise
+                    break  # the upload moved on (or was forgotten): ask again
+                result["bytes_sent"] += n
+                if reply.get("stored") is True:
+                    return result
+        raise ZtuneError("Aborted", f"the upload of sha256:{hexdigest} was interrupted "
+                         f"{_MAX_UPLOAD_ROUNDS} times; try again")
 
     def add_trial(self, experiment_id: str, config: Dict[str, Any], restore_from: Optional[str] = None) -> str:
         """Adds one trial with exactly ``config`` to a running experiment;

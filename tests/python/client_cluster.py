@@ -166,7 +166,9 @@ class LocalCluster:
         self.worker_endpoint = bound["worker_endpoint"]
         return proc
 
-    def start_worker(self, name, cpus):
+    def start_worker(self, name, cpus, *extra):
+        """Starts a worker with `cpus` CPUs; `extra` flags go last (e.g.
+        --allow-submitted-code and its --python, --python-path)."""
         args = [WORKER_BIN, "--head", self.worker_endpoint, "--cpus", str(cpus), "--name", name,
                 "--work-dir", os.path.join(self.dir, "work-" + name),
                 "--heartbeat-ms", str(HEARTBEAT_MS), "--liveness", str(LIVENESS),
@@ -175,6 +177,7 @@ class LocalCluster:
             args.append("--insecure")
         else:
             args += ["--key", self.worker_key, "--head-key", self.head_pub_file]
+        args += extra
         return self._spawn(args, f"worker-{name}.log")
 
     def logs(self, tail=6000):
