@@ -7,12 +7,16 @@
 # trainables of $ZTUNE_TRAINABLES when it names a file (ztune-worker
 # --trainables, docs/process-protocol.md), e.g.
 #   ZTUNE_TRAINABLES=examples/digits/trainables.json scripts/local-cluster.sh up 2
+# With ZTUNE_SUBMITTED_CODE=1 they also run the Python projects clients upload
+# (ztune-worker --allow-submitted-code, with this tree's SDK), e.g. for
+#   ztune submit examples/digits/spec-submitted.json
 # Everything lives under $ZTUNE_RUN_DIR (default ./run): pid files, logs/, data/.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cmd="${1:-}"; N="${2:-2}"
 CPUS="${ZTUNE_WORKER_CPUS:-2}"
 TRAINABLES="${ZTUNE_TRAINABLES:-}"
+SUBMITTED_CODE="${ZTUNE_SUBMITTED_CODE:-}"
 export ZTUNE_HEAD="tcp://127.0.0.1:$ZTUNE_CLIENT_PORT"
 
 case "$cmd" in
@@ -21,6 +25,10 @@ case "$cmd" in
     if [ -n "$TRAINABLES" ]; then
       [ -f "$TRAINABLES" ] || { echo "error: ZTUNE_TRAINABLES=$TRAINABLES is not a file" >&2; exit 2; }
       worker_args+=(--trainables "$(cd "$(dirname "$TRAINABLES")" && pwd)/$(basename "$TRAINABLES")")
+    fi
+    if [ "$SUBMITTED_CODE" = 1 ]; then
+      worker_args+=(--allow-submitted-code --python /usr/bin/python3
+                    --python-path "$ZTUNE_ROOT/python")
     fi
     ensure_local_keys
     "$ZTUNE_ROOT/scripts/start-head.sh"
