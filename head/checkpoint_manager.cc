@@ -32,7 +32,7 @@ bool CheckpointManager::Due(const Trial& t, const CheckpointPolicy& policy) {
          (done && policy.at_end) || t.last_result.value("should_checkpoint", false);
 }
 
-void CheckpointManager::Add(Trial& t, const CheckpointPolicy& policy, const std::string& bytes,
+void CheckpointManager::Add(Trial& t, const CheckpointPolicy& policy, std::string bytes,
                             int64_t iteration) {
   CheckpointRecord c;
   c.id = t.next_checkpoint_id++;
@@ -46,7 +46,8 @@ void CheckpointManager::Add(Trial& t, const CheckpointPolicy& policy, const std:
     spdlog::error("trial {}: checkpoint score attribute '{}' missing from the result",
                   t.trial_id, policy.score_attribute);
   }
-  batch_.Put(storage::Family::kCheckpoints, storage::CheckpointKey(t.trial_id, c.id), bytes);
+  batch_.Put(storage::Family::kCheckpoints, storage::CheckpointKey(t.trial_id, c.id),
+             std::move(bytes));
   PutCheckpointRecord(batch_, t.trial_id, c);
   t.checkpoints.push_back(c);
   if (policy.num_to_keep <= 0 || static_cast<int64_t>(t.checkpoints.size()) <= policy.num_to_keep) {

@@ -34,7 +34,7 @@ class CheckpointManager {
   // Records the checkpoint `bytes` of `t` at `iteration`, scored by the last
   // result's score_attribute, and applies retention: the best num_to_keep by
   // score, and always the newest. Deletes what retention drops.
-  void Add(Trial& t, const CheckpointPolicy& policy, const std::string& bytes, int64_t iteration);
+  void Add(Trial& t, const CheckpointPolicy& policy, std::string bytes, int64_t iteration);
 
   // The checkpoint a start of `t` restores, read into `storage`; nullptr to
   // start from scratch. `source` is the trial named by restore_from (or

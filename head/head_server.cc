@@ -39,8 +39,9 @@ HeadServer::HeadServer(zmq::context_t& context, storage::Store& store, HeadServe
           [this](const WorkerId& worker_id, const protocol::Message& m) {
             SendFramesToWorker(worker_id, protocol::Encode(m));
           },
-          [this](const WorkerId& worker_id, const protocol::Reply& reply,
-                 const std::string& payload) { runner_.HandleReply(worker_id, reply, payload); }),
+          [this](const WorkerId& worker_id, const protocol::Reply& reply, std::string payload) {
+            runner_.HandleReply(worker_id, reply, std::move(payload));
+          }),
       // A page is one small file read on the worker's control thread: a worker
       // that does not answer within its liveness window is not answering.
       log_relay_(clock_,

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/printable.h"
 #include "common/protocol/codec.h"
 #include "common/security/curve_keys.h"
 #include "head/head_server.h"
@@ -44,6 +45,21 @@ bool HeadServer::AcceptRegister(const std::string& routing_id, const std::string
   if (worker_id.empty()) {
     WarnRateLimited("REGISTER without a worker_id from connection " + Printable(routing_id) +
                     "; dropped");
+    return false;
+  }
+  if (const WorkerInfo* known = runner_.registry().FindAlive(worker_id);
+      known != nullptr && reg.incarnation < known->incarnation && reg.pid == known->pid &&
+      reg.host == known->host) {
+    // An earlier incarnation of the same process, read late from its old
+    // connection: the ROUTER takes turns between connections, so REGISTERs
+    // the old one queued while the head was busy can arrive after the new
+    // one's. Followed, it would take the route back to a closed connection
+    // and replay the worker's requests there. (A restarted process with the
+    // same id and pid starts at 1 again and waits one liveness window.)
+    spdlog::debug(
+        "REGISTER of worker {} incarnation {} from an old connection ignored: "
+        "incarnation {} is registered",
+        EscapeControl(worker_id.str()), reg.incarnation, known->incarnation);
     return false;
   }
   if (auto bound = connections_.find(routing_id);

@@ -31,7 +31,7 @@ void PayloadStreams::OnReply(const WorkerId& worker_id, protocol::Message messag
   const auto& reply = std::get<protocol::Reply>(message.body);
   restores_.Cancel(worker_id, reply.rid);
   if (reply.payload_bytes == 0) {
-    deliver_(worker_id, reply, message.payload);
+    deliver_(worker_id, reply, std::move(message.payload));
     return;
   }
   protocol::Reply header = reply;
@@ -58,7 +58,8 @@ void PayloadStreams::OnChunk(const WorkerId& worker_id, const protocol::Chunk& c
   auto& progress = std::get<protocol::ChunkAssembler::Progress>(outcome);
   send_(worker_id, protocol::Message{progress.credit, {}});
   if (!progress.done) return;
-  deliver_(worker_id, std::get<protocol::Reply>(progress.done->body), progress.done->payload);
+  deliver_(worker_id, std::get<protocol::Reply>(progress.done->body),
+           std::move(progress.done->payload));
 }
 
 Status PayloadStreams::OnCredit(const WorkerId& worker_id, const protocol::Credit& credit) {

@@ -21,8 +21,10 @@ namespace ztune::head {
 class PayloadStreams {
  public:
   using SendFn = std::function<void(const WorkerId& worker_id, const protocol::Message&)>;
-  using DeliverFn = std::function<void(const WorkerId& worker_id, const protocol::Reply&,
-                                       const std::string& payload)>;
+  // The payload is handed over (moved), not copied: a checkpoint may be
+  // hundreds of megabytes and the loop thread must not copy it.
+  using DeliverFn =
+      std::function<void(const WorkerId& worker_id, const protocol::Reply&, std::string payload)>;
 
   PayloadStreams(uint64_t max_save_payload_bytes, SendFn send, DeliverFn deliver);
 

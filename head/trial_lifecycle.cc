@@ -241,10 +241,10 @@ void TrialLifecycle::StartPause(Trial& t, SendTiming timing) {
   p_.executor.Save(t, CheckpointStorage::kMemory, TimeoutsFor(t), timing);
 }
 
-void TrialLifecycle::FinishPause(Trial& t, const std::string& memory_checkpoint) {
+void TrialLifecycle::FinishPause(Trial& t, std::string memory_checkpoint) {
   const Experiment& e = p_.book.ExperimentOf(t);
   EndAttempt(t, e.spec.reuse_actors ? ActorEnd::kReuseOrStop : ActorEnd::kStop);
-  t.memory_checkpoint = memory_checkpoint;
+  t.memory_checkpoint = std::move(memory_checkpoint);
   SetStatus(t, TrialStatus::kPaused);
   if (!t.held) Enqueue(t);
 }

@@ -121,7 +121,7 @@ class TrialLifecycle {
   // The pause's memory checkpoint is in: the attempt ends (its actor cached
   // for reuse when the experiment reuses actors, else stopped) and the trial
   // is PAUSED with it, queued again unless a user holds it.
-  void FinishPause(Trial& t, const std::string& memory_checkpoint);
+  void FinishPause(Trial& t, std::string memory_checkpoint);
   // A persistent checkpoint; with `then_stop` the trial TERMINATES once saved.
   void SaveCheckpoint(Trial& t, bool then_stop, SendTiming timing = SendTiming::kNow);
   // Whether a persistent checkpoint is due after the trial's last result.

@@ -110,8 +110,9 @@ class TrialRunner {
   // The worker is gone for `why` (its key was revoked): its trials fail over
   // as for a dead worker. No-op for a worker that is not alive.
   void DropWorker(const WorkerId& worker_id, const std::string& why);
-  void HandleReply(const WorkerId& worker_id, const protocol::Reply& reply,
-                   const std::string& payload);
+  // Takes the payload (a checkpoint can be large): moved into the store's
+  // batch or the trial's memory checkpoint, never copied on the loop thread.
+  void HandleReply(const WorkerId& worker_id, const protocol::Reply& reply, std::string payload);
   void HandleResultBatch(const WorkerId& worker_id, const protocol::ResultBatch& batch);
 
   // ---- client requests ----
@@ -183,9 +184,9 @@ class TrialRunner {
   // Fails the attempts whose requests went unanswered past their deadline.
   void FailExpiredRequests();
 
-  void OnSaveReply(Trial& t, const protocol::Reply& reply, const std::string& payload);
+  void OnSaveReply(Trial& t, const protocol::Reply& reply, std::string payload);
   // Stores a persistent checkpoint and applies retention (Ray's rules).
-  void AddCheckpoint(Trial& t, const std::string& bytes, int64_t iteration);
+  void AddCheckpoint(Trial& t, std::string bytes, int64_t iteration);
 
   void OnWorkerDead(const WorkerId& worker_id, const std::string& cause);
   void RecomputeMaxPending();

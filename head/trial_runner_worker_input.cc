@@ -74,7 +74,7 @@ Trial* TrialRunner::CurrentTrial(const TrialId& trial_id, uint64_t attempt) {
 }
 
 void TrialRunner::HandleReply(const WorkerId& worker_id, const protocol::Reply& reply,
-                              const std::string& payload) {
+                              std::string payload) {
   registry_.Touch(worker_id);
   std::string mismatch;
   auto f = executor_.Take(reply.rid, Answer{false, TrialId(reply.trial_id), reply.attempt, worker_id},
@@ -120,10 +120,10 @@ void TrialRunner::HandleReply(const WorkerId& worker_id, const protocol::Reply& 
         } else if (!reply.ok || payload.empty()) {
           lifecycle_.FailTrial(*t, "pause checkpoint failed: " + reply.error, true);
         } else {
-          lifecycle_.FinishPause(*t, payload);
+          lifecycle_.FinishPause(*t, std::move(payload));
         }
       } else {
-        OnSaveReply(*t, reply, payload);
+        OnSaveReply(*t, reply, std::move(payload));
       }
       break;
     default: break;  // TRAIN is answered by a RESULT batch (Executor::Take checked)
@@ -229,7 +229,7 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id,
   }
 }
 
-void TrialRunner::OnSaveReply(Trial& t, const protocol::Reply& reply, const std::string& payload) {
+void TrialRunner::OnSaveReply(Trial& t, const protocol::Reply& reply, std::string payload) {
   if (t.phase != TrialPhase::kSaving) {
     lifecycle_.IllegalState("trial " + t.trial_id + ": a persistent SAVE answered in phase " +
                             TrialPhaseName(t.phase));
@@ -252,7 +252,7 @@ void TrialRunner::OnSaveReply(Trial& t, const protocol::Reply& reply, const std:
     iteration = std::clamp<int64_t>(reply.data["iteration"].get<int64_t>(), 0,
                                     std::max(t.iteration, t.resume_iteration));
   }
-  AddCheckpoint(t, payload, iteration);
+  AddCheckpoint(t, std::move(payload), iteration);
   if (stop) {
     lifecycle_.FinishTrial(t, TrialStatus::kTerminated);
   } else {
@@ -260,8 +260,8 @@ void TrialRunner::OnSaveReply(Trial& t, const protocol::Reply& reply, const std:
   }
 }
 
-void TrialRunner::AddCheckpoint(Trial& t, const std::string& bytes, int64_t iteration) {
-  checkpoints_.Add(t, book_.ExperimentOf(t).spec.checkpoint, bytes, iteration);
+void TrialRunner::AddCheckpoint(Trial& t, std::string bytes, int64_t iteration) {
+  checkpoints_.Add(t, book_.ExperimentOf(t).spec.checkpoint, std::move(bytes), iteration);
   book_.MarkDirty(t);
 }
 

@@ -267,11 +267,13 @@ Result<std::optional<std::string>> RocksDbStore::Get(Family f, std::string_view 
   try {
     rocksdb::ReadOptions ro;
     ro.verify_checksums = true;
-    rocksdb::PinnableSlice value;
+    // Straight into the string: a value read through a PinnableSlice and
+    // ToString() is copied twice, which for a checkpoint is megabytes.
+    std::string value;
     const rocksdb::Status s = db_->db().Get(ro, handle(f), ToSlice(key), &value);
     if (s.IsNotFound()) return std::optional<std::string>();
     RETURN_IF_ERROR(FromRocks(s, dir_, std::string("get from ") + FamilyName(f)));
-    return std::optional<std::string>(value.ToString());
+    return std::optional<std::string>(std::move(value));
   } catch (const std::exception& e) {
     return FromException(dir_, "get", e.what());
   }

@@ -146,6 +146,30 @@ TEST(ChunkedTransferTest, ChunkOutOfOrderOrPastTheEndEndsTheTransferWithItsHeade
   EXPECT_EQ(std::get<ChunkAssembler::Refusal>(unknown).error.code(), StatusCode::kNotFound);
   EXPECT_FALSE(std::get<ChunkAssembler::Refusal>(unknown).header.has_value());
 }
+// The payload is written in place from its first chunk: no chunk reallocates
+// what came before. (A string grown chunk by chunk copies everything received
+// into fresh pages at each doubling, and a payload one byte over a power of
+// two doubled at its last chunk: on a VM that held the control thread past
+// the liveness window.) Only the announced size is reserved, and only once
+// bytes arrive: a header alone allocates nothing.
+TEST(ChunkedTransferTest, AssemblerWritesThePayloadInPlaceFromItsFirstChunk) {
+  constexpr size_t kChunk = 1 << 16;
+  const std::string payload = Bytes(16 * kChunk + 88);
+  ChunkAssembler assembler(/*max_payload_bytes=*/1 << 24);
+  ASSERT_TRUE(assembler.Expect("w1", ReplyHeader(7, payload.size())).ok());
+  std::optional<Message> done;
+  for (size_t offset = 0; offset < payload.size(); offset += kChunk) {
+    const std::string_view bytes = std::string_view(payload).substr(offset, kChunk);
+    auto r = assembler.OnChunk("w1", Chunk{7, offset}, bytes);
+    ASSERT_TRUE(std::holds_alternative<ChunkAssembler::Progress>(r));
+    if (auto& p = std::get<ChunkAssembler::Progress>(r); p.done) done = std::move(p.done);
+  }
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->payload, payload);
+  // Grown by doubling, the buffer would end at twice the last power of two
+  // (32 chunks' worth here); reserved once, it ends at the announced size.
+  EXPECT_LT(done->payload.capacity(), payload.size() + kChunk);
+}
 
 TEST(ChunkedTransferTest, TakePeerReturnsEveryTransferOfThatPeerOnly) {
   ChunkSender sender(100, 100);

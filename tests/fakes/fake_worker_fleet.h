@@ -166,7 +166,7 @@ class FakeWorkerFleet {
   void Reply(const WorkerId& worker, uint64_t rid, const std::string& trial, uint64_t attempt,
              bool ok, std::string error = {}, Json data = {}, std::string payload = {}) {
     protocol::Reply r{rid, trial, attempt, ok, std::move(error), std::move(data)};
-    runner_.HandleReply(worker, r, payload);
+    runner_.HandleReply(worker, r, std::move(payload));
   }
 
   void Answer(const RecordingCommandSink::Sent& sent) {

@@ -94,7 +94,7 @@ class ScriptedWorkers final : public head::CommandSink {
     r.ok = ok;
     r.error = std::move(error);
     r.data = std::move(data);
-    runner.HandleReply(worker, r, payload);
+    runner.HandleReply(worker, r, std::move(payload));
   }
 
   void Answer(head::TrialRunner& runner, const WorkerId& w, const protocol::Message& m) {

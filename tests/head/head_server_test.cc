@@ -362,13 +362,48 @@ bool IsRegistered(const protocol::Message& m) {
   return std::holds_alternative<protocol::Registered>(m.body);
 }
 
-void SendRegister(zmq::socket_t& s, const std::string& worker_id) {
+void SendRegister(zmq::socket_t& s, const std::string& worker_id, uint64_t incarnation = 1) {
   protocol::Register reg;
   reg.worker_id = worker_id;
-  reg.incarnation = 1;
+  reg.incarnation = incarnation;
+  reg.pid = 4242;
+  reg.host = "test-host";
   reg.resources = {{"CPU", 1}};
   reg.trainables = {"noop"};
   ASSERT_TRUE(zmqutil::SendFrames(s, protocol::Encode({reg, {}})).ok());
+}
+
+// A worker that judged the head silent reconnects on a new connection with
+// the next incarnation; REGISTERs its old connection queued meanwhile can be
+// read after the new one's (the ROUTER takes turns between connections). A
+// late one must not take the worker's route back to the closed connection:
+// the head keeps talking to the new one.
+TEST(HeadServerTest, ALateRegisterOfAnEarlierIncarnationDoesNotTakeTheRouteBack) {
+  HeadServerOptions options;
+  options.runner.liveness = 1000;  // the test sends no heartbeats of its own
+  RunningHead head(options);
+  ASSERT_TRUE(head.start_status().ok()) << head.start_status().ToString();
+  zmq::socket_t old_conn = head.Dealer(head.server().worker_endpoint(), "conn-old");
+  zmq::socket_t new_conn = head.Dealer(head.server().worker_endpoint(), "conn-new");
+  SendRegister(old_conn, "w-1", 1);
+  ASSERT_FALSE(Receive(old_conn, 10'000, IsRegistered).empty());
+  SendRegister(new_conn, "w-1", 2);
+  ASSERT_FALSE(Receive(new_conn, 10'000, IsRegistered).empty());
+  Receive(old_conn, 2 * kHeartbeatMs);  // heartbeats sent before the switch
+
+  SendRegister(old_conn, "w-1", 1);
+  // Both connections over several heartbeat intervals: everything goes to
+  // the new one, nothing (no REGISTERED, no heartbeat) to the old one.
+  const std::vector<protocol::Message> on_old = Receive(old_conn, 5 * kHeartbeatMs);
+  const std::vector<protocol::Message> on_new = Receive(new_conn, 2 * kHeartbeatMs);
+  EXPECT_TRUE(on_old.empty()) << on_old.size() << " messages went to the closed connection";
+  bool heard = false;
+  for (const auto& m : on_new) heard = heard || std::holds_alternative<protocol::Heartbeat>(m.body);
+  EXPECT_TRUE(heard) << "the new connection heard nothing";
+
+  // A REGISTER of a newer incarnation still moves the route (a reconnect).
+  SendRegister(old_conn, "w-1", 3);
+  EXPECT_FALSE(Receive(old_conn, 10'000, IsRegistered).empty());
 }
 
 // A client connection that sends faster than its budget gets refusals that
