@@ -146,12 +146,12 @@ TEST(ChunkedTransferTest, ChunkOutOfOrderOrPastTheEndEndsTheTransferWithItsHeade
   EXPECT_EQ(std::get<ChunkAssembler::Refusal>(unknown).error.code(), StatusCode::kNotFound);
   EXPECT_FALSE(std::get<ChunkAssembler::Refusal>(unknown).header.has_value());
 }
+
 // The payload is written in place from its first chunk: no chunk reallocates
 // what came before. (A string grown chunk by chunk copies everything received
 // into fresh pages at each doubling, and a payload one byte over a power of
 // two doubled at its last chunk: on a VM that held the control thread past
-// the liveness window.) Only the announced size is reserved, and only once
-// bytes arrive: a header alone allocates nothing.
+// the liveness window.)
 TEST(ChunkedTransferTest, AssemblerWritesThePayloadInPlaceFromItsFirstChunk) {
   constexpr size_t kChunk = 1 << 16;
   const std::string payload = Bytes(16 * kChunk + 88);
