@@ -9,43 +9,10 @@
 #include "common/protocol/messages.h"
 #include "common/sha256.h"
 #include "head/search_space.h"
+#include "head/spec_fields.h"
 
 namespace ztune::head {
 namespace {
-
-Status Bad(const std::string& key, const std::string& what) {
-  return Status::InvalidArgument("spec." + key + ": " + what);
-}
-
-Result<int64_t> ReadInt(const Json& j, const std::string& key, int64_t min) {
-  if (!j.is_number_integer()) return Bad(key, "must be an integer");
-  if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-    return Bad(key, "must be at most " + std::to_string(INT64_MAX) + ", got " +
-                        std::to_string(j.get<uint64_t>()));
-  }
-  int64_t v = j.get<int64_t>();
-  if (v < min) return Bad(key, "must be >= " + std::to_string(min) + ", got " + std::to_string(v));
-  return v;
-}
-
-Result<double> ReadNonNegative(const Json& j, const std::string& key) {
-  if (!j.is_number()) return Bad(key, "must be a number");
-  double v = j.get<double>();
-  if (!std::isfinite(v) || v < 0) return Bad(key, "must be a finite number >= 0");
-  return v;
-}
-
-Status CheckKeys(const Json& j, const std::string& where, const std::set<std::string>& allowed) {
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (!allowed.count(it.key())) {
-      std::string list;
-      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-      return Status::InvalidArgument("spec" + (where.empty() ? "" : "." + where) +
-                                     ": unknown key '" + it.key() + "' (allowed: " + list + ")");
-    }
-  }
-  return Status::Ok();
-}
 
 void FlattenStop(const Json& j, const std::string& prefix,
                  std::vector<std::pair<std::string, double>>& out, Status& status) {
@@ -58,7 +25,7 @@ void FlattenStop(const Json& j, const std::string& prefix,
     } else if (it.value().is_boolean()) {
       out.emplace_back(key, it.value().get<bool>() ? 1.0 : 0.0);
     } else {
-      status = Bad("stop." + key, "must be a number (stop when result[key] >= value)");
+      status = BadSpecField("stop." + key, "must be a number (stop when result[key] >= value)");
     }
   }
 }
@@ -84,34 +51,36 @@ bool IsIdentifier(std::string_view s) {
 Status ParseTrainable(const Json& j, ExperimentSpec& s) {
   if (j.is_string()) {
     s.trainable = j.get<std::string>();
-    if (s.trainable.empty()) return Bad("trainable", "must not be empty");
+    if (s.trainable.empty()) return BadSpecField("trainable", "must not be empty");
     if (s.trainable[0] == '@') {
-      return Bad("trainable",
-                 "names starting with '@' are reserved; submitted code is "
-                 "{\"python\": \"FILE:NAME\"}");
+      return BadSpecField("trainable",
+                          "names starting with '@' are reserved; submitted code is "
+                          "{\"python\": \"FILE:NAME\"}");
     }
     // The name defaults to the trainable and is stored explicitly, so the
     // trainable obeys the name's limit: a longer one was accepted at submit
     // and then refused when a restarted head read the stored spec back.
-    if (s.trainable.size() > 200) return Bad("trainable", "must be at most 200 characters");
-    if (HasControl(s.trainable)) return Bad("trainable", "must not contain control characters");
+    if (s.trainable.size() > 200)
+      return BadSpecField("trainable", "must be at most 200 characters");
+    if (HasControl(s.trainable))
+      return BadSpecField("trainable", "must not contain control characters");
     return Status::Ok();
   }
   if (j.is_object()) {
-    RETURN_IF_ERROR(CheckKeys(j, "trainable", {"python"}));
+    RETURN_IF_ERROR(CheckSpecKeys(j, "trainable", {"python"}));
     if (!j.contains("python") || !j["python"].is_string()) {
-      return Bad("trainable.python", "required: \"FILE:NAME\" in the uploaded project");
+      return BadSpecField("trainable.python", "required: \"FILE:NAME\" in the uploaded project");
     }
     s.python_entry = j["python"].get<std::string>();
     if (Status st = CheckPythonEntry(s.python_entry); !st.ok()) {
-      return Bad("trainable.python", st.message());
+      return BadSpecField("trainable.python", st.message());
     }
     s.trainable = protocol::kSubmittedPythonTrainable;
     return Status::Ok();
   }
-  return Bad("trainable",
-             "required: the name of a trainable the workers host, or {\"python\": "
-             "\"FILE:NAME\"} for submitted code");
+  return BadSpecField("trainable",
+                      "required: the name of a trainable the workers host, or {\"python\": "
+                      "\"FILE:NAME\"} for submitted code");
 }
 
 }  // namespace
@@ -189,28 +158,29 @@ const Json* FindFlatKey(const Json& result, const std::string& flat_key) {
 
 Result<ExperimentSpec> ExperimentSpec::Parse(const Json& j, uint64_t default_seed) {
   if (!j.is_object()) return Status::InvalidArgument("spec must be a JSON object");
-  RETURN_IF_ERROR(CheckKeys(j, "",
-                            {"name",
-                             "trainable",
-                             "param_space",
-                             "num_samples",
-                             "metric",
-                             "mode",
-                             "stop",
-                             "resources",
-                             "checkpoint",
-                             "max_failures",
-                             "max_concurrent_trials",
-                             "seed",
-                             "fail_fast",
-                             "reuse_actors",
-                             "export_formats",
-                             "force_cleanup_s",
-                             "timeouts",
-                             "result_buffer_length",
-                             "result_buffer_min_time_s",
-                             "result_buffer_max_time_s",
-                             "working_dir"}));
+  RETURN_IF_ERROR(CheckSpecKeys(j, "",
+                                {"name",
+                                 "trainable",
+                                 "param_space",
+                                 "num_samples",
+                                 "metric",
+                                 "mode",
+                                 "stop",
+                                 "resources",
+                                 "checkpoint",
+                                 "max_failures",
+                                 "max_concurrent_trials",
+                                 "seed",
+                                 "fail_fast",
+                                 "reuse_actors",
+                                 "export_formats",
+                                 "force_cleanup_s",
+                                 "timeouts",
+                                 "result_buffer_length",
+                                 "result_buffer_min_time_s",
+                                 "result_buffer_max_time_s",
+                                 "working_dir",
+                                 "scheduler"}));
   ExperimentSpec s;
   RETURN_IF_ERROR(ParseTrainable(j.contains("trainable") ? j["trainable"] : Json(), s));
   if (j.contains("working_dir") && !j["working_dir"].is_null()) {
@@ -218,56 +188,60 @@ Result<ExperimentSpec> ExperimentSpec::Parse(const Json& j, uint64_t default_see
     const size_t n = sizeof(kWorkingDirPrefix) - 1;
     if (!w.is_string() || w.get<std::string>().compare(0, n, kWorkingDirPrefix) != 0 ||
         !IsSha256Hex(std::string_view(w.get<std::string>()).substr(n))) {
-      return Bad("working_dir",
-                 "must be \"sha256:<64 lowercase hex digits>\", the project uploaded by "
-                 "`ztune submit --working-dir DIR`");
+      return BadSpecField("working_dir",
+                          "must be \"sha256:<64 lowercase hex digits>\", the project uploaded by "
+                          "`ztune submit --working-dir DIR`");
     }
     s.working_dir = w.get<std::string>();
   }
   if (s.IsSubmittedCode() && s.working_dir.empty()) {
-    return Bad("working_dir",
-               "required with trainable.python: submit with `ztune submit SPEC --working-dir "
-               "DIR`, which uploads the project directory and sets it");
+    return BadSpecField(
+        "working_dir",
+        "required with trainable.python: submit with `ztune submit SPEC --working-dir "
+        "DIR`, which uploads the project directory and sets it");
   }
   if (!s.IsSubmittedCode() && !s.working_dir.empty()) {
-    return Bad("working_dir", "only submitted code ({\"python\": \"FILE:NAME\"}) uses one");
+    return BadSpecField("working_dir",
+                        "only submitted code ({\"python\": \"FILE:NAME\"}) uses one");
   }
   if (j.contains("name")) {
-    if (!j["name"].is_string()) return Bad("name", "must be a string");
+    if (!j["name"].is_string()) return BadSpecField("name", "must be a string");
     s.name = j["name"].get<std::string>();
-    if (s.name.size() > 200) return Bad("name", "must be at most 200 characters");
+    if (s.name.size() > 200) return BadSpecField("name", "must be at most 200 characters");
   }
   if (s.name.empty()) s.name = s.IsSubmittedCode() ? s.python_entry.substr(0, 200) : s.trainable;
   // Names reach terminals and log lines.
   if (HasControl(s.name)) {
-    return Bad("name", "must not contain control characters (newlines, escape sequences)");
+    return BadSpecField("name", "must not contain control characters (newlines, escape sequences)");
   }
   if (j.contains("param_space")) {
-    if (!j["param_space"].is_object()) return Bad("param_space", "must be an object");
+    if (!j["param_space"].is_object()) return BadSpecField("param_space", "must be an object");
     s.param_space = j["param_space"];
     auto space = SearchSpace::Parse(s.param_space);
     if (!space.ok()) return space.status();
   }
   if (j.contains("num_samples")) {
-    ASSIGN_OR_RETURN(s.num_samples, ReadInt(j["num_samples"], "num_samples", 1));
+    ASSIGN_OR_RETURN(s.num_samples, ReadSpecInt(j["num_samples"], "num_samples", 1));
   }
   if (j.contains("metric") && !j["metric"].is_null()) {
     if (!j["metric"].is_string() || j["metric"].get<std::string>().empty()) {
-      return Bad("metric", "must be a non-empty string");
+      return BadSpecField("metric", "must be a non-empty string");
     }
     s.metric = j["metric"].get<std::string>();
   }
   if (j.contains("mode") && !j["mode"].is_null()) {
     if (!j["mode"].is_string() ||
         (j["mode"].get<std::string>() != "min" && j["mode"].get<std::string>() != "max")) {
-      return Bad("mode", "must be \"min\" or \"max\"");
+      return BadSpecField("mode", "must be \"min\" or \"max\"");
     }
     s.mode = j["mode"].get<std::string>();
   }
-  if (!s.metric.empty() && s.mode.empty()) return Bad("mode", "required when metric is set");
-  if (s.metric.empty() && !s.mode.empty()) return Bad("metric", "required when mode is set");
+  if (!s.metric.empty() && s.mode.empty())
+    return BadSpecField("mode", "required when metric is set");
+  if (s.metric.empty() && !s.mode.empty())
+    return BadSpecField("metric", "required when mode is set");
   if (j.contains("stop")) {
-    if (!j["stop"].is_object()) return Bad("stop", "must be an object of criteria");
+    if (!j["stop"].is_object()) return BadSpecField("stop", "must be an object of criteria");
     Status st;
     FlattenStop(j["stop"], "", s.stop, st);
     RETURN_IF_ERROR(st);
@@ -283,77 +257,80 @@ Result<ExperimentSpec> ExperimentSpec::Parse(const Json& j, uint64_t default_see
   s.resources.actor_trainable = s.trainable;
   if (j.contains("checkpoint")) {
     const Json& c = j["checkpoint"];
-    if (!c.is_object()) return Bad("checkpoint", "must be an object");
-    RETURN_IF_ERROR(CheckKeys(c, "checkpoint",
-                              {"frequency", "at_end", "num_to_keep", "score_attribute",
-                               "score_order"}));
+    if (!c.is_object()) return BadSpecField("checkpoint", "must be an object");
+    RETURN_IF_ERROR(CheckSpecKeys(
+        c, "checkpoint", {"frequency", "at_end", "num_to_keep", "score_attribute", "score_order"}));
     if (c.contains("frequency")) {
-      ASSIGN_OR_RETURN(s.checkpoint.frequency, ReadInt(c["frequency"], "checkpoint.frequency", 0));
+      ASSIGN_OR_RETURN(s.checkpoint.frequency,
+                       ReadSpecInt(c["frequency"], "checkpoint.frequency", 0));
     }
     if (c.contains("at_end")) {
-      if (!c["at_end"].is_boolean()) return Bad("checkpoint.at_end", "must be true or false");
+      if (!c["at_end"].is_boolean())
+        return BadSpecField("checkpoint.at_end", "must be true or false");
       s.checkpoint.at_end = c["at_end"].get<bool>();
     }
     if (c.contains("num_to_keep") && !c["num_to_keep"].is_null()) {
       ASSIGN_OR_RETURN(s.checkpoint.num_to_keep,
-                       ReadInt(c["num_to_keep"], "checkpoint.num_to_keep", 1));
+                       ReadSpecInt(c["num_to_keep"], "checkpoint.num_to_keep", 1));
     }
     if (c.contains("score_attribute")) {
       if (!c["score_attribute"].is_string() || c["score_attribute"].get<std::string>().empty()) {
-        return Bad("checkpoint.score_attribute", "must be a non-empty string");
+        return BadSpecField("checkpoint.score_attribute", "must be a non-empty string");
       }
       s.checkpoint.score_attribute = c["score_attribute"].get<std::string>();
     }
     if (c.contains("score_order")) {
       if (!c["score_order"].is_string() || (c["score_order"] != "max" && c["score_order"] != "min")) {
-        return Bad("checkpoint.score_order", "must be \"min\" or \"max\"");
+        return BadSpecField("checkpoint.score_order", "must be \"min\" or \"max\"");
       }
       s.checkpoint.score_max = c["score_order"] == "max";
     }
   }
   if (j.contains("max_failures")) {
-    ASSIGN_OR_RETURN(s.max_failures, ReadInt(j["max_failures"], "max_failures", -1));
+    ASSIGN_OR_RETURN(s.max_failures, ReadSpecInt(j["max_failures"], "max_failures", -1));
   }
   if (j.contains("max_concurrent_trials")) {
     ASSIGN_OR_RETURN(s.max_concurrent_trials,
-                     ReadInt(j["max_concurrent_trials"], "max_concurrent_trials", 0));
+                     ReadSpecInt(j["max_concurrent_trials"], "max_concurrent_trials", 0));
   }
   if (j.contains("seed")) {
     if (!j["seed"].is_number_integer() || j["seed"].get<int64_t>() < 0) {
-      return Bad("seed", "must be a non-negative integer");
+      return BadSpecField("seed", "must be a non-negative integer");
     }
     s.seed = j["seed"].get<uint64_t>();
   } else {
     s.seed = default_seed;
   }
   if (j.contains("fail_fast")) {
-    if (!j["fail_fast"].is_boolean()) return Bad("fail_fast", "must be true or false");
+    if (!j["fail_fast"].is_boolean()) return BadSpecField("fail_fast", "must be true or false");
     s.fail_fast = j["fail_fast"].get<bool>();
     if (s.fail_fast && s.max_failures != 0) {
-      return Bad("fail_fast", "cannot be combined with max_failures != 0");
+      return BadSpecField("fail_fast", "cannot be combined with max_failures != 0");
     }
   }
   if (j.contains("reuse_actors")) {
-    if (!j["reuse_actors"].is_boolean()) return Bad("reuse_actors", "must be true or false");
+    if (!j["reuse_actors"].is_boolean())
+      return BadSpecField("reuse_actors", "must be true or false");
     s.reuse_actors = j["reuse_actors"].get<bool>();
   }
   if (j.contains("export_formats")) {
     const Json& f = j["export_formats"];
-    if (!f.is_array()) return Bad("export_formats", "must be an array of format names");
+    if (!f.is_array()) return BadSpecField("export_formats", "must be an array of format names");
     for (const auto& x : f) {
       if (!x.is_string() || x.get<std::string>().empty()) {
-        return Bad("export_formats", "must be an array of non-empty strings");
+        return BadSpecField("export_formats", "must be an array of non-empty strings");
       }
       s.export_formats.push_back(x.get<std::string>());
     }
   }
   if (j.contains("force_cleanup_s")) {
-    ASSIGN_OR_RETURN(s.force_cleanup_s, ReadNonNegative(j["force_cleanup_s"], "force_cleanup_s"));
+    ASSIGN_OR_RETURN(s.force_cleanup_s,
+                     ReadSpecNonNegative(j["force_cleanup_s"], "force_cleanup_s"));
   }
   if (j.contains("timeouts") && !j["timeouts"].is_null()) {
     const Json& t = j["timeouts"];
-    if (!t.is_object()) return Bad("timeouts", "must be an object");
-    RETURN_IF_ERROR(CheckKeys(t, "timeouts", {"setup_s", "step_s", "checkpoint_s"}));
+    if (!t.is_object()) return BadSpecField("timeouts", "must be an object");
+    RETURN_IF_ERROR(CheckSpecKeys(t, "timeouts", {"setup_s", "step_s", "checkpoint_s"}));
     for (auto [key, slot] : {std::pair{"setup_s", &s.timeouts.setup_s},
                              std::pair{"step_s", &s.timeouts.step_s},
                              std::pair{"checkpoint_s", &s.timeouts.checkpoint_s}}) {
@@ -363,30 +340,35 @@ Result<ExperimentSpec> ExperimentSpec::Parse(const Json& j, uint64_t default_see
         *slot = 0;
         continue;
       }
-      ASSIGN_OR_RETURN(double v, ReadNonNegative(t[key], name));
+      ASSIGN_OR_RETURN(double v, ReadSpecNonNegative(t[key], name));
       if (v <= 0 || v > RequestTimeoutsSpec::kMaxSeconds) {
-        return Bad(name, "must be a number of seconds in (0, " +
-                             std::to_string(static_cast<int64_t>(RequestTimeoutsSpec::kMaxSeconds)) +
-                             "], or null for no limit");
+        return BadSpecField(
+            name, "must be a number of seconds in (0, " +
+                      std::to_string(static_cast<int64_t>(RequestTimeoutsSpec::kMaxSeconds)) +
+                      "], or null for no limit");
       }
       *slot = v;
     }
   }
   if (j.contains("result_buffer_length")) {
     ASSIGN_OR_RETURN(s.result_buffer_length,
-                     ReadInt(j["result_buffer_length"], "result_buffer_length", 1));
+                     ReadSpecInt(j["result_buffer_length"], "result_buffer_length", 1));
   }
   if (j.contains("result_buffer_min_time_s")) {
-    ASSIGN_OR_RETURN(s.result_buffer_min_time_s,
-                     ReadNonNegative(j["result_buffer_min_time_s"], "result_buffer_min_time_s"));
+    ASSIGN_OR_RETURN(s.result_buffer_min_time_s, ReadSpecNonNegative(j["result_buffer_min_time_s"],
+                                                                     "result_buffer_min_time_s"));
   }
   if (j.contains("result_buffer_max_time_s")) {
-    ASSIGN_OR_RETURN(s.result_buffer_max_time_s,
-                     ReadNonNegative(j["result_buffer_max_time_s"], "result_buffer_max_time_s"));
+    ASSIGN_OR_RETURN(s.result_buffer_max_time_s, ReadSpecNonNegative(j["result_buffer_max_time_s"],
+                                                                     "result_buffer_max_time_s"));
   }
   if (s.result_buffer_min_time_s > s.result_buffer_max_time_s) {
-    return Bad("result_buffer_min_time_s", "must not exceed result_buffer_max_time_s");
+    return BadSpecField("result_buffer_min_time_s", "must not exceed result_buffer_max_time_s");
   }
+  // After metric, mode and seed: the scheduler may take them.
+  ASSIGN_OR_RETURN(s.scheduler,
+                   SchedulerSpec::Parse(j.contains("scheduler") ? j["scheduler"] : Json(), s.metric,
+                                        s.mode, s.seed));
   return s;
 }
 
@@ -420,7 +402,8 @@ Json ExperimentSpec::ToJson() const {
            {"checkpoint_s", timeouts.checkpoint_s > 0 ? Json(timeouts.checkpoint_s) : Json()}}},
          {"result_buffer_length", result_buffer_length},
          {"result_buffer_min_time_s", result_buffer_min_time_s},
-         {"result_buffer_max_time_s", result_buffer_max_time_s}};
+         {"result_buffer_max_time_s", result_buffer_max_time_s},
+         {"scheduler", scheduler.ToJson()}};
   if (IsSubmittedCode()) j["working_dir"] = working_dir;
   return j;
 }

@@ -12,6 +12,7 @@
 #include "common/json.h"
 #include "common/resources.h"
 #include "common/status.h"
+#include "head/scheduler_spec.h"
 
 namespace ztune::head {
 
@@ -60,6 +61,7 @@ struct ExperimentSpec {
   int64_t result_buffer_length = 1;
   double result_buffer_min_time_s = 0;
   double result_buffer_max_time_s = 100;
+  SchedulerSpec scheduler;  // FIFO unless the spec names another
 
   // Validates `j`. A missing seed is filled with `default_seed` so that the
   // stored spec reproduces the same samples after a restart.

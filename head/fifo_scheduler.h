@@ -23,10 +23,10 @@ class FifoScheduler final : public TrialScheduler {
   void OnTrialAdd(const Trial& t, const std::string& request_key,
                   const PlacementRequest& request) override;
   void OnTrialRemove(const Trial& t) override;
-  SchedulerDecision OnTrialResult(const Trial&, const Json&) override {
+  SchedulerDecision OnTrialResult(Trial&, const Json&) override {
     return SchedulerDecision::kContinue;
   }
-  void OnTrialComplete(const Trial&) override {}
+  void OnTrialComplete(Trial&) override {}
   void OnTrialError(const Trial&) override {}
   std::optional<TrialId> ChooseTrialToRun(
       const std::function<bool(const std::string& key)>& has_resources) const override;

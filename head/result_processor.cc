@@ -24,6 +24,31 @@ bool Done(const Json& result, const ExperimentSpec& spec, int64_t iteration, std
   return false;
 }
 
+// The keys the experiment's scheduler judges by must be in every result that
+// does not end the trial by itself (Ray's _validate_result_metrics; a final
+// `done` result may carry nothing else). Returns the error, or "".
+std::string MissingSchedulerKey(const Json& result, const ExperimentSpec& spec, int64_t iteration) {
+  if (result.value("done", false)) return "";
+  for (const std::string& key : spec.scheduler.RequiredResultKeys()) {
+    const Json* v = FindFlatKey(result, key);
+    if (v != nullptr && v->is_number()) continue;
+    std::string reported;
+    size_t listed = 0;
+    for (auto it = result.begin(); it != result.end(); ++it) {
+      if (++listed > 20) {
+        reported += ", ...";
+        break;
+      }
+      reported += (reported.empty() ? "" : ", ") + it.key();
+    }
+    return "result of iteration " + std::to_string(iteration) + " has " +
+           (v == nullptr ? "no '" + key + "'" : "a non-numeric '" + key + "'") +
+           ", which scheduler " + spec.scheduler.TypeName() +
+           " judges trials by (the result reports: " + reported + ")";
+  }
+  return "";
+}
+
 }  // namespace
 
 BatchOutcome ResultProcessor::Process(const TrialId& trial_id, int64_t last_iteration,
@@ -58,6 +83,8 @@ BatchOutcome ResultProcessor::Process(const TrialId& trial_id, int64_t last_iter
         break;
       }
     }
+    if (!out.error.empty()) break;
+    out.error = MissingSchedulerKey(in, spec, iteration);
     if (!out.error.empty()) break;
     Json result = in;
     result["trial_id"] = trial_id;

@@ -77,20 +77,28 @@ TrialId TrialIdFor(const std::string& experiment_id, uint64_t index) {
   return TrialId(experiment_id + buf);
 }
 
+std::optional<uint64_t> TrialIndexOf(const std::string& experiment_id, const TrialId& id) {
+  const std::string& trial_id = id.str();
+  const std::string prefix = experiment_id + "_";
+  if (!trial_id.starts_with(prefix)) return std::nullopt;
+  uint64_t index = 0;
+  const char* end = trial_id.data() + trial_id.size();
+  // from_chars refuses an empty rest.
+  auto [stop, ec] = std::from_chars(trial_id.data() + prefix.size(), end, index);
+  if (ec != std::errc() || stop != end || TrialIdFor(experiment_id, index) != id) {
+    return std::nullopt;
+  }
+  return index;
+}
+
 Status CheckTrialIdIssued(const Experiment& e, const TrialId& id) {
   const std::string& trial_id = id.str();
-  const std::string prefix = e.experiment_id + "_";
-  uint64_t index = 0;
-  bool canonical = trial_id.starts_with(prefix);
-  if (canonical) {  // from_chars refuses an empty rest
-    const char* end = trial_id.data() + trial_id.size();
-    auto [stop, ec] = std::from_chars(trial_id.data() + prefix.size(), end, index);
-    canonical = ec == std::errc() && stop == end && TrialIdFor(e.experiment_id, index) == id;
-  }
-  if (!canonical) {
+  const std::optional<uint64_t> found = TrialIndexOf(e.experiment_id, id);
+  if (!found) {
     return Status::Corruption("trial id '" + trial_id + "' is not an id experiment " +
                               e.experiment_id + " issues");
   }
+  const uint64_t index = *found;
   if (index >= e.next_trial_index) {
     return Status::Corruption("trial " + trial_id + " is at index " + std::to_string(index) +
                               ", but experiment " + e.experiment_id + " issues its next trial at " +
@@ -141,27 +149,29 @@ Result<TrialStatus> ParseTrialStatus(const std::string& s) {
 }
 
 Json Trial::ToJson() const {
-  return Json{{"trial_id", trial_id},
-              {"experiment_id", experiment_id},
-              {"seq", seq},
-              {"config", config},
-              {"status", TrialStatusName(status)},
-              {"attempt", attempt},
-              {"num_failures", num_failures},
-              {"iteration", iteration},
-              {"last_result", last_result},
-              {"next_checkpoint_id", next_checkpoint_id},
-              {"error", error},
-              {"start_time", start_time},
-              {"end_time", end_time},
-              {"num_restores", num_restores},
-              {"checkpoints_given_up_through", checkpoints_given_up_through},
-              {"held", held},
-              {"restore_from", restore_from},
-              {"actor_worker", actor_worker},
-              {"placement", PlacementToJson(placement)},
-              {"attempt_hosts", AttemptHostsToJson(attempt_hosts)},
-              {"exports", exports}};
+  Json j{{"trial_id", trial_id},
+         {"experiment_id", experiment_id},
+         {"seq", seq},
+         {"config", config},
+         {"status", TrialStatusName(status)},
+         {"attempt", attempt},
+         {"num_failures", num_failures},
+         {"iteration", iteration},
+         {"last_result", last_result},
+         {"next_checkpoint_id", next_checkpoint_id},
+         {"error", error},
+         {"start_time", start_time},
+         {"end_time", end_time},
+         {"num_restores", num_restores},
+         {"checkpoints_given_up_through", checkpoints_given_up_through},
+         {"held", held},
+         {"restore_from", restore_from},
+         {"actor_worker", actor_worker},
+         {"placement", PlacementToJson(placement)},
+         {"attempt_hosts", AttemptHostsToJson(attempt_hosts)},
+         {"exports", exports}};
+  if (!scheduler_state.is_null()) j["scheduler"] = scheduler_state;
+  return j;
 }
 
 Result<Trial> Trial::FromJson(const Json& j) {
@@ -221,6 +231,14 @@ Result<Trial> Trial::FromJson(const Json& j) {
       }
     }
     if (j.contains("exports")) t.exports = j["exports"];
+    if (j.contains("scheduler")) {
+      // Its fields are checked by the experiment's scheduler when it takes
+      // the trial in (ExperimentScheduler::AddTrial).
+      if (!j["scheduler"].is_object()) {
+        return Status::Corruption("trial record: scheduler is not an object");
+      }
+      t.scheduler_state = j["scheduler"];
+    }
     return t;
   } catch (const Json::exception& e) {
     return Status::Corruption(std::string("trial record: ") + e.what());

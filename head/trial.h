@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,8 @@ Result<CheckpointRecord> CheckpointRecordFromJson(const Json& j);
 // Id formats: experiments "e0001", trials "e0001_00003" (sortable by creation).
 std::string ExperimentIdFor(uint64_t n);
 TrialId TrialIdFor(const std::string& experiment_id, uint64_t index);
+// The index k of an id TrialIdFor(experiment_id, k); nullopt for any other text.
+std::optional<uint64_t> TrialIndexOf(const std::string& experiment_id, const TrialId& id);
 
 Json PlacementToJson(const Placement& p);
 Result<Placement> PlacementFromJson(const Json& j);
@@ -90,6 +93,10 @@ struct Trial {
   std::vector<AttemptHost> attempt_hosts;
   bool held = false;  // paused by a user: waits for `resume` instead of the scheduler
   Json exports;       // {format: content} from export_formats, when the trial terminated
+  // What the experiment's scheduler remembers of the trial (ASHA: its bracket
+  // and the values recorded for it at rungs); null under FIFO. Written only
+  // by the ExperimentScheduler, committed with the result that changed it.
+  Json scheduler_state;
 
   // ---- runtime only (the actor of the current attempt) ----
   // What the attempt is doing (trial_phase.h). Written only by

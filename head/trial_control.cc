@@ -62,7 +62,7 @@ Result<Json> TrialControl::Submit(const Json& spec_json, const ExperimentOwner& 
   e.total_variants = *total;
   std::string id = e.experiment_id;
   p_.searcher.Start(id, std::move(space).value());
-  Experiment& stored = p_.book.AddExperiment(std::move(e));
+  Experiment& stored = p_.lifecycle.AddExperiment(std::move(e), /*loaded=*/false);
   p_.book.MarkDirty(stored);
   p_.batch.Put(storage::Family::kMeta, storage::kMetaNextExperiment,
                std::to_string(p_.book.next_experiment()));

@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/check.h"
 #include "common/printable.h"
 #include "head/trial_records.h"
 
@@ -184,8 +185,22 @@ void TrialLifecycle::StartAgain(Trial& t) {
 
 Trial& TrialLifecycle::NewTrial(Experiment& e, Json config) {
   Trial& t = p_.book.AddTrial(e, std::move(config));
+  // A new trial has no stored state to be damaged.
+  const Status taken = p_.scheduler.OnTrialCreate(t);
+  CHECK(taken.ok());
   Enqueue(t);
   return t;
+}
+
+Experiment& TrialLifecycle::AddExperiment(Experiment e, bool loaded) {
+  Experiment& stored = p_.book.AddExperiment(std::move(e), loaded);
+  p_.scheduler.OnExperimentAdd(stored);
+  return stored;
+}
+
+Result<Trial*> TrialLifecycle::AddLoadedTrial(Trial t, bool changed) {
+  RETURN_IF_ERROR(p_.scheduler.OnTrialCreate(t));
+  return &p_.book.AddLoadedTrial(std::move(t), changed);
 }
 
 void TrialLifecycle::Enqueue(Trial& t) {

@@ -104,6 +104,13 @@ class TrialLifecycle {
   // ---- queues and experiments ----
   // A new PENDING trial of `e` (TrialBook::AddTrial), queued.
   Trial& NewTrial(Experiment& e, Json config);
+  // Adds a submitted or loaded experiment to the book and its scheduler
+  // (before any of its trials).
+  Experiment& AddExperiment(Experiment e, bool loaded);
+  // Adds a loaded trial to the book, after its experiment's scheduler took
+  // it in: Corruption (and nothing added) when its stored scheduler state is
+  // damaged. `changed`: see TrialBook::AddLoadedTrial.
+  Result<Trial*> AddLoadedTrial(Trial t, bool changed);
   void Enqueue(Trial& t);
   void Dequeue(Trial& t);
   void MaybeFinishExperiment(Experiment& e);

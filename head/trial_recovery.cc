@@ -24,7 +24,8 @@ Status TrialRecovery::Load() {
   p_.executor.SetEpoch(epoch_);
   p_.batch.Put(storage::Family::kMeta, storage::kMetaHeadEpoch, std::to_string(epoch_));
   for (auto& [id, space] : loaded.searching) p_.searcher.Start(id, std::move(space));
-  for (Experiment& e : loaded.experiments) p_.book.AddExperiment(std::move(e), /*loaded=*/true);
+  for (Experiment& e : loaded.experiments)
+    p_.lifecycle.AddExperiment(std::move(e), /*loaded=*/true);
   if (loaded.schema_upgrade_from.has_value()) {
     // A schema-1 store's trials carry their checkpoint records and error_log
     // inline: they move to records of their own below, in this first commit
@@ -44,7 +45,8 @@ Status TrialRecovery::Load() {
         disposition == RestartDisposition::kRequeue && t.status != TrialStatus::kPending;
     if (disposition == RestartDisposition::kRequeue) t.status = TrialStatus::kPending;
     const bool move_lists = loaded.inline_lists.count(t.trial_id) > 0;
-    Trial& stored = p_.book.AddLoadedTrial(std::move(t), changed);
+    ASSIGN_OR_RETURN(Trial * added, p_.lifecycle.AddLoadedTrial(std::move(t), changed));
+    Trial& stored = *added;
     if (disposition == RestartDisposition::kAwaitReattach) {
       p_.lifecycle.SetPhase(stored, TrialPhase::kAwaitingReattach);
       p_.waits.AwaitReattach(stored.trial_id, p_.clock.NowMs() + grace);

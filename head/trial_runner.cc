@@ -24,7 +24,7 @@ TrialRunner::TrialRunner(storage::Store& store, CommandSink& sink, const Clock& 
       registry_(clock, options.heartbeat_ms * options.liveness),
       groups_(ledger_, clock, PlacementGroupOptions{16, options.pg_removal_delay_ms}),
       executor_(sink, clock),
-      scheduler_(scheduler != nullptr ? std::move(scheduler) : std::make_unique<FifoScheduler>()),
+      scheduler_(scheduler != nullptr ? std::move(scheduler) : std::make_unique<SchedulerSet>()),
       peer_warnings_(clock) {
   RecomputeMaxPending();
 }

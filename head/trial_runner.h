@@ -41,7 +41,7 @@
 #include "head/code_store.h"
 #include "head/command_sink.h"
 #include "head/executor.h"
-#include "head/fifo_scheduler.h"
+#include "head/scheduler_set.h"
 #include "head/placement_group_manager.h"
 #include "head/recovery_waits.h"
 #include "head/resource_ledger.h"

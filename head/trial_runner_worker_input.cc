@@ -169,7 +169,7 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id,
   BatchOutcome outcome = ResultProcessor::Process(t->trial_id, t->iteration, t->resume_iteration,
                                                   e.spec, batch.results);
   bool stop = outcome.stop;
-  const bool checkpoint = outcome.checkpoint;
+  bool checkpoint = outcome.checkpoint;
   const std::string& error = outcome.error;
   std::vector<std::pair<int64_t, Json>>& accepted = outcome.accepted;
   // The scheduler sees each result in order that does not stop the trial by
@@ -183,6 +183,13 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id,
     stop = d == SchedulerDecision::kStop;
     pause = d == SchedulerDecision::kPause;
     accepted.resize(i + 1);
+    if (stop) {
+      // Ray: a scheduler's STOP makes the result done, so that it is stored
+      // as the last (a head restarted before the STOP went out finishes the
+      // trial from it, DriveAfterReattach) and checkpoint_at_end applies.
+      accepted[i].second["done"] = true;
+      checkpoint = checkpoint || e.spec.checkpoint.at_end;
+    }
     break;
   }
   if (pause) t->pause_requested = true;  // a scheduler's pause: queued again, not held

@@ -18,6 +18,7 @@
 
 #include "common/json.h"
 #include "common/resources.h"
+#include "common/status.h"
 #include "head/trial.h"
 
 namespace ztune::head {
@@ -30,6 +31,15 @@ class TrialScheduler {
  public:
   virtual ~TrialScheduler() = default;
 
+  // An experiment was submitted, or loaded by a restarted head, before any
+  // of its trials: a scheduler with decisions of its own per experiment
+  // (ExperimentScheduler) sets them up from the experiment's spec.
+  virtual void OnExperimentAdd(const Experiment&) {}
+  // `t` was created, or loaded (every stored trial, finished or not, once
+  // per head run, before anything else of it). A scheduler may set
+  // `t.scheduler_state`; a loaded one is untrusted: Corruption, naming the
+  // trial, when it is damaged.
+  virtual Status OnTrialCreate(Trial&) { return Status::Ok(); }
   // `t` waits to start (PENDING, or PAUSED by a scheduler); `request_key` and
   // `request` are its experiment's placement request.
   virtual void OnTrialAdd(const Trial& t, const std::string& request_key,
@@ -40,10 +50,12 @@ class TrialScheduler {
   // shows the previous result. A STOP or PAUSE ends the batch here (later
   // results in it are not stored) and is applied after any checkpoint due.
   // Not called for a result that stops the trial by itself (done, or a
-  // stopping criterion: Ray's _process_trial_result).
-  virtual SchedulerDecision OnTrialResult(const Trial& t, const Json& result) = 0;
-  // `t` ended: TERMINATED (complete) or ERROR.
-  virtual void OnTrialComplete(const Trial& t) = 0;
+  // stopping criterion: Ray's _process_trial_result). May change
+  // `t.scheduler_state` (committed with the result), nothing else of `t`.
+  virtual SchedulerDecision OnTrialResult(Trial& t, const Json& result) = 0;
+  // `t` ended: TERMINATED (complete) or ERROR. OnTrialComplete may change
+  // `t.scheduler_state`, nothing else.
+  virtual void OnTrialComplete(Trial& t) = 0;
   virtual void OnTrialError(const Trial& t) = 0;
 
   // The waiting trial to start next among request shapes for which

@@ -49,7 +49,8 @@ TEST(FifoSchedulerTest, FirstPendingWithResourcesThenFirstPausedAcrossShapes) {
   size_t shapes = 0;
   s.ForEachWaitingRequest([&](const std::string&, const PlacementRequest&, size_t) { ++shapes; });
   EXPECT_EQ(shapes, 2u);
-  EXPECT_EQ(s.OnTrialResult(T("a", 10), Json::object()), SchedulerDecision::kContinue);
+  Trial a = T("a", 10);
+  EXPECT_EQ(s.OnTrialResult(a, Json::object()), SchedulerDecision::kContinue);
 }
 
 // An emptied queue stays (the runner still unstages its groups from it) until
@@ -85,7 +86,7 @@ class ScriptedScheduler final : public TrialScheduler {
     fifo_.OnTrialAdd(t, k, r);
   }
   void OnTrialRemove(const Trial& t) override { fifo_.OnTrialRemove(t); }
-  SchedulerDecision OnTrialResult(const Trial&, const Json& result) override {
+  SchedulerDecision OnTrialResult(Trial&, const Json& result) override {
     ++results;
     if (fired_ || result.value("training_iteration", int64_t{0}) != at_) {
       return SchedulerDecision::kContinue;
@@ -93,7 +94,7 @@ class ScriptedScheduler final : public TrialScheduler {
     fired_ = true;
     return decision_;
   }
-  void OnTrialComplete(const Trial&) override { ++completed; }
+  void OnTrialComplete(Trial&) override { ++completed; }
   void OnTrialError(const Trial&) override { ++errored; }
   std::optional<TrialId> ChooseTrialToRun(
       const std::function<bool(const std::string&)>& has) const override {

@@ -1,0 +1,17 @@
+#include "head/experiment_scheduler.h"
+
+#include "common/check.h"
+#include "head/asha_scheduler.h"
+
+namespace ztune::head {
+
+std::unique_ptr<ExperimentScheduler> MakeExperimentScheduler(const SchedulerSpec& spec) {
+  switch (spec.type) {
+    case SchedulerType::kFifo: return nullptr;
+    case SchedulerType::kAsha: return std::make_unique<AshaScheduler>(spec.asha);
+  }
+  CHECK(false);
+  return nullptr;
+}
+
+}  // namespace ztune::head

@@ -1,0 +1,45 @@
+// ExperimentScheduler: the result decisions of one experiment's scheduler
+// (Ray's on_trial_add / on_trial_result / on_trial_complete of ASHA and the
+// like), beside the queue of waiting trials that SchedulerSet keeps for all
+// experiments. FIFO has none: every result continues.
+//
+// What a scheduler must remember across a head restart lives in each trial's
+// record (Trial::scheduler_state). The scheduler writes that field whenever
+// it changes; the runner commits the trial in the same batch as the result
+// that changed it, so the stored state always matches the stored results,
+// and a restarted head that adds every stored trial again decides as the
+// uninterrupted head would.
+//
+// Lives on the head loop thread; not thread-safe.
+#pragma once
+
+#include <memory>
+
+#include "common/json.h"
+#include "common/status.h"
+#include "head/scheduler_spec.h"
+#include "head/trial.h"
+#include "head/trial_scheduler.h"
+
+namespace ztune::head {
+
+class ExperimentScheduler {
+ public:
+  virtual ~ExperimentScheduler() = default;
+  // `t` is new (null state: the scheduler sets its first state) or loaded
+  // from the store with its stored state, which is untrusted: Corruption
+  // naming the trial, and nothing changes, when it is damaged. Called once
+  // per trial and head run, before any result of it.
+  virtual Status AddTrial(Trial& t) = 0;
+  // A result of a running trial that does not stop it by itself (see
+  // TrialScheduler::OnTrialResult).
+  virtual SchedulerDecision OnTrialResult(Trial& t, const Json& result) = 0;
+  // `t` ended TERMINATED; `t.last_result` is its last stored result.
+  virtual void OnTrialComplete(Trial& t) = 0;
+};
+
+// The scheduler `spec` describes; nullptr for FIFO. `spec` was validated by
+// SchedulerSpec::Parse (CHECKed).
+std::unique_ptr<ExperimentScheduler> MakeExperimentScheduler(const SchedulerSpec& spec);
+
+}  // namespace ztune::head

@@ -1,0 +1,59 @@
+// SchedulerSet: the head's TrialScheduler. One FIFO queue of waiting trials
+// for every experiment (Ray's FIFOScheduler choose_trial_to_run: the first
+// PENDING trial that fits, else the first PAUSED one), and for each
+// experiment whose spec names one, its own ExperimentScheduler (ASHA, ...)
+// for the decisions on that experiment's results. An experiment without one
+// continues at every result.
+//
+// Lives on the head loop thread; not thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "head/experiment_scheduler.h"
+#include "head/fifo_scheduler.h"
+#include "head/trial_scheduler.h"
+
+namespace ztune::head {
+
+class SchedulerSet final : public TrialScheduler {
+ public:
+  void OnExperimentAdd(const Experiment& e) override;
+  Status OnTrialCreate(Trial& t) override;
+  void OnTrialAdd(const Trial& t, const std::string& request_key,
+                  const PlacementRequest& request) override {
+    queue_.OnTrialAdd(t, request_key, request);
+  }
+  void OnTrialRemove(const Trial& t) override { queue_.OnTrialRemove(t); }
+  SchedulerDecision OnTrialResult(Trial& t, const Json& result) override;
+  void OnTrialComplete(Trial& t) override;
+  void OnTrialError(const Trial&) override {}
+  std::optional<TrialId> ChooseTrialToRun(
+      const std::function<bool(const std::string& key)>& has_resources) const override {
+    return queue_.ChooseTrialToRun(has_resources);
+  }
+  void ForEachWaitingRequest(
+      const std::function<void(const std::string& key, const PlacementRequest& request,
+                               size_t waiting)>& fn) const override {
+    queue_.ForEachWaitingRequest(fn);
+  }
+  size_t NumWaiting(const std::string& request_key) const override {
+    return queue_.NumWaiting(request_key);
+  }
+  void ForgetRequest(const std::string& request_key) override { queue_.ForgetRequest(request_key); }
+
+  // The scheduler of an experiment; nullptr under FIFO (or unknown).
+  const ExperimentScheduler* SchedulerOf(const std::string& experiment_id) const;
+
+ private:
+  ExperimentScheduler* Find(const std::string& experiment_id);
+
+  FifoScheduler queue_;
+  // By experiment id; only experiments whose spec names a scheduler. Kept
+  // for finished experiments too: `resume` may run their trials again.
+  std::unordered_map<std::string, std::unique_ptr<ExperimentScheduler>> by_experiment_;
+};
+
+}  // namespace ztune::head

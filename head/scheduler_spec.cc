@@ -1,0 +1,161 @@
+#include "head/scheduler_spec.h"
+
+#include <cmath>
+
+#include "head/spec_fields.h"
+
+namespace ztune::head {
+namespace {
+
+constexpr char kWhere[] = "scheduler";
+
+std::string Field(const char* name) { return std::string(kWhere) + "." + name; }
+
+// The metric and mode a scheduler judges by: its own, else the spec's.
+Status ResolveMetric(const Json& j, const std::string& type, const std::string& top_metric,
+                     const std::string& top_mode, std::string& metric, bool& maximize) {
+  metric = top_metric;
+  std::string mode = top_mode;
+  if (j.contains("metric") && !j["metric"].is_null()) {
+    ASSIGN_OR_RETURN(std::string own, ReadSpecName(j["metric"], Field("metric")));
+    if (!top_metric.empty() && own != top_metric) {
+      return BadSpecField(Field("metric"), "'" + own + "' differs from spec.metric '" + top_metric +
+                                               "'; set it in one place");
+    }
+    metric = own;
+  }
+  if (j.contains("mode") && !j["mode"].is_null()) {
+    const Json& m = j["mode"];
+    if (!m.is_string() || (m.get<std::string>() != "min" && m.get<std::string>() != "max")) {
+      return BadSpecField(Field("mode"), "must be \"min\" or \"max\"");
+    }
+    if (!top_mode.empty() && m.get<std::string>() != top_mode) {
+      return BadSpecField(Field("mode"), "'" + m.get<std::string>() + "' differs from spec.mode '" +
+                                             top_mode + "'; set it in one place");
+    }
+    mode = m.get<std::string>();
+  }
+  if (metric.empty()) {
+    return BadSpecField(Field("metric"), "required by scheduler " + type +
+                                             " (the result key it compares trials by; set it "
+                                             "here or as spec.metric)");
+  }
+  if (mode.empty()) {
+    return BadSpecField(Field("mode"), "required by scheduler " + type +
+                                           ": \"min\" or \"max\" (here or as spec.mode)");
+  }
+  maximize = mode == "max";
+  return Status::Ok();
+}
+
+Status ParseAsha(const Json& j, const std::string& top_metric, const std::string& top_mode,
+                 uint64_t seed, AshaOptions& o) {
+  RETURN_IF_ERROR(CheckSpecKeys(j, kWhere,
+                                {"type", "time_attr", "metric", "mode", "max_t", "grace_period",
+                                 "reduction_factor", "brackets", "stop_last_trials"}));
+  RETURN_IF_ERROR(ResolveMetric(j, "asha", top_metric, top_mode, o.metric, o.maximize));
+  if (j.contains("time_attr")) {
+    ASSIGN_OR_RETURN(o.time_attr, ReadSpecName(j["time_attr"], Field("time_attr")));
+  }
+  if (j.contains("max_t")) {
+    ASSIGN_OR_RETURN(o.max_t, ReadSpecNumber(j["max_t"], Field("max_t")));
+  }
+  if (j.contains("grace_period")) {
+    ASSIGN_OR_RETURN(o.grace_period, ReadSpecNumber(j["grace_period"], Field("grace_period")));
+  }
+  if (j.contains("reduction_factor")) {
+    ASSIGN_OR_RETURN(o.reduction_factor,
+                     ReadSpecNumber(j["reduction_factor"], Field("reduction_factor")));
+  }
+  if (j.contains("brackets")) {
+    ASSIGN_OR_RETURN(o.brackets, ReadSpecInt(j["brackets"], Field("brackets"), 1));
+  }
+  if (j.contains("stop_last_trials")) {
+    ASSIGN_OR_RETURN(o.stop_last_trials,
+                     ReadSpecBool(j["stop_last_trials"], Field("stop_last_trials")));
+  }
+  o.seed = seed;
+  return o.Validate();
+}
+
+}  // namespace
+
+Status AshaOptions::Validate() const {
+  auto bad = [](const char* name, const std::string& what) {
+    return BadSpecField(Field(name), what);
+  };
+  if (metric.empty()) return bad("metric", "required by scheduler asha");
+  if (time_attr.empty()) return bad("time_attr", "must not be empty");
+  if (!std::isfinite(max_t) || max_t <= 0) return bad("max_t", "must be a number above 0");
+  if (!std::isfinite(grace_period) || grace_period <= 0 || grace_period > max_t) {
+    return bad("grace_period", "must be above 0 and at most max_t");
+  }
+  if (!std::isfinite(reduction_factor) || reduction_factor <= 1) {
+    return bad("reduction_factor", "must be above 1");
+  }
+  // A reduction factor a hair above 1 would make millions of rungs.
+  if (std::log(max_t / grace_period) / std::log(reduction_factor) + 1 > 1000) {
+    return bad("reduction_factor", "too close to 1 for max_t / grace_period: more than 1000 rungs");
+  }
+  // More brackets than rungs only adds empty brackets; 1,000 bounds memory.
+  if (brackets < 1 || brackets > 1000) return bad("brackets", "must be between 1 and 1000");
+  return Status::Ok();
+}
+
+Result<SchedulerSpec> SchedulerSpec::Parse(const Json& j, const std::string& metric,
+                                           const std::string& mode, uint64_t seed) {
+  SchedulerSpec s;
+  if (j.is_null()) return s;
+  if (!j.is_object()) {
+    return BadSpecField(kWhere, "must be an object such as {\"type\": \"asha\"}");
+  }
+  if (!j.contains("type") || !j["type"].is_string()) {
+    return BadSpecField(Field("type"), "required: \"fifo\" or \"asha\"");
+  }
+  const std::string type = j["type"].get<std::string>();
+  if (type == "fifo") {
+    RETURN_IF_ERROR(CheckSpecKeys(j, kWhere, {"type"}));
+    return s;
+  }
+  if (type == "asha") {
+    s.type = SchedulerType::kAsha;
+    RETURN_IF_ERROR(ParseAsha(j, metric, mode, seed, s.asha));
+    return s;
+  }
+  return BadSpecField(Field("type"), "unknown scheduler '" + type + "' (known: fifo, asha)");
+}
+
+Json SchedulerSpec::ToJson() const {
+  switch (type) {
+    case SchedulerType::kFifo: return Json{{"type", "fifo"}};
+    case SchedulerType::kAsha:
+      return Json{{"type", "asha"},
+                  {"time_attr", asha.time_attr},
+                  {"metric", asha.metric},
+                  {"mode", asha.maximize ? "max" : "min"},
+                  {"max_t", asha.max_t},
+                  {"grace_period", asha.grace_period},
+                  {"reduction_factor", asha.reduction_factor},
+                  {"brackets", asha.brackets},
+                  {"stop_last_trials", asha.stop_last_trials}};
+  }
+  return Json();
+}
+
+const char* SchedulerSpec::TypeName() const {
+  switch (type) {
+    case SchedulerType::kFifo: return "fifo";
+    case SchedulerType::kAsha: return "asha";
+  }
+  return "?";
+}
+
+std::vector<std::string> SchedulerSpec::RequiredResultKeys() const {
+  switch (type) {
+    case SchedulerType::kFifo: return {};
+    case SchedulerType::kAsha: return {asha.metric, asha.time_attr};
+  }
+  return {};
+}
+
+}  // namespace ztune::head

@@ -1,0 +1,58 @@
+// SchedulerSpec: the `scheduler` object of a spec (docs/spec.md), which picks
+// an experiment's trial scheduler and its options, with Ray Tune 2.2's
+// defaults. Parsing refuses unknown keys and invalid values naming the key,
+// and resolves the metric and mode the scheduler judges by (its own, or the
+// spec's top-level ones). Plain values; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "common/status.h"
+
+namespace ztune::head {
+
+enum class SchedulerType { kFifo, kAsha };
+
+// Ray's AsyncHyperBandScheduler options (ASHA).
+struct AshaOptions {
+  std::string time_attr = "training_iteration";
+  std::string metric;    // required
+  bool maximize = true;  // mode "max"; "min" compares negated values
+  double max_t = 100;
+  double grace_period = 1;
+  double reduction_factor = 4;
+  int64_t brackets = 1;
+  bool stop_last_trials = true;
+  uint64_t seed = 0;  // bracket draws (they only matter with brackets > 1)
+
+  // InvalidArgument naming the field: max_t > 0, 0 < grace_period <= max_t,
+  // reduction_factor > 1, 1 <= brackets <= 1000, at most 1000 rungs, finite
+  // numbers, a metric and a time attribute.
+  Status Validate() const;
+};
+
+struct SchedulerSpec {
+  SchedulerType type = SchedulerType::kFifo;
+  AshaOptions asha;  // kAsha
+
+  // Parses `j` (null or absent: FIFO). `metric` and `mode` are the spec's
+  // top-level ones ("" when unset): a scheduler that judges by a metric takes
+  // them when it names none, and refuses ones that differ from its own.
+  // `seed` is the experiment's.
+  static Result<SchedulerSpec> Parse(const Json& j, const std::string& metric,
+                                     const std::string& mode, uint64_t seed);
+  // Every option explicit (the stored form; Parse reads it back unchanged).
+  Json ToJson() const;
+  // "fifo", "asha".
+  const char* TypeName() const;
+  // The keys every result must report for the scheduler to judge it (its
+  // metric and time attribute); empty for FIFO. A result without one fails
+  // its trial, naming the key (Ray: "Trial returned a result which did not
+  // include the specified metric").
+  std::vector<std::string> RequiredResultKeys() const;
+};
+
+}  // namespace ztune::head

@@ -1,0 +1,141 @@
+// The spec's `scheduler` object, through ExperimentSpec::Parse (where users
+// meet it): Ray's defaults, metric and mode taken from the spec or the
+// scheduler, every refusal naming the key, and the stored form read back
+// unchanged.
+#include "head/scheduler_spec.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "head/experiment_spec.h"
+
+namespace ztune::head {
+namespace {
+
+Result<ExperimentSpec> Parse(const std::string& text) {
+  return ExperimentSpec::Parse(Json::parse(text), /*default_seed=*/7);
+}
+
+// The refusal of `text`, which must be one.
+std::string Refusal(const std::string& text) {
+  auto r = Parse(text);
+  EXPECT_FALSE(r.ok()) << text;
+  return r.ok() ? std::string() : r.status().message();
+}
+
+TEST(SchedulerSpecTest, NoSchedulerIsFifo) {
+  auto s = Parse(R"({"trainable": "noop"})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->scheduler.type, SchedulerType::kFifo);
+  EXPECT_TRUE(s->scheduler.RequiredResultKeys().empty());
+  EXPECT_EQ(s->ToJson()["scheduler"], (Json{{"type", "fifo"}}));
+  EXPECT_TRUE(Parse(R"({"trainable": "noop", "scheduler": null})").ok());
+  EXPECT_TRUE(Parse(R"({"trainable": "noop", "scheduler": {"type": "fifo"}})").ok());
+}
+
+TEST(SchedulerSpecTest, AshaTakesRaysDefaultsAndTheSpecsMetricModeAndSeed) {
+  auto s = Parse(R"({"trainable": "noop", "metric": "loss", "mode": "min",
+                     "scheduler": {"type": "asha"}})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const AshaOptions& a = s->scheduler.asha;
+  EXPECT_EQ(s->scheduler.type, SchedulerType::kAsha);
+  EXPECT_EQ(a.time_attr, "training_iteration");
+  EXPECT_EQ(a.metric, "loss");
+  EXPECT_FALSE(a.maximize);
+  EXPECT_EQ(a.max_t, 100);
+  EXPECT_EQ(a.grace_period, 1);
+  EXPECT_EQ(a.reduction_factor, 4);
+  EXPECT_EQ(a.brackets, 1);
+  EXPECT_TRUE(a.stop_last_trials);
+  EXPECT_EQ(a.seed, 7u);
+  EXPECT_EQ(s->scheduler.RequiredResultKeys(),
+            (std::vector<std::string>{"loss", "training_iteration"}));
+}
+
+TEST(SchedulerSpecTest, AshaOptionsAndItsOwnMetric) {
+  auto s = Parse(R"({"trainable": "noop", "seed": 3,
+      "scheduler": {"type": "asha", "metric": "acc", "mode": "max", "time_attr": "epoch",
+                    "max_t": 81, "grace_period": 3, "reduction_factor": 3, "brackets": 2,
+                    "stop_last_trials": false}})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const AshaOptions& a = s->scheduler.asha;
+  EXPECT_EQ(a.metric, "acc");
+  EXPECT_TRUE(a.maximize);
+  EXPECT_EQ(a.time_attr, "epoch");
+  EXPECT_EQ(a.max_t, 81);
+  EXPECT_EQ(a.grace_period, 3);
+  EXPECT_EQ(a.reduction_factor, 3);
+  EXPECT_EQ(a.brackets, 2);
+  EXPECT_FALSE(a.stop_last_trials);
+  EXPECT_EQ(a.seed, 3u);
+  EXPECT_TRUE(s->metric.empty()) << "the spec's own metric stays unset";
+}
+
+// The stored spec is parsed again by a restarted head: the same scheduler.
+TEST(SchedulerSpecTest, TheStoredFormReadsBackUnchanged) {
+  auto s = Parse(R"({"trainable": "noop", "metric": "loss", "mode": "min",
+      "scheduler": {"type": "asha", "max_t": 20, "grace_period": 2.5}})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const Json stored = s->ToJson();
+  auto again = ExperimentSpec::Parse(stored, /*default_seed=*/99);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->ToJson(), stored);
+  EXPECT_EQ(again->scheduler.asha.seed, 7u);
+}
+
+TEST(SchedulerSpecTest, MetricAndModeAreRequiredAndMustAgreeWithTheSpecs) {
+  EXPECT_NE(Refusal(R"({"trainable": "noop", "scheduler": {"type": "asha"}})")
+                .find("spec.scheduler.metric: required by scheduler asha"),
+            std::string::npos);
+  EXPECT_NE(Refusal(R"({"trainable": "noop", "scheduler": {"type": "asha", "metric": "loss"}})")
+                .find("spec.scheduler.mode: required by scheduler asha"),
+            std::string::npos);
+  EXPECT_NE(Refusal(R"({"trainable": "noop", "metric": "loss", "mode": "min",
+                        "scheduler": {"type": "asha", "metric": "acc"}})")
+                .find("spec.scheduler.metric: 'acc' differs from spec.metric 'loss'"),
+            std::string::npos);
+  EXPECT_NE(Refusal(R"({"trainable": "noop", "metric": "loss", "mode": "min",
+                        "scheduler": {"type": "asha", "mode": "max"}})")
+                .find("spec.scheduler.mode: 'max' differs from spec.mode 'min'"),
+            std::string::npos);
+  // The same value in both places is one setting.
+  EXPECT_TRUE(Parse(R"({"trainable": "noop", "metric": "loss", "mode": "min",
+                        "scheduler": {"type": "asha", "metric": "loss", "mode": "min"}})")
+                  .ok());
+}
+
+TEST(SchedulerSpecTest, BadSchedulersAreRefusedNamingTheKey) {
+  const std::string head = R"({"trainable": "noop", "metric": "m", "mode": "max", "scheduler": )";
+  const struct {
+    const char* scheduler;
+    const char* message;
+  } cases[] = {
+      {R"("asha")", "spec.scheduler: must be an object"},
+      {R"({})", "spec.scheduler.type: required"},
+      {R"({"type": 4})", "spec.scheduler.type: required"},
+      {R"({"type": "hyperbandit"})", "spec.scheduler.type: unknown scheduler 'hyperbandit'"},
+      {R"({"type": "fifo", "max_t": 3})", "spec.scheduler: unknown key 'max_t'"},
+      {R"({"type": "asha", "grace": 1})", "spec.scheduler: unknown key 'grace'"},
+      {R"({"type": "asha", "max_t": 0})", "spec.scheduler.max_t"},
+      {R"({"type": "asha", "max_t": "10"})", "spec.scheduler.max_t: must be a finite number"},
+      {R"({"type": "asha", "grace_period": 200})", "spec.scheduler.grace_period"},
+      {R"({"type": "asha", "grace_period": -1})", "spec.scheduler.grace_period"},
+      {R"({"type": "asha", "reduction_factor": 1})", "spec.scheduler.reduction_factor"},
+      {R"({"type": "asha", "reduction_factor": 1.0000001})", "more than 1000 rungs"},
+      {R"({"type": "asha", "brackets": 0})", "spec.scheduler.brackets"},
+      {R"({"type": "asha", "brackets": 1.5})", "spec.scheduler.brackets: must be an integer"},
+      {R"({"type": "asha", "brackets": 1001})", "spec.scheduler.brackets"},
+      {R"({"type": "asha", "stop_last_trials": "yes"})", "spec.scheduler.stop_last_trials"},
+      {R"({"type": "asha", "time_attr": ""})", "spec.scheduler.time_attr"},
+      {R"({"type": "asha", "time_attr": "a\u001bb"})", "spec.scheduler.time_attr"},
+      {R"({"type": "asha", "mode": "up"})", "spec.scheduler.mode: must be"},
+  };
+  for (const auto& c : cases) {
+    const std::string refusal = Refusal(head + c.scheduler + "}");
+    EXPECT_NE(refusal.find(c.message), std::string::npos) << c.scheduler << " -> " << refusal;
+  }
+}
+
+}  // namespace
+}  // namespace ztune::head

@@ -1,0 +1,132 @@
+// The runner with an experiment's own scheduler (ASHA), on the fake fleet and
+// a fake clock: the trials ASHA stops and where, by hand computation; its
+// state stored with each trial; the same decisions after a head crash; and
+// results that lack what the scheduler judges by.
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "tests/head/trial_runner_fixture.h"
+
+namespace ztune::head {
+namespace {
+
+// Four trials on one 1-CPU worker, so they run one after another in grid
+// order. The fake trainable's loss is 100 (1 - 2 lr)^(2i); ASHA minimises it
+// with rf 2 (the cutoff is the median of what a rung recorded) and rungs at
+// 1, 2, 4, 8 (max_t). Signed values are -loss:
+//   lr 0.1  : -64 at 1, -40.96 at 2, -16.78 at 4: never stopped by a rung;
+//             stopped at max_t 8 (stop_last_trials).
+//   lr 0.05 : -81 at rung 1 < cutoff -64: stopped at 1.
+//   lr 0.3  : -16 > -72.5 at 1, -2.56 > -40.96 at 2, -0.066 > -16.78 at 4:
+//             stopped at 8.
+//   lr 0.01 : -96.04 < median(-64, -81, -16) = -64: stopped at 1.
+constexpr char kAshaSpec[] = R"({"trainable": "quadratic",
+    "param_space": {"lr": {"grid_search": [0.1, 0.05, 0.3, 0.01]}},
+    "metric": "loss", "mode": "min",
+    "scheduler": {"type": "asha", "grace_period": 1, "max_t": 8, "reduction_factor": 2},
+    "stop": {"training_iteration": 100}})";
+
+class TrialRunnerSchedulerTest : public TrialRunnerTest {
+ protected:
+  // Final iteration of every trial, by lr.
+  std::map<double, int64_t> StopIterations(const std::string& exp) {
+    std::map<double, int64_t> out;
+    for (const TrialId& id : runner_->FindExperiment(exp)->trial_ids) {
+      const Trial* t = runner_->FindTrial(id);
+      EXPECT_EQ(t->status, TrialStatus::kTerminated) << id;
+      out[t->config["lr"].get<double>()] = t->iteration;
+    }
+    return out;
+  }
+  static std::map<double, int64_t> Expected() { return {{0.1, 8}, {0.05, 1}, {0.3, 8}, {0.01, 1}}; }
+};
+
+TEST_F(TrialRunnerSchedulerTest, AshaStopsTheTrialsAHandComputationSays) {
+  fleet_->Register("w1", 1);
+  const std::string exp = Submit(kAshaSpec);
+  RunToEnd(exp);
+  EXPECT_EQ(StopIterations(exp), Expected());
+  // No result past a stop is stored.
+  const TrialId second = runner_->FindExperiment(exp)->trial_ids[1];
+  EXPECT_EQ(StoredResults(second).size(), 1u);
+}
+
+// The values ASHA recorded are stored with each trial: the first trial's at
+// rungs 1, 2, 4 from its results and at 8 from its completion.
+TEST_F(TrialRunnerSchedulerTest, AshaStateIsStoredWithTheTrial) {
+  fleet_->Register("w1", 1);
+  const std::string exp = Submit(kAshaSpec);
+  RunToEnd(exp);
+  const TrialId first = runner_->FindExperiment(exp)->trial_ids[0];
+  auto stored = store_.Get(storage::Family::kTrials, first.str());
+  ASSERT_TRUE(stored.ok() && stored->has_value());
+  const Json state = Json::parse(**stored).at("scheduler");
+  EXPECT_EQ(state.at("bracket"), 0);
+  const Json& rungs = state.at("rungs");
+  ASSERT_EQ(rungs.size(), 4u) << state.dump();
+  const double expected[][2] = {{1, 64}, {2, 40.96}, {4, 16.777216}, {8, 2.81474976710656}};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(rungs[i][0].get<double>(), expected[i][0]);
+    EXPECT_NEAR(rungs[i][1].get<double>(), -expected[i][1], 1e-9) << state.dump();
+  }
+}
+
+// kill -9 of the head after each turn of the run in turn (the run takes 20
+// turns): the restarted head rebuilds ASHA from the stored
+// trials, and the trials stop where the uninterrupted run stops them.
+class AshaCrashTest : public TrialRunnerSchedulerTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(AshaCrashTest, AshaDecidesTheSameAfterAHeadCrash) {
+  fleet_->Register("w1", 1);
+  const std::string exp = Submit(kAshaSpec);
+  for (int i = 0; i < GetParam() && !runner_->FindExperiment(exp)->finished; ++i) {
+    fleet_->Turn();
+    fleet_->Heartbeat();
+    clock_.AdvanceMs(10);
+  }
+  ASSERT_FALSE(runner_->FindExperiment(exp)->finished) << "the crash comes mid-run";
+  CrashHead();
+  fleet_->Reregister("w1", 1);
+  RunToEnd(exp);
+  EXPECT_EQ(StopIterations(exp), Expected());
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryTurn, AshaCrashTest, ::testing::Range(1, 20));
+
+TEST_F(TrialRunnerSchedulerTest, AResultWithoutTheSchedulersMetricFailsTheTrialNamingIt) {
+  fleet_->Register("w1", 1);
+  const std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 1,
+      "scheduler": {"type": "asha", "metric": "accuracy", "mode": "max"},
+      "stop": {"training_iteration": 5}})");
+  RunToEnd(exp);
+  const Trial* t = runner_->FindTrial(runner_->FindExperiment(exp)->trial_ids[0]);
+  EXPECT_EQ(t->status, TrialStatus::kError);
+  EXPECT_NE(t->error.find("no 'accuracy'"), std::string::npos) << t->error;
+  EXPECT_NE(t->error.find("scheduler asha"), std::string::npos) << t->error;
+  EXPECT_NE(t->error.find("loss"), std::string::npos) << "lists the keys reported: " << t->error;
+  EXPECT_EQ(t->iteration, 0) << "nothing of the refused result is stored";
+}
+
+// A damaged scheduler state in a stored trial stops the restarted head with
+// Corruption naming the trial, instead of deciding on garbage.
+TEST_F(TrialRunnerSchedulerTest, ADamagedStoredStateIsCorruptionAtLoad) {
+  fleet_->Register("w1", 1);
+  const std::string exp = Submit(kAshaSpec);
+  RunToEnd(exp);
+  const TrialId first = runner_->FindExperiment(exp)->trial_ids[0];
+  auto stored = store_.Get(storage::Family::kTrials, first.str());
+  ASSERT_TRUE(stored.ok() && stored->has_value());
+  Json record = Json::parse(**stored);
+  record["scheduler"]["bracket"] = 7;
+  storage::WriteBatch damage;
+  damage.Put(storage::Family::kTrials, first.str(), record.dump());
+  ASSERT_TRUE(store_.Commit(damage).ok());
+  TrialRunner again(store_, sink_, clock_, DefaultOptions());
+  const Status loaded = again.Load();
+  EXPECT_EQ(loaded.code(), StatusCode::kCorruption) << loaded.ToString();
+  EXPECT_NE(loaded.message().find(first.str()), std::string::npos) << loaded.ToString();
+}
+
+}  // namespace
+}  // namespace ztune::head
