@@ -531,6 +531,7 @@ Json ClientService::TrialDoc(const Trial& t) const {
               {"held", t.held},
               {"restore_from", NullIfEmpty(t.restore_from)},
               {"exports", t.exports},
+              {"scheduler", t.scheduler_state},
               {"start_time", t.start_time == 0 ? Json() : Json(t.start_time)},
               {"end_time", t.end_time == 0 ? Json() : Json(t.end_time)}};
 }

@@ -369,6 +369,12 @@ Result<ExperimentSpec> ExperimentSpec::Parse(const Json& j, uint64_t default_see
   ASSIGN_OR_RETURN(s.scheduler,
                    SchedulerSpec::Parse(j.contains("scheduler") ? j["scheduler"] : Json(), s.metric,
                                         s.mode, s.seed));
+  // A scheduler's own metric is the experiment's too (its best trial), when
+  // the spec names none: one metric, set in either place.
+  if (s.metric.empty() && s.scheduler.type == SchedulerType::kAsha) {
+    s.metric = s.scheduler.asha.metric;
+    s.mode = s.scheduler.asha.maximize ? "max" : "min";
+  }
   return s;
 }
 

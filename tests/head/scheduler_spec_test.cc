@@ -4,6 +4,9 @@
 // unchanged.
 #include "head/scheduler_spec.h"
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -69,7 +72,9 @@ TEST(SchedulerSpecTest, AshaOptionsAndItsOwnMetric) {
   EXPECT_EQ(a.brackets, 2);
   EXPECT_FALSE(a.stop_last_trials);
   EXPECT_EQ(a.seed, 3u);
-  EXPECT_TRUE(s->metric.empty()) << "the spec's own metric stays unset";
+  // The experiment is judged by it too (its best trial).
+  EXPECT_EQ(s->metric, "acc");
+  EXPECT_EQ(s->mode, "max");
 }
 
 // The stored spec is parsed again by a restarted head: the same scheduler.
@@ -135,6 +140,22 @@ TEST(SchedulerSpecTest, BadSchedulersAreRefusedNamingTheKey) {
     const std::string refusal = Refusal(head + c.scheduler + "}");
     EXPECT_NE(refusal.find(c.message), std::string::npos) << c.scheduler << " -> " << refusal;
   }
+}
+
+// The README runs the specs under examples/: each must be accepted.
+TEST(SchedulerSpecTest, TheExampleSpecsAreValid) {
+  int checked = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(ZTUNE_SOURCE_DIR) + "/examples")) {
+    if (entry.path().extension() != ".json") continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    auto spec = Parse(text.str());
+    EXPECT_TRUE(spec.ok()) << entry.path() << ": " << spec.status().ToString();
+    ++checked;
+  }
+  EXPECT_GE(checked, 2);
 }
 
 }  // namespace

@@ -1,0 +1,126 @@
+// Trial schedulers through the real binaries: ASHA stopping most of a
+// quadratic search early while its best trial runs to max_t, and ASHA's
+// decisions surviving kill -9 of the head.
+#include <cmath>
+#include <csignal>
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "tests/e2e/cluster.h"
+#include "tests/e2e/trial_queries.h"
+
+namespace ztune::e2e {
+namespace {
+
+// The quadratic trainable's loss after i steps: (x0 (1 - 2 lr)^i)^2.
+double ClosedFormLoss(double lr, double x0, int64_t i) {
+  const double x = x0 * std::pow(1 - 2 * lr, static_cast<double>(i));
+  return x * x;
+}
+
+// 16 trials, lr log-uniform, ASHA (rf 3, rungs 1, 3, 9, max_t 27) on 2
+// workers x 2 CPUs. At a fixed iteration the loss only grows with
+// |1 - 2 lr|, so the trial with the best lr is best at every rung it reaches
+// and is never stopped: it runs to max_t, is the experiment's best trial,
+// and its final loss is the closed form at 27.
+TEST(SchedulerE2ETest, AshaStopsMostTrialsEarlyAndTheBestLrRunsToMaxT) {
+  LocalCluster cluster("asha");
+  cluster.StartHead();
+  cluster.StartWorker("a", 2);
+  cluster.StartWorker("b", 2);
+  ASSERT_TRUE(cluster.WaitForWorkers(2)) << cluster.Logs();
+  const std::string exp = SubmitSpec(cluster, R"({
+    "name": "e2e-asha", "trainable": "quadratic",
+    "param_space": {"lr": {"loguniform": [0.001, 0.45]}, "x0": 10},
+    "num_samples": 16, "seed": 11, "metric": "loss", "mode": "min",
+    "scheduler": {"type": "asha", "grace_period": 1, "max_t": 27, "reduction_factor": 3}})",
+                                     "asha");
+  ASSERT_FALSE(exp.empty());
+  ASSERT_TRUE(WaitFinished(cluster, exp, 60)) << cluster.Logs();
+
+  const Json trials = TrialsOf(cluster, exp);
+  ASSERT_EQ(trials.size(), 16u);
+  int stopped_early = 0;
+  std::string best_lr_trial;
+  double best_lr_distance = 1e9;
+  for (const Json& t : trials) {
+    EXPECT_EQ(StatusOf(t), "TERMINATED") << t.dump();
+    const int64_t iteration = IterationOf(t);
+    EXPECT_GE(iteration, 1);
+    EXPECT_LE(iteration, 27) << "nothing runs past max_t: " << t.dump();
+    if (iteration < 27) ++stopped_early;
+    const double lr = t["config"]["lr"].get<double>();
+    if (std::fabs(1 - 2 * lr) < best_lr_distance) {
+      best_lr_distance = std::fabs(1 - 2 * lr);
+      best_lr_trial = t["trial_id"];
+    }
+  }
+  EXPECT_GE(stopped_early, 8) << trials.dump();
+
+  const Json status = cluster.CliJson("status " + exp);
+  ASSERT_TRUE(status.is_object()) << cluster.Logs();
+  ASSERT_TRUE(status["experiments"].is_array() && status["experiments"].size() == 1u)
+      << status.dump();
+  const Json& best = status["experiments"][0]["best_trial"];
+  ASSERT_TRUE(best.is_object()) << status.dump();
+  EXPECT_EQ(best["trial_id"], best_lr_trial) << status.dump();
+  EXPECT_EQ(best["iteration"], 27);
+  const double lr = best["config"]["lr"].get<double>();
+  EXPECT_NEAR(best["value"].get<double>(), ClosedFormLoss(lr, 10, 27),
+              1e-9 * std::max(1.0, ClosedFormLoss(lr, 10, 27)));
+
+  // What ASHA recorded is shown with the trial: the best trial at the rungs
+  // 1, 3 and 9 from its results, and at 27 from its completion.
+  const Json doc = GetTrial(cluster, best_lr_trial);
+  ASSERT_TRUE(doc["scheduler"].is_object()) << doc.dump();
+  ASSERT_EQ(doc["scheduler"]["rungs"].size(), 4u) << doc.dump();
+  EXPECT_EQ(doc["scheduler"]["rungs"][3][0], 27.0);
+}
+
+// Eight trials one after another (one worker, one CPU), grid order; the
+// head is killed with -9 while the fifth trial runs and restarted on the
+// same data dir. Every trial stops where a run without the crash stops it.
+std::map<std::string, int64_t> RunSequentialAsha(bool crash) {
+  LocalCluster cluster(crash ? "asha-crash" : "asha-reference");
+  cluster.StartHead({"--reattach-grace-ms", "10000"});
+  cluster.StartWorker("a", 1);
+  EXPECT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  const std::string exp = SubmitSpec(cluster, R"({
+    "name": "e2e-asha-restart", "trainable": "quadratic",
+    "param_space": {"lr": {"grid_search": [0.1, 0.02, 0.3, 0.01, 0.2, 0.05, 0.4, 0.03]},
+                    "x0": 10, "step_sleep_s": 0.05},
+    "metric": "loss", "mode": "min",
+    "scheduler": {"type": "asha", "grace_period": 1, "max_t": 9, "reduction_factor": 3}})",
+                                     "asha");
+  if (exp.empty()) return {};
+  if (crash) {
+    const std::string fifth = TrialId(exp, 4);
+    EXPECT_TRUE(WaitFor([&] {
+      const Json t = GetTrial(cluster, fifth);
+      return StatusOf(t) == "RUNNING" && IterationOf(t) >= 2;
+    })) << cluster.Logs();
+    cluster.head().Kill(SIGKILL);
+    cluster.StartHead({"--reattach-grace-ms", "10000"});
+  }
+  EXPECT_TRUE(WaitFinished(cluster, exp, 60)) << cluster.Logs();
+  std::map<std::string, int64_t> stops;
+  for (const Json& t : TrialsOf(cluster, exp)) {
+    EXPECT_EQ(StatusOf(t), "TERMINATED") << t.dump();
+    stops[t["config"]["lr"].dump()] = IterationOf(t);
+  }
+  return stops;
+}
+
+TEST(SchedulerE2ETest, AshaDecidesTheSameAfterTheHeadIsKilled) {
+  const std::map<std::string, int64_t> reference = RunSequentialAsha(/*crash=*/false);
+  ASSERT_EQ(reference.size(), 8u);
+  int stopped_early = 0;
+  for (const auto& [lr, iteration] : reference) stopped_early += iteration < 9;
+  ASSERT_GE(stopped_early, 3) << "the run must exercise stops";
+  EXPECT_EQ(RunSequentialAsha(/*crash=*/true), reference);
+}
+
+}  // namespace
+}  // namespace ztune::e2e
