@@ -76,7 +76,7 @@ size_t AshaScheduler::DrawBracket(uint64_t trial_index) const {
   return weights.size() - 1;  // rounding at the very top
 }
 
-Status AshaScheduler::AddTrial(Trial& t) {
+Status AshaScheduler::AddTrial(Trial& t, const StoredResultsReader&) {
   if (!t.scheduler_state.is_null()) return RestoreTrial(t.trial_id, t.scheduler_state);
   // Ids are TrialIdFor(experiment, index) (the loader checks stored ones).
   const std::optional<uint64_t> index = TrialIndexOf(t.experiment_id, t.trial_id);
@@ -86,7 +86,8 @@ Status AshaScheduler::AddTrial(Trial& t) {
   return Status::Ok();
 }
 
-SchedulerDecision AshaScheduler::OnTrialResult(Trial& t, const Json& result) {
+SchedulerDecision AshaScheduler::OnTrialResult(Trial& t, const Json& result,
+                                               const ExperimentView&) {
   const size_t recorded_before = NumRecorded(t.trial_id);
   const SchedulerDecision d = OnResult(t.trial_id, result);
   if (NumRecorded(t.trial_id) != recorded_before) t.scheduler_state = StateOf(t.trial_id);

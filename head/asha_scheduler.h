@@ -41,8 +41,9 @@ class AshaScheduler final : public ExperimentScheduler {
 
   // ExperimentScheduler: the calls below on the trial's id and index, with
   // its state (StateOf) kept in Trial::scheduler_state.
-  Status AddTrial(Trial& t) override;
-  SchedulerDecision OnTrialResult(Trial& t, const Json& result) override;
+  Status AddTrial(Trial& t, const StoredResultsReader& stored_results) override;
+  SchedulerDecision OnTrialResult(Trial& t, const Json& result,
+                                  const ExperimentView& experiment) override;
   void OnTrialComplete(Trial& t) override;
 
   // `trial` joins a bracket, drawn with Ray's probabilities (proportional to

@@ -23,17 +23,27 @@
 
 namespace ztune::head {
 
+// What a scheduler may know of its experiment beyond the trial at hand.
+struct ExperimentView {
+  // Trials of the experiment waiting to start: PENDING, or PAUSED by a
+  // scheduler (not paused by a user).
+  size_t num_waiting = 0;
+};
+
 class ExperimentScheduler {
  public:
   virtual ~ExperimentScheduler() = default;
   // `t` is new (null state: the scheduler sets its first state) or loaded
   // from the store with its stored state, which is untrusted: Corruption
   // naming the trial, and nothing changes, when it is damaged. Called once
-  // per trial and head run, before any result of it.
-  virtual Status AddTrial(Trial& t) = 0;
+  // per trial and head run, before any result of it. `stored_results` reads
+  // the trial's stored results in order (none for a new trial), for a
+  // scheduler that rebuilds from them rather than store a copy.
+  virtual Status AddTrial(Trial& t, const StoredResultsReader& stored_results) = 0;
   // A result of a running trial that does not stop it by itself (see
   // TrialScheduler::OnTrialResult).
-  virtual SchedulerDecision OnTrialResult(Trial& t, const Json& result) = 0;
+  virtual SchedulerDecision OnTrialResult(Trial& t, const Json& result,
+                                          const ExperimentView& experiment) = 0;
   // `t` ended TERMINATED; `t.last_result` is its last stored result.
   virtual void OnTrialComplete(Trial& t) = 0;
 };

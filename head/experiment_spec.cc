@@ -371,9 +371,9 @@ Result<ExperimentSpec> ExperimentSpec::Parse(const Json& j, uint64_t default_see
                                         s.mode, s.seed));
   // A scheduler's own metric is the experiment's too (its best trial), when
   // the spec names none: one metric, set in either place.
-  if (s.metric.empty() && s.scheduler.type == SchedulerType::kAsha) {
-    s.metric = s.scheduler.asha.metric;
-    s.mode = s.scheduler.asha.maximize ? "max" : "min";
+  if (s.metric.empty() && !s.scheduler.Metric().empty()) {
+    s.metric = s.scheduler.Metric();
+    s.mode = s.scheduler.Maximize() ? "max" : "min";
   }
   return s;
 }

@@ -26,7 +26,9 @@ namespace ztune::head {
 enum class RestartDisposition {
   kKeep,           // finished, or held PAUSED by a user: as stored
   kAwaitReattach,  // RUNNING with a recorded worker: its actor may still live there
-  kRequeue,        // PENDING again: restarts from its newest persistent checkpoint
+  // Queued again, from its newest persistent checkpoint: PENDING, or still
+  // PAUSED when a scheduler paused it (its place behind the PENDING trials).
+  kRequeue,
 };
 // Ray's resume of RUNNING trials, plus re-attach: a RUNNING trial whose worker
 // is recorded waits for it; any other RUNNING trial's actor went with the old

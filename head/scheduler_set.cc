@@ -7,7 +7,7 @@ void SchedulerSet::OnExperimentAdd(const Experiment& e) {
   if (s != nullptr) by_experiment_[e.experiment_id] = std::move(s);
 }
 
-Status SchedulerSet::OnTrialCreate(Trial& t) {
+Status SchedulerSet::OnTrialCreate(Trial& t, const StoredResultsReader& stored_results) {
   ExperimentScheduler* s = Find(t.experiment_id);
   if (s == nullptr) {
     // Under FIFO a trial has no scheduler state; a stored one is left over
@@ -18,12 +18,30 @@ Status SchedulerSet::OnTrialCreate(Trial& t) {
     }
     return Status::Ok();
   }
-  return s->AddTrial(t);
+  return s->AddTrial(t, stored_results);
+}
+
+void SchedulerSet::OnTrialAdd(const Trial& t, const std::string& request_key,
+                              const PlacementRequest& request) {
+  queue_.OnTrialAdd(t, request_key, request);
+  waiting_[t.experiment_id].insert(t.trial_id);
+}
+
+void SchedulerSet::OnTrialRemove(const Trial& t) {
+  queue_.OnTrialRemove(t);
+  auto it = waiting_.find(t.experiment_id);
+  if (it == waiting_.end()) return;
+  it->second.erase(t.trial_id);
+  if (it->second.empty()) waiting_.erase(it);
 }
 
 SchedulerDecision SchedulerSet::OnTrialResult(Trial& t, const Json& result) {
   ExperimentScheduler* s = Find(t.experiment_id);
-  return s == nullptr ? SchedulerDecision::kContinue : s->OnTrialResult(t, result);
+  if (s == nullptr) return SchedulerDecision::kContinue;
+  ExperimentView view;
+  auto w = waiting_.find(t.experiment_id);
+  if (w != waiting_.end()) view.num_waiting = w->second.size();
+  return s->OnTrialResult(t, result, view);
 }
 
 void SchedulerSet::OnTrialComplete(Trial& t) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "head/experiment_scheduler.h"
 #include "head/fifo_scheduler.h"
@@ -21,12 +22,10 @@ namespace ztune::head {
 class SchedulerSet final : public TrialScheduler {
  public:
   void OnExperimentAdd(const Experiment& e) override;
-  Status OnTrialCreate(Trial& t) override;
+  Status OnTrialCreate(Trial& t, const StoredResultsReader& stored_results) override;
   void OnTrialAdd(const Trial& t, const std::string& request_key,
-                  const PlacementRequest& request) override {
-    queue_.OnTrialAdd(t, request_key, request);
-  }
-  void OnTrialRemove(const Trial& t) override { queue_.OnTrialRemove(t); }
+                  const PlacementRequest& request) override;
+  void OnTrialRemove(const Trial& t) override;
   SchedulerDecision OnTrialResult(Trial& t, const Json& result) override;
   void OnTrialComplete(Trial& t) override;
   void OnTrialError(const Trial&) override {}
@@ -54,6 +53,9 @@ class SchedulerSet final : public TrialScheduler {
   // By experiment id; only experiments whose spec names a scheduler. Kept
   // for finished experiments too: `resume` may run their trials again.
   std::unordered_map<std::string, std::unique_ptr<ExperimentScheduler>> by_experiment_;
+  // By experiment id: its trials in queue_ (ExperimentView::num_waiting).
+  // An experiment's entry goes when its last waiting trial leaves.
+  std::unordered_map<std::string, std::unordered_set<TrialId>> waiting_;
 };
 
 }  // namespace ztune::head

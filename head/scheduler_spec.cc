@@ -78,7 +78,46 @@ Status ParseAsha(const Json& j, const std::string& top_metric, const std::string
   return o.Validate();
 }
 
+Status ParseMedianStopping(const Json& j, const std::string& top_metric,
+                           const std::string& top_mode, MedianStoppingOptions& o) {
+  RETURN_IF_ERROR(CheckSpecKeys(j, kWhere,
+                                {"type", "time_attr", "metric", "mode", "grace_period",
+                                 "min_samples_required", "min_time_slice", "hard_stop"}));
+  RETURN_IF_ERROR(ResolveMetric(j, "median_stopping", top_metric, top_mode, o.metric, o.maximize));
+  if (j.contains("time_attr")) {
+    ASSIGN_OR_RETURN(o.time_attr, ReadSpecName(j["time_attr"], Field("time_attr")));
+  }
+  if (j.contains("grace_period")) {
+    ASSIGN_OR_RETURN(o.grace_period, ReadSpecNonNegative(j["grace_period"], Field("grace_period")));
+  }
+  if (j.contains("min_samples_required")) {
+    ASSIGN_OR_RETURN(o.min_samples_required,
+                     ReadSpecInt(j["min_samples_required"], Field("min_samples_required"), 1));
+  }
+  if (j.contains("min_time_slice")) {
+    ASSIGN_OR_RETURN(o.min_time_slice,
+                     ReadSpecNonNegative(j["min_time_slice"], Field("min_time_slice")));
+  }
+  if (j.contains("hard_stop")) {
+    ASSIGN_OR_RETURN(o.hard_stop, ReadSpecBool(j["hard_stop"], Field("hard_stop")));
+  }
+  return o.Validate();
+}
+
 }  // namespace
+
+Status MedianStoppingOptions::Validate() const {
+  if (metric.empty()) return BadSpecField(Field("metric"), "required by scheduler median_stopping");
+  if (time_attr.empty()) return BadSpecField(Field("time_attr"), "must not be empty");
+  if (!std::isfinite(grace_period) || grace_period < 0) {
+    return BadSpecField(Field("grace_period"), "must be a finite number >= 0");
+  }
+  if (!std::isfinite(min_time_slice) || min_time_slice < 0) {
+    return BadSpecField(Field("min_time_slice"), "must be a finite number >= 0");
+  }
+  if (min_samples_required < 1) return BadSpecField(Field("min_samples_required"), "must be >= 1");
+  return Status::Ok();
+}
 
 Status AshaOptions::Validate() const {
   auto bad = [](const char* name, const std::string& what) {
@@ -110,7 +149,7 @@ Result<SchedulerSpec> SchedulerSpec::Parse(const Json& j, const std::string& met
     return BadSpecField(kWhere, "must be an object such as {\"type\": \"asha\"}");
   }
   if (!j.contains("type") || !j["type"].is_string()) {
-    return BadSpecField(Field("type"), "required: \"fifo\" or \"asha\"");
+    return BadSpecField(Field("type"), "required: \"fifo\", \"asha\" or \"median_stopping\"");
   }
   const std::string type = j["type"].get<std::string>();
   if (type == "fifo") {
@@ -122,7 +161,13 @@ Result<SchedulerSpec> SchedulerSpec::Parse(const Json& j, const std::string& met
     RETURN_IF_ERROR(ParseAsha(j, metric, mode, seed, s.asha));
     return s;
   }
-  return BadSpecField(Field("type"), "unknown scheduler '" + type + "' (known: fifo, asha)");
+  if (type == "median_stopping") {
+    s.type = SchedulerType::kMedianStopping;
+    RETURN_IF_ERROR(ParseMedianStopping(j, metric, mode, s.median_stopping));
+    return s;
+  }
+  return BadSpecField(Field("type"),
+                      "unknown scheduler '" + type + "' (known: fifo, asha, median_stopping)");
 }
 
 Json SchedulerSpec::ToJson() const {
@@ -138,6 +183,17 @@ Json SchedulerSpec::ToJson() const {
                   {"reduction_factor", asha.reduction_factor},
                   {"brackets", asha.brackets},
                   {"stop_last_trials", asha.stop_last_trials}};
+    case SchedulerType::kMedianStopping: {
+      const MedianStoppingOptions& m = median_stopping;
+      return Json{{"type", "median_stopping"},
+                  {"time_attr", m.time_attr},
+                  {"metric", m.metric},
+                  {"mode", m.maximize ? "max" : "min"},
+                  {"grace_period", m.grace_period},
+                  {"min_samples_required", m.min_samples_required},
+                  {"min_time_slice", m.min_time_slice},
+                  {"hard_stop", m.hard_stop}};
+    }
   }
   return Json();
 }
@@ -146,14 +202,34 @@ const char* SchedulerSpec::TypeName() const {
   switch (type) {
     case SchedulerType::kFifo: return "fifo";
     case SchedulerType::kAsha: return "asha";
+    case SchedulerType::kMedianStopping: return "median_stopping";
   }
   return "?";
+}
+
+std::string SchedulerSpec::Metric() const {
+  switch (type) {
+    case SchedulerType::kFifo: return "";
+    case SchedulerType::kAsha: return asha.metric;
+    case SchedulerType::kMedianStopping: return median_stopping.metric;
+  }
+  return "";
+}
+
+bool SchedulerSpec::Maximize() const {
+  switch (type) {
+    case SchedulerType::kFifo: return true;
+    case SchedulerType::kAsha: return asha.maximize;
+    case SchedulerType::kMedianStopping: return median_stopping.maximize;
+  }
+  return true;
 }
 
 std::vector<std::string> SchedulerSpec::RequiredResultKeys() const {
   switch (type) {
     case SchedulerType::kFifo: return {};
     case SchedulerType::kAsha: return {asha.metric, asha.time_attr};
+    case SchedulerType::kMedianStopping: return {median_stopping.metric, median_stopping.time_attr};
   }
   return {};
 }

@@ -14,7 +14,7 @@
 
 namespace ztune::head {
 
-enum class SchedulerType { kFifo, kAsha };
+enum class SchedulerType { kFifo, kAsha, kMedianStopping };
 
 // Ray's AsyncHyperBandScheduler options (ASHA).
 struct AshaOptions {
@@ -34,9 +34,25 @@ struct AshaOptions {
   Status Validate() const;
 };
 
+// Ray's MedianStoppingRule options.
+struct MedianStoppingOptions {
+  std::string time_attr = "time_total_s";
+  std::string metric;  // required
+  bool maximize = true;
+  double grace_period = 60;
+  int64_t min_samples_required = 3;
+  double min_time_slice = 0;
+  bool hard_stop = true;  // false: PAUSE instead of STOP
+
+  // InvalidArgument naming the field: finite grace_period and min_time_slice
+  // >= 0, min_samples_required >= 1, a metric and a time attribute.
+  Status Validate() const;
+};
+
 struct SchedulerSpec {
   SchedulerType type = SchedulerType::kFifo;
-  AshaOptions asha;  // kAsha
+  AshaOptions asha;                       // kAsha
+  MedianStoppingOptions median_stopping;  // kMedianStopping
 
   // Parses `j` (null or absent: FIFO). `metric` and `mode` are the spec's
   // top-level ones ("" when unset): a scheduler that judges by a metric takes
@@ -46,7 +62,10 @@ struct SchedulerSpec {
                                      const std::string& mode, uint64_t seed);
   // Every option explicit (the stored form; Parse reads it back unchanged).
   Json ToJson() const;
-  // "fifo", "asha".
+  // The metric and mode the scheduler judges by; "" when it has none (FIFO).
+  std::string Metric() const;
+  bool Maximize() const;
+  // "fifo", "asha", "median_stopping".
   const char* TypeName() const;
   // The keys every result must report for the scheduler to judge it (its
   // metric and time attribute); empty for FIFO. A result without one fails

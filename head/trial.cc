@@ -171,6 +171,10 @@ Json Trial::ToJson() const {
          {"attempt_hosts", AttemptHostsToJson(attempt_hosts)},
          {"exports", exports}};
   if (!scheduler_state.is_null()) j["scheduler"] = scheduler_state;
+  // A running trial's pause decided (or under way: its memory SAVE is
+  // runtime only) but not done: a restarted head that re-attaches the actor
+  // still pauses it.
+  if (pause_requested || phase == TrialPhase::kPausing) j["pause_requested"] = true;
   return j;
 }
 
@@ -231,6 +235,12 @@ Result<Trial> Trial::FromJson(const Json& j) {
       }
     }
     if (j.contains("exports")) t.exports = j["exports"];
+    if (j.contains("pause_requested")) {
+      if (!j["pause_requested"].is_boolean()) {
+        return Status::Corruption("trial record: pause_requested is not a boolean");
+      }
+      t.pause_requested = j["pause_requested"].get<bool>();
+    }
     if (j.contains("scheduler")) {
       // Its fields are checked by the experiment's scheduler when it takes
       // the trial in (ExperimentScheduler::AddTrial).

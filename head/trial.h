@@ -108,7 +108,9 @@ struct Trial {
   uint64_t group_id = 0;  // in-use placement group, 0 = none
   bool stop_after_save = false;   // kSaving: the decision of the result that asked for it
   std::string memory_checkpoint;  // PAUSE checkpoint bytes (never persisted)
-  bool pause_requested = false;   // pause at the end of the in-flight TRAIN / SAVE
+  // Pause at the end of the in-flight TRAIN / SAVE. Stored too (only while
+  // true), so that a pause decided before a crash is done after a re-attach.
+  bool pause_requested = false;
   // Iteration of the checkpoint the current actor was started from (0: from
   // scratch). Its first new result must be max(iteration, this) + 1.
   int64_t resume_iteration = 0;

@@ -186,7 +186,8 @@ void TrialLifecycle::StartAgain(Trial& t) {
 Trial& TrialLifecycle::NewTrial(Experiment& e, Json config) {
   Trial& t = p_.book.AddTrial(e, std::move(config));
   // A new trial has no stored state to be damaged.
-  const Status taken = p_.scheduler.OnTrialCreate(t);
+  const Status taken =
+      p_.scheduler.OnTrialCreate(t, [] { return Result<std::vector<Json>>(std::vector<Json>()); });
   CHECK(taken.ok());
   Enqueue(t);
   return t;
@@ -198,8 +199,9 @@ Experiment& TrialLifecycle::AddExperiment(Experiment e, bool loaded) {
   return stored;
 }
 
-Result<Trial*> TrialLifecycle::AddLoadedTrial(Trial t, bool changed) {
-  RETURN_IF_ERROR(p_.scheduler.OnTrialCreate(t));
+Result<Trial*> TrialLifecycle::AddLoadedTrial(Trial t, bool changed,
+                                              const StoredResultsReader& stored_results) {
+  RETURN_IF_ERROR(p_.scheduler.OnTrialCreate(t, stored_results));
   return &p_.book.AddLoadedTrial(std::move(t), changed);
 }
 

@@ -109,8 +109,9 @@ class TrialLifecycle {
   Experiment& AddExperiment(Experiment e, bool loaded);
   // Adds a loaded trial to the book, after its experiment's scheduler took
   // it in: Corruption (and nothing added) when its stored scheduler state is
-  // damaged. `changed`: see TrialBook::AddLoadedTrial.
-  Result<Trial*> AddLoadedTrial(Trial t, bool changed);
+  // damaged. `changed`: see TrialBook::AddLoadedTrial; `stored_results`
+  // reads the trial's stored results (for a scheduler that rebuilds from them).
+  Result<Trial*> AddLoadedTrial(Trial t, bool changed, const StoredResultsReader& stored_results);
   void Enqueue(Trial& t);
   void Dequeue(Trial& t);
   void MaybeFinishExperiment(Experiment& e);

@@ -12,10 +12,36 @@
 #include "common/printable.h"
 #include "head/recovery_policy.h"
 #include "head/store_loader.h"
+#include "common/json_parse.h"
 #include "head/trial_records.h"
 #include "storage/keys.h"
 
 namespace ztune::head {
+
+namespace {
+
+// A trial's stored results in iteration order (keys sort by big-endian
+// iteration). Corruption naming the trial when one is not a JSON object.
+Result<std::vector<Json>> ReadStoredResults(storage::Store& store, const TrialId& id) {
+  std::vector<Json> out;
+  Status bad;
+  Status scanned = store.Scan(
+      storage::Family::kResults, storage::TrialPrefix(id),
+      [&](std::string_view, std::string_view value) {
+        Result<Json> r = ParseJson(value);
+        if (!r.ok() || !r->is_object()) {
+          bad = Status::Corruption("a stored result of trial " + id + " is not a JSON object");
+          return false;
+        }
+        out.push_back(std::move(r).value());
+        return true;
+      });
+  RETURN_IF_ERROR(scanned);
+  RETURN_IF_ERROR(bad);
+  return out;
+}
+
+}  // namespace
 
 Status TrialRecovery::Load() {
   ASSIGN_OR_RETURN(LoadedStore loaded, LoadStore(p_.store));
@@ -42,10 +68,21 @@ Status TrialRecovery::Load() {
   for (Trial& t : loaded.trials) {
     const RestartDisposition disposition = DispositionAfterRestart(t);
     const bool changed =
-        disposition == RestartDisposition::kRequeue && t.status != TrialStatus::kPending;
-    if (disposition == RestartDisposition::kRequeue) t.status = TrialStatus::kPending;
+        disposition == RestartDisposition::kRequeue && t.status == TrialStatus::kRunning;
+    // A trial a scheduler paused stays PAUSED: it keeps its place in the
+    // queue behind the PENDING ones (its memory checkpoint is gone; it
+    // starts from its newest persistent one), so the trials run in the
+    // order the uninterrupted head would run them.
+    if (disposition == RestartDisposition::kRequeue && t.status == TrialStatus::kRunning) {
+      t.status = TrialStatus::kPending;
+    }
+    // Only an actor that comes back can still be paused.
+    if (disposition != RestartDisposition::kAwaitReattach) t.pause_requested = false;
     const bool move_lists = loaded.inline_lists.count(t.trial_id) > 0;
-    ASSIGN_OR_RETURN(Trial * added, p_.lifecycle.AddLoadedTrial(std::move(t), changed));
+    const TrialId id = t.trial_id;
+    ASSIGN_OR_RETURN(Trial * added, p_.lifecycle.AddLoadedTrial(std::move(t), changed, [&] {
+      return ReadStoredResults(p_.store, id);
+    }));
     Trial& stored = *added;
     if (disposition == RestartDisposition::kAwaitReattach) {
       p_.lifecycle.SetPhase(stored, TrialPhase::kAwaitingReattach);

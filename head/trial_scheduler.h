@@ -15,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/json.h"
 #include "common/resources.h"
@@ -27,6 +28,10 @@ namespace ztune::head {
 // TrialScheduler.CONTINUE / PAUSE / STOP).
 enum class SchedulerDecision { kContinue, kPause, kStop };
 
+// Reads a loaded trial's stored results, in iteration order; Corruption or
+// a store error when they cannot be read. A new trial's returns none.
+using StoredResultsReader = std::function<Result<std::vector<Json>>()>;
+
 class TrialScheduler {
  public:
   virtual ~TrialScheduler() = default;
@@ -36,10 +41,12 @@ class TrialScheduler {
   // (ExperimentScheduler) sets them up from the experiment's spec.
   virtual void OnExperimentAdd(const Experiment&) {}
   // `t` was created, or loaded (every stored trial, finished or not, once
-  // per head run, before anything else of it). A scheduler may set
-  // `t.scheduler_state`; a loaded one is untrusted: Corruption, naming the
-  // trial, when it is damaged.
-  virtual Status OnTrialCreate(Trial&) { return Status::Ok(); }
+  // per head run, before anything else of it; `stored_results` reads its
+  // stored results). A scheduler may set `t.scheduler_state`; a loaded one
+  // is untrusted: Corruption, naming the trial, when it is damaged.
+  virtual Status OnTrialCreate(Trial&, const StoredResultsReader& /*stored_results*/) {
+    return Status::Ok();
+  }
   // `t` waits to start (PENDING, or PAUSED by a scheduler); `request_key` and
   // `request` are its experiment's placement request.
   virtual void OnTrialAdd(const Trial& t, const std::string& request_key,

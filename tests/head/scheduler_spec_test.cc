@@ -77,6 +77,25 @@ TEST(SchedulerSpecTest, AshaOptionsAndItsOwnMetric) {
   EXPECT_EQ(s->mode, "max");
 }
 
+TEST(SchedulerSpecTest, MedianStoppingTakesRaysDefaults) {
+  auto s = Parse(R"({"trainable": "noop", "metric": "acc", "mode": "max",
+                     "scheduler": {"type": "median_stopping"}})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const MedianStoppingOptions& m = s->scheduler.median_stopping;
+  EXPECT_EQ(s->scheduler.type, SchedulerType::kMedianStopping);
+  EXPECT_EQ(m.time_attr, "time_total_s");
+  EXPECT_EQ(m.metric, "acc");
+  EXPECT_TRUE(m.maximize);
+  EXPECT_EQ(m.grace_period, 60);
+  EXPECT_EQ(m.min_samples_required, 3);
+  EXPECT_EQ(m.min_time_slice, 0);
+  EXPECT_TRUE(m.hard_stop);
+  EXPECT_EQ(s->scheduler.RequiredResultKeys(), (std::vector<std::string>{"acc", "time_total_s"}));
+  auto again = ExperimentSpec::Parse(s->ToJson(), 1);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->ToJson(), s->ToJson());
+}
+
 // The stored spec is parsed again by a restarted head: the same scheduler.
 TEST(SchedulerSpecTest, TheStoredFormReadsBackUnchanged) {
   auto s = Parse(R"({"trainable": "noop", "metric": "loss", "mode": "min",
@@ -135,6 +154,12 @@ TEST(SchedulerSpecTest, BadSchedulersAreRefusedNamingTheKey) {
       {R"({"type": "asha", "time_attr": ""})", "spec.scheduler.time_attr"},
       {R"({"type": "asha", "time_attr": "a\u001bb"})", "spec.scheduler.time_attr"},
       {R"({"type": "asha", "mode": "up"})", "spec.scheduler.mode: must be"},
+      {R"({"type": "median_stopping", "max_t": 3})", "spec.scheduler: unknown key 'max_t'"},
+      {R"({"type": "median_stopping", "grace_period": -1})", "spec.scheduler.grace_period"},
+      {R"({"type": "median_stopping", "min_samples_required": 0})",
+       "spec.scheduler.min_samples_required"},
+      {R"({"type": "median_stopping", "min_time_slice": "1"})", "spec.scheduler.min_time_slice"},
+      {R"({"type": "median_stopping", "hard_stop": 1})", "spec.scheduler.hard_stop"},
   };
   for (const auto& c : cases) {
     const std::string refusal = Refusal(head + c.scheduler + "}");

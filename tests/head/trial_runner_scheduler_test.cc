@@ -128,5 +128,75 @@ TEST_F(TrialRunnerSchedulerTest, ADamagedStoredStateIsCorruptionAtLoad) {
   EXPECT_NE(loaded.message().find(first.str()), std::string::npos) << loaded.ToString();
 }
 
+// Median stopping on the same four trials: with one slot, a trial that has
+// no peer at its time yet yields to the waiting ones at every result (Ray's
+// time slicing: PAUSE with a memory checkpoint, queued again), so the trials
+// take turns; a trial whose best loss is worse than the median of the
+// others' running means is stopped. Iterations 1..6, grace 1.
+constexpr char kMedianSpec[] = R"({"trainable": "quadratic",
+    "param_space": {"lr": {"grid_search": [0.1, 0.05, 0.3, 0.01]}},
+    "metric": "loss", "mode": "min",
+    "scheduler": {"type": "median_stopping", "time_attr": "training_iteration",
+                  "grace_period": 1, "min_samples_required": 1},
+    "stop": {"training_iteration": 6}})";
+
+class MedianStoppingRunnerTest : public TrialRunnerSchedulerTest {
+ protected:
+  // Runs the experiment to its end, with a head crash after turn
+  // `crash_after` (0: none); the final iteration of each trial by lr.
+  std::map<double, int64_t> Run(int crash_after) {
+    fleet_->Register("w1", 1);
+    const std::string exp = Submit(kMedianSpec);
+    if (crash_after > 0) {
+      for (int i = 0; i < crash_after; ++i) {
+        fleet_->Turn();
+        fleet_->Heartbeat();
+        clock_.AdvanceMs(10);
+      }
+      EXPECT_FALSE(runner_->FindExperiment(exp)->finished) << "the crash comes mid-run";
+      CrashHead();
+      fleet_->Reregister("w1", 1);
+    }
+    RunToEnd(exp);
+    return StopIterations(exp);
+  }
+};
+
+TEST_F(MedianStoppingRunnerTest, TrialsTakeTurnsAndTheWorstAreStopped) {
+  const std::map<double, int64_t> stops = Run(0);
+  EXPECT_EQ(stops.at(0.3), 6) << "the best lr runs to the end";
+  int stopped_early = 0;
+  for (const auto& [lr, iteration] : stops) stopped_early += iteration < 6;
+  EXPECT_GE(stopped_early, 1);
+  EXPECT_GT(fleet_->saves, 0) << "trials yielded with memory checkpoints";
+}
+
+// The run without a crash, on a fixture of its own (its own store, fleet
+// and clock).
+std::map<double, int64_t> MedianReference() {
+  struct Reference : MedianStoppingRunnerTest {
+    void TestBody() override {}
+    using MedianStoppingRunnerTest::Run;
+  };
+  static const std::map<double, int64_t> reference = Reference().Run(0);
+  return reference;
+}
+
+class MedianStoppingCrashTest : public MedianStoppingRunnerTest,
+                                public ::testing::WithParamInterface<int> {};
+
+// kill -9 of the head after each turn of the run (16) in turn: the same
+// trials stop at the same iterations as in the run without a crash. This
+// needs a pause decided before the crash to be done after it (the trial's
+// record keeps pause_requested while the pause is under way) and a trial a
+// scheduler paused to keep its place behind the PENDING ones (it stays
+// PAUSED at load); without either, the trials ran in another order after a
+// crash at turn 2 and the rule stopped lr 0.1 at 3 instead of 2.
+TEST_P(MedianStoppingCrashTest, DecidesTheSameAfterAHeadCrash) {
+  EXPECT_EQ(Run(GetParam()), MedianReference());
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryTurn, MedianStoppingCrashTest, ::testing::Range(1, 17));
+
 }  // namespace
 }  // namespace ztune::head
