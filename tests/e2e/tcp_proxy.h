@@ -72,6 +72,9 @@ class TcpProxy {
   }
   // Connections cut so far (each one a client connection and its upstream).
   int cuts_done() const { return cuts_done_.load(); }
+  // Cut() requests the proxy thread has carried out (with or without open
+  // connections to cut: between a cut and the peer's reconnect there are none).
+  int cut_requests_handled() const { return cut_requests_handled_.load(); }
   int accepted() const { return accepted_.load(); }
   const std::string& error() const { return error_; }
 
@@ -151,6 +154,7 @@ class TcpProxy {
         for (auto& c : conns_) CloseBoth(c, true);
         cuts_done_.fetch_add(static_cast<int>(conns_.size()));
         conns_.clear();
+        cut_requests_handled_.store(cuts_seen);
       }
       std::vector<pollfd> fds = {{listener_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
       for (const auto& c : conns_) {
@@ -192,6 +196,7 @@ class TcpProxy {
   std::atomic<bool> stop_{false};
   std::atomic<int> cut_requests_{0};
   std::atomic<int> cuts_done_{0};
+  std::atomic<int> cut_requests_handled_{0};
   std::atomic<int> accepted_{0};
   std::string error_;  // set in the constructor only
   mutable std::mutex capture_mu_;
