@@ -10,6 +10,7 @@
 #include "common/protocol/messages.h"
 #include "common/sha256.h"
 #include "common/utf8.h"
+#include "head/scheduler_set.h"
 #include "head/trial.h"
 #include "head/trial_records.h"
 #include "storage/keys.h"
@@ -106,6 +107,16 @@ Result<StoreCheckReport> CheckStore(storage::Store& store) {
     trials.emplace(id, std::move(t));
     return true;
   }));
+  // Each trial's scheduler state, as a starting head reads it (a damaged one
+  // refuses the start).
+  SchedulerSet schedulers;
+  for (const auto& [id, e] : experiments) schedulers.OnExperimentAdd(e);
+  for (auto& [id, t] : trials) {
+    if (!experiments.count(t.experiment_id)) continue;
+    const TrialId trial_id = t.trial_id;
+    Status taken = schedulers.OnTrialCreate(t, [&] { return ReadStoredResults(store, trial_id); });
+    if (!taken.ok()) problem(taken.message());
+  }
 
   // Results: one scan over the family, grouped by trial (keys are ordered).
   std::map<std::string, std::pair<int64_t, int64_t>> ranges;  // trial -> (first, last)

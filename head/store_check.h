@@ -33,7 +33,8 @@ struct StoreCheckReport {
 // iteration; that every retained checkpoint is present and readable; and that
 // no result or checkpoint belongs to an unknown trial; that every submitted
 // project archive has all its pages and the sha256 it is stored under, and
-// that every experiment's working_dir is stored. An error Status means
+// that every experiment's working_dir is stored; that each trial's scheduler
+// state is one its experiment's scheduler takes. An error Status means
 // the store could not be read at all.
 Result<StoreCheckReport> CheckStore(storage::Store& store);
 

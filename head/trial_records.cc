@@ -3,6 +3,7 @@
 #include <optional>
 #include <utility>
 
+#include "common/json_parse.h"
 #include "storage/keys.h"
 
 namespace ztune::head {
@@ -121,6 +122,25 @@ Status ScanTrials(storage::Store& store, const std::function<bool(StoredTrial&)>
   }));
   if (go_on) flush();
   return Status::Ok();
+}
+
+Result<std::vector<Json>> ReadStoredResults(storage::Store& store, const TrialId& id) {
+  std::vector<Json> out;
+  Status bad;
+  Status scanned = store.Scan(
+      storage::Family::kResults, storage::TrialPrefix(id),
+      [&](std::string_view, std::string_view value) {
+        Result<Json> r = ParseJson(value);
+        if (!r.ok() || !r->is_object()) {
+          bad = Status::Corruption("a stored result of trial " + id + " is not a JSON object");
+          return false;
+        }
+        out.push_back(std::move(r).value());
+        return true;
+      });
+  RETURN_IF_ERROR(scanned);
+  RETURN_IF_ERROR(bad);
+  return out;
 }
 
 }  // namespace ztune::head

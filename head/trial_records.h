@@ -13,6 +13,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/json.h"
 #include "common/status.h"
@@ -32,6 +33,10 @@ void PutErrorRecord(storage::WriteBatch& batch, const TrialId& trial_id, uint64_
 // Every child record of `t`: moves a schema-1 trial, whose record held its
 // lists inline, to the current layout (with PutTrialRecord in the same batch).
 void PutChildRecords(storage::WriteBatch& batch, const Trial& t);
+
+// A trial's stored results in iteration order (keys sort by big-endian
+// iteration); Corruption naming the trial when one is not a JSON object.
+Result<std::vector<Json>> ReadStoredResults(storage::Store& store, const TrialId& id);
 
 struct StoredTrial {
   std::string key;  // the trial's key (its id, as stored)

@@ -18,31 +18,6 @@
 
 namespace ztune::head {
 
-namespace {
-
-// A trial's stored results in iteration order (keys sort by big-endian
-// iteration). Corruption naming the trial when one is not a JSON object.
-Result<std::vector<Json>> ReadStoredResults(storage::Store& store, const TrialId& id) {
-  std::vector<Json> out;
-  Status bad;
-  Status scanned = store.Scan(
-      storage::Family::kResults, storage::TrialPrefix(id),
-      [&](std::string_view, std::string_view value) {
-        Result<Json> r = ParseJson(value);
-        if (!r.ok() || !r->is_object()) {
-          bad = Status::Corruption("a stored result of trial " + id + " is not a JSON object");
-          return false;
-        }
-        out.push_back(std::move(r).value());
-        return true;
-      });
-  RETURN_IF_ERROR(scanned);
-  RETURN_IF_ERROR(bad);
-  return out;
-}
-
-}  // namespace
-
 Status TrialRecovery::Load() {
   ASSIGN_OR_RETURN(LoadedStore loaded, LoadStore(p_.store));
   // The new epoch is committed (HeadServer::Start) before any request goes out.

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "head/store_check.h"
 #include "tests/head/trial_runner_fixture.h"
 
 namespace ztune::head {
@@ -109,7 +110,8 @@ TEST_F(TrialRunnerSchedulerTest, AResultWithoutTheSchedulersMetricFailsTheTrialN
 }
 
 // A damaged scheduler state in a stored trial stops the restarted head with
-// Corruption naming the trial, instead of deciding on garbage.
+// Corruption naming the trial, instead of deciding on garbage, and --check
+// reports it.
 TEST_F(TrialRunnerSchedulerTest, ADamagedStoredStateIsCorruptionAtLoad) {
   fleet_->Register("w1", 1);
   const std::string exp = Submit(kAshaSpec);
@@ -126,6 +128,11 @@ TEST_F(TrialRunnerSchedulerTest, ADamagedStoredStateIsCorruptionAtLoad) {
   const Status loaded = again.Load();
   EXPECT_EQ(loaded.code(), StatusCode::kCorruption) << loaded.ToString();
   EXPECT_NE(loaded.message().find(first.str()), std::string::npos) << loaded.ToString();
+  // `ztune-head --check` says so too, instead of calling the store consistent.
+  auto report = CheckStore(store_);
+  ASSERT_TRUE(report.ok());
+  EXPECT_NE(report->ToText().find("asha state of trial " + first.str()), std::string::npos)
+      << report->ToText();
 }
 
 // Median stopping on the same four trials: with one slot, a trial that has
