@@ -108,14 +108,8 @@ SchedulerDecision MedianStoppingScheduler::OnTrialResult(Trial& t, const Json& r
   r.results.push_back({*iteration, time, sample->second});
   if (time < options_.grace_period) return SchedulerDecision::kContinue;
 
-  size_t others = 0;
-  std::vector<double> means;
-  for (const auto& [id, o] : trials_) {
-    if (id == t.trial_id || o.results.empty() || o.results.back().time < time) continue;
-    ++others;
-    means.push_back(RunningMean(o, time));
-  }
-  if (others < static_cast<size_t>(options_.min_samples_required)) {
+  std::vector<double> means = MeansOfOthers(t.trial_id, time);
+  if (means.size() < static_cast<size_t>(options_.min_samples_required)) {
     // Too few peers to judge: yield to a waiting trial (time slicing).
     const double since =
         r.last_pause ? time - *r.last_pause : std::numeric_limits<double>::infinity();
@@ -154,13 +148,19 @@ void MedianStoppingScheduler::OnTrialComplete(Trial& t) {
 }
 
 std::optional<double> MedianStoppingScheduler::MedianAt(const TrialId& except, double time) const {
+  std::vector<double> means = MeansOfOthers(except, time);
+  if (means.empty()) return std::nullopt;
+  return Median(std::move(means));
+}
+
+std::vector<double> MedianStoppingScheduler::MeansOfOthers(const TrialId& except,
+                                                           double time) const {
   std::vector<double> means;
   for (const auto& [id, o] : trials_) {
     if (id == except || o.results.empty() || o.results.back().time < time) continue;
     means.push_back(RunningMean(o, time));
   }
-  if (means.empty()) return std::nullopt;
-  return Median(std::move(means));
+  return means;
 }
 
 double MedianStoppingScheduler::RunningMean(const Record& r, double time) const {

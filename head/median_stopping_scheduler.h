@@ -71,6 +71,9 @@ class MedianStoppingScheduler final : public ExperimentScheduler {
 
   // The result's (time, metric) when both are numbers.
   std::optional<std::pair<double, double>> Read(const Json& result) const;
+  // The running means at `time` of the trials other than `except` whose
+  // latest counted result is at `time` or later (Ray's _trials_beyond_time).
+  std::vector<double> MeansOfOthers(const TrialId& except, double time) const;
   double RunningMean(const Record& r, double time) const;
   double BestOf(const Record& r) const;
   Json StateOf(const Record& r) const;

@@ -30,6 +30,13 @@ constexpr char kAshaSpec[] = R"({"trainable": "quadratic",
 
 class TrialRunnerSchedulerTest : public TrialRunnerTest {
  protected:
+  // The stored record of trial `k` of `exp`.
+  Json StoredRecord(const std::string& exp, size_t k) {
+    const TrialId id = runner_->FindExperiment(exp)->trial_ids[k];
+    auto stored = store_.Get(storage::Family::kTrials, id.str());
+    EXPECT_TRUE(stored.ok() && stored->has_value()) << id;
+    return stored.ok() && stored->has_value() ? Json::parse(**stored) : Json();
+  }
   // Final iteration of every trial, by lr.
   std::map<double, int64_t> StopIterations(const std::string& exp) {
     std::map<double, int64_t> out;
@@ -59,10 +66,7 @@ TEST_F(TrialRunnerSchedulerTest, AshaStateIsStoredWithTheTrial) {
   fleet_->Register("w1", 1);
   const std::string exp = Submit(kAshaSpec);
   RunToEnd(exp);
-  const TrialId first = runner_->FindExperiment(exp)->trial_ids[0];
-  auto stored = store_.Get(storage::Family::kTrials, first.str());
-  ASSERT_TRUE(stored.ok() && stored->has_value());
-  const Json state = Json::parse(**stored).at("scheduler");
+  const Json state = StoredRecord(exp, 0).at("scheduler");
   EXPECT_EQ(state.at("bracket"), 0);
   const Json& rungs = state.at("rungs");
   ASSERT_EQ(rungs.size(), 4u) << state.dump();
@@ -117,9 +121,7 @@ TEST_F(TrialRunnerSchedulerTest, ADamagedStoredStateIsCorruptionAtLoad) {
   const std::string exp = Submit(kAshaSpec);
   RunToEnd(exp);
   const TrialId first = runner_->FindExperiment(exp)->trial_ids[0];
-  auto stored = store_.Get(storage::Family::kTrials, first.str());
-  ASSERT_TRUE(stored.ok() && stored->has_value());
-  Json record = Json::parse(**stored);
+  Json record = StoredRecord(exp, 0);
   record["scheduler"]["bracket"] = 7;
   storage::WriteBatch damage;
   damage.Put(storage::Family::kTrials, first.str(), record.dump());
