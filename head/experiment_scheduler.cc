@@ -2,6 +2,7 @@
 
 #include "common/check.h"
 #include "head/asha_scheduler.h"
+#include "head/hyperband_scheduler.h"
 #include "head/median_stopping_scheduler.h"
 
 namespace ztune::head {
@@ -10,6 +11,7 @@ std::unique_ptr<ExperimentScheduler> MakeExperimentScheduler(const SchedulerSpec
   switch (spec.type) {
     case SchedulerType::kFifo: return nullptr;
     case SchedulerType::kAsha: return std::make_unique<AshaScheduler>(spec.asha);
+    case SchedulerType::kHyperBand: return std::make_unique<HyperBandScheduler>(spec.hyperband);
     case SchedulerType::kMedianStopping:
       return std::make_unique<MedianStoppingScheduler>(spec.median_stopping);
   }

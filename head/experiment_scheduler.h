@@ -14,7 +14,9 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
+#include "common/ids.h"
 #include "common/json.h"
 #include "common/status.h"
 #include "head/scheduler_spec.h"
@@ -46,6 +48,14 @@ class ExperimentScheduler {
                                           const ExperimentView& experiment) = 0;
   // `t` ended TERMINATED; `t.last_result` is its last stored result.
   virtual void OnTrialComplete(Trial& t) = 0;
+  // `t` ended in ERROR (no retry left). May change `t.scheduler_state`.
+  virtual void OnTrialError(Trial&) {}
+  // Whether `t`, waiting (PENDING, or PAUSED by a scheduler), may be queued
+  // to start now. A scheduler that holds paused trials back (HyperBand, until
+  // their bracket's halving) says no, and lets them go with a kRelease.
+  virtual bool MayStart(const Trial&) const { return true; }
+  // The actions decided since the last call, in order.
+  virtual std::vector<SchedulerAction> TakeActions() { return {}; }
 };
 
 // The scheduler `spec` describes; nullptr for FIFO. `spec` was validated by

@@ -27,7 +27,7 @@ class FifoScheduler final : public TrialScheduler {
     return SchedulerDecision::kContinue;
   }
   void OnTrialComplete(Trial&) override {}
-  void OnTrialError(const Trial&) override {}
+  void OnTrialError(Trial&) override {}
   std::optional<TrialId> ChooseTrialToRun(
       const std::function<bool(const std::string& key)>& has_resources) const override;
   void ForEachWaitingRequest(

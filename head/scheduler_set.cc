@@ -41,11 +41,38 @@ SchedulerDecision SchedulerSet::OnTrialResult(Trial& t, const Json& result) {
   ExperimentView view;
   auto w = waiting_.find(t.experiment_id);
   if (w != waiting_.end()) view.num_waiting = w->second.size();
-  return s->OnTrialResult(t, result, view);
+  const SchedulerDecision d = s->OnTrialResult(t, result, view);
+  CollectActions(*s);
+  return d;
 }
 
 void SchedulerSet::OnTrialComplete(Trial& t) {
-  if (ExperimentScheduler* s = Find(t.experiment_id)) s->OnTrialComplete(t);
+  if (ExperimentScheduler* s = Find(t.experiment_id)) {
+    s->OnTrialComplete(t);
+    CollectActions(*s);
+  }
+}
+
+void SchedulerSet::OnTrialError(Trial& t) {
+  if (ExperimentScheduler* s = Find(t.experiment_id)) {
+    s->OnTrialError(t);
+    CollectActions(*s);
+  }
+}
+
+bool SchedulerSet::MayQueue(const Trial& t) const {
+  const ExperimentScheduler* s = SchedulerOf(t.experiment_id);
+  return s == nullptr || s->MayStart(t);
+}
+
+std::vector<SchedulerAction> SchedulerSet::TakeActions() {
+  std::vector<SchedulerAction> out;
+  out.swap(actions_);
+  return out;
+}
+
+void SchedulerSet::CollectActions(ExperimentScheduler& s) {
+  for (SchedulerAction& a : s.TakeActions()) actions_.push_back(std::move(a));
 }
 
 const ExperimentScheduler* SchedulerSet::SchedulerOf(const std::string& experiment_id) const {

@@ -12,6 +12,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "head/experiment_scheduler.h"
 #include "head/fifo_scheduler.h"
@@ -28,7 +29,9 @@ class SchedulerSet final : public TrialScheduler {
   void OnTrialRemove(const Trial& t) override;
   SchedulerDecision OnTrialResult(Trial& t, const Json& result) override;
   void OnTrialComplete(Trial& t) override;
-  void OnTrialError(const Trial&) override {}
+  void OnTrialError(Trial& t) override;
+  bool MayQueue(const Trial& t) const override;
+  std::vector<SchedulerAction> TakeActions() override;
   std::optional<TrialId> ChooseTrialToRun(
       const std::function<bool(const std::string& key)>& has_resources) const override {
     return queue_.ChooseTrialToRun(has_resources);
@@ -48,6 +51,8 @@ class SchedulerSet final : public TrialScheduler {
 
  private:
   ExperimentScheduler* Find(const std::string& experiment_id);
+  // Moves what `s` decided about other trials into actions_.
+  void CollectActions(ExperimentScheduler& s);
 
   FifoScheduler queue_;
   // By experiment id; only experiments whose spec names a scheduler. Kept
@@ -56,6 +61,7 @@ class SchedulerSet final : public TrialScheduler {
   // By experiment id: its trials in queue_ (ExperimentView::num_waiting).
   // An experiment's entry goes when its last waiting trial leaves.
   std::unordered_map<std::string, std::unordered_set<TrialId>> waiting_;
+  std::vector<SchedulerAction> actions_;  // until TakeActions
 };
 
 }  // namespace ztune::head

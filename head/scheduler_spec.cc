@@ -78,6 +78,29 @@ Status ParseAsha(const Json& j, const std::string& top_metric, const std::string
   return o.Validate();
 }
 
+Status ParseHyperBand(const Json& j, const std::string& top_metric, const std::string& top_mode,
+                      HyperBandOptions& o) {
+  RETURN_IF_ERROR(CheckSpecKeys(
+      j, kWhere,
+      {"type", "time_attr", "metric", "mode", "max_t", "reduction_factor", "stop_last_trials"}));
+  RETURN_IF_ERROR(ResolveMetric(j, "hyperband", top_metric, top_mode, o.metric, o.maximize));
+  if (j.contains("time_attr")) {
+    ASSIGN_OR_RETURN(o.time_attr, ReadSpecName(j["time_attr"], Field("time_attr")));
+  }
+  if (j.contains("max_t")) {
+    ASSIGN_OR_RETURN(o.max_t, ReadSpecNumber(j["max_t"], Field("max_t")));
+  }
+  if (j.contains("reduction_factor")) {
+    ASSIGN_OR_RETURN(o.reduction_factor,
+                     ReadSpecNumber(j["reduction_factor"], Field("reduction_factor")));
+  }
+  if (j.contains("stop_last_trials")) {
+    ASSIGN_OR_RETURN(o.stop_last_trials,
+                     ReadSpecBool(j["stop_last_trials"], Field("stop_last_trials")));
+  }
+  return o.Validate();
+}
+
 Status ParseMedianStopping(const Json& j, const std::string& top_metric,
                            const std::string& top_mode, MedianStoppingOptions& o) {
   RETURN_IF_ERROR(CheckSpecKeys(j, kWhere,
@@ -119,6 +142,28 @@ Status MedianStoppingOptions::Validate() const {
   return Status::Ok();
 }
 
+Status HyperBandOptions::Validate() const {
+  auto bad = [](const char* name, const std::string& what) {
+    return BadSpecField(Field(name), what);
+  };
+  if (metric.empty()) return bad("metric", "required by scheduler hyperband");
+  if (time_attr.empty()) return bad("time_attr", "must not be empty");
+  // Milestones are whole time units (Ray: int(max_t * eta^-s)); below 1 no
+  // bracket has any.
+  if (!std::isfinite(max_t) || max_t < 1 || max_t > 1e9) {
+    return bad("max_t", "must be a number from 1 to 1e9");
+  }
+  if (!std::isfinite(reduction_factor) || reduction_factor <= 1) {
+    return bad("reduction_factor", "must be above 1");
+  }
+  // Ray: s_max_1 = round(log(max_t) / log(eta)) + 1 brackets per band, the
+  // largest with eta^s trials: a factor a hair above 1 makes that unbounded.
+  if (std::round(std::log(max_t) / std::log(reduction_factor)) + 1 > 64) {
+    return bad("reduction_factor", "too close to 1 for max_t: more than 64 brackets per band");
+  }
+  return Status::Ok();
+}
+
 Status AshaOptions::Validate() const {
   auto bad = [](const char* name, const std::string& what) {
     return BadSpecField(Field(name), what);
@@ -149,7 +194,8 @@ Result<SchedulerSpec> SchedulerSpec::Parse(const Json& j, const std::string& met
     return BadSpecField(kWhere, "must be an object such as {\"type\": \"asha\"}");
   }
   if (!j.contains("type") || !j["type"].is_string()) {
-    return BadSpecField(Field("type"), "required: \"fifo\", \"asha\" or \"median_stopping\"");
+    return BadSpecField(Field("type"),
+                        "required: \"fifo\", \"asha\", \"hyperband\" or \"median_stopping\"");
   }
   const std::string type = j["type"].get<std::string>();
   if (type == "fifo") {
@@ -161,13 +207,18 @@ Result<SchedulerSpec> SchedulerSpec::Parse(const Json& j, const std::string& met
     RETURN_IF_ERROR(ParseAsha(j, metric, mode, seed, s.asha));
     return s;
   }
+  if (type == "hyperband") {
+    s.type = SchedulerType::kHyperBand;
+    RETURN_IF_ERROR(ParseHyperBand(j, metric, mode, s.hyperband));
+    return s;
+  }
   if (type == "median_stopping") {
     s.type = SchedulerType::kMedianStopping;
     RETURN_IF_ERROR(ParseMedianStopping(j, metric, mode, s.median_stopping));
     return s;
   }
-  return BadSpecField(Field("type"),
-                      "unknown scheduler '" + type + "' (known: fifo, asha, median_stopping)");
+  return BadSpecField(Field("type"), "unknown scheduler '" + type +
+                                         "' (known: fifo, asha, hyperband, median_stopping)");
 }
 
 Json SchedulerSpec::ToJson() const {
@@ -183,6 +234,14 @@ Json SchedulerSpec::ToJson() const {
                   {"reduction_factor", asha.reduction_factor},
                   {"brackets", asha.brackets},
                   {"stop_last_trials", asha.stop_last_trials}};
+    case SchedulerType::kHyperBand:
+      return Json{{"type", "hyperband"},
+                  {"time_attr", hyperband.time_attr},
+                  {"metric", hyperband.metric},
+                  {"mode", hyperband.maximize ? "max" : "min"},
+                  {"max_t", hyperband.max_t},
+                  {"reduction_factor", hyperband.reduction_factor},
+                  {"stop_last_trials", hyperband.stop_last_trials}};
     case SchedulerType::kMedianStopping: {
       const MedianStoppingOptions& m = median_stopping;
       return Json{{"type", "median_stopping"},
@@ -202,6 +261,7 @@ const char* SchedulerSpec::TypeName() const {
   switch (type) {
     case SchedulerType::kFifo: return "fifo";
     case SchedulerType::kAsha: return "asha";
+    case SchedulerType::kHyperBand: return "hyperband";
     case SchedulerType::kMedianStopping: return "median_stopping";
   }
   return "?";
@@ -211,6 +271,7 @@ std::string SchedulerSpec::Metric() const {
   switch (type) {
     case SchedulerType::kFifo: return "";
     case SchedulerType::kAsha: return asha.metric;
+    case SchedulerType::kHyperBand: return hyperband.metric;
     case SchedulerType::kMedianStopping: return median_stopping.metric;
   }
   return "";
@@ -220,6 +281,7 @@ bool SchedulerSpec::Maximize() const {
   switch (type) {
     case SchedulerType::kFifo: return true;
     case SchedulerType::kAsha: return asha.maximize;
+    case SchedulerType::kHyperBand: return hyperband.maximize;
     case SchedulerType::kMedianStopping: return median_stopping.maximize;
   }
   return true;
@@ -229,6 +291,7 @@ std::vector<std::string> SchedulerSpec::RequiredResultKeys() const {
   switch (type) {
     case SchedulerType::kFifo: return {};
     case SchedulerType::kAsha: return {asha.metric, asha.time_attr};
+    case SchedulerType::kHyperBand: return {hyperband.metric, hyperband.time_attr};
     case SchedulerType::kMedianStopping: return {median_stopping.metric, median_stopping.time_attr};
   }
   return {};

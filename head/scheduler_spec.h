@@ -14,7 +14,7 @@
 
 namespace ztune::head {
 
-enum class SchedulerType { kFifo, kAsha, kMedianStopping };
+enum class SchedulerType { kFifo, kAsha, kHyperBand, kMedianStopping };
 
 // Ray's AsyncHyperBandScheduler options (ASHA).
 struct AshaOptions {
@@ -31,6 +31,21 @@ struct AshaOptions {
   // InvalidArgument naming the field: max_t > 0, 0 < grace_period <= max_t,
   // reduction_factor > 1, 1 <= brackets <= 1000, at most 1000 rungs, finite
   // numbers, a metric and a time attribute.
+  Status Validate() const;
+};
+
+// Ray's HyperBandScheduler options (synchronous HyperBand).
+struct HyperBandOptions {
+  std::string time_attr = "training_iteration";
+  std::string metric;  // required
+  bool maximize = true;
+  double max_t = 81;
+  double reduction_factor = 3;  // eta
+  bool stop_last_trials = true;
+
+  // InvalidArgument naming the field: 1 <= max_t <= 1e9, reduction_factor
+  // > 1 and at most 64 brackets per band, finite numbers, a metric and a
+  // time attribute.
   Status Validate() const;
 };
 
@@ -52,6 +67,7 @@ struct MedianStoppingOptions {
 struct SchedulerSpec {
   SchedulerType type = SchedulerType::kFifo;
   AshaOptions asha;                       // kAsha
+  HyperBandOptions hyperband;             // kHyperBand
   MedianStoppingOptions median_stopping;  // kMedianStopping
 
   // Parses `j` (null or absent: FIFO). `metric` and `mode` are the spec's
@@ -65,13 +81,17 @@ struct SchedulerSpec {
   // The metric and mode the scheduler judges by; "" when it has none (FIFO).
   std::string Metric() const;
   bool Maximize() const;
-  // "fifo", "asha", "median_stopping".
+  // "fifo", "asha", "hyperband", "median_stopping".
   const char* TypeName() const;
   // The keys every result must report for the scheduler to judge it (its
   // metric and time attribute); empty for FIFO. A result without one fails
   // its trial, naming the key (Ray: "Trial returned a result which did not
   // include the specified metric").
   std::vector<std::string> RequiredResultKeys() const;
+  // Whether a trial may report several results per TRAIN (Ray's
+  // supports_buffered_results): not under synchronous HyperBand, whose
+  // milestones must be met exactly, so its trials train one step at a time.
+  bool SupportsBufferedResults() const { return type != SchedulerType::kHyperBand; }
 };
 
 }  // namespace ztune::head

@@ -206,11 +206,43 @@ Result<Trial*> TrialLifecycle::AddLoadedTrial(Trial t, bool changed,
 }
 
 void TrialLifecycle::Enqueue(Trial& t) {
+  // A trial its scheduler holds back (HyperBand: paused at a milestone until
+  // its bracket's halving) waits outside the queue until a kRelease.
+  if (!p_.scheduler.MayQueue(t)) return;
   const Experiment& e = p_.book.ExperimentOf(t);
   p_.scheduler.OnTrialAdd(t, e.request_key, e.spec.resources);
 }
 
 void TrialLifecycle::Dequeue(Trial& t) { p_.scheduler.OnTrialRemove(t); }
+
+void TrialLifecycle::ApplySchedulerActions() {
+  // Applying one may make more (a stop completes a trial, whose bracket may
+  // then halve): until none is left.
+  for (std::vector<SchedulerAction> actions = p_.scheduler.TakeActions(); !actions.empty();
+       actions = p_.scheduler.TakeActions()) {
+    for (SchedulerAction& a : actions) {
+      Trial* t = p_.book.FindTrial(a.trial_id);
+      if (t == nullptr) {
+        IllegalState("a scheduler decided about unknown trial " + a.trial_id);
+        continue;
+      }
+      t->scheduler_state = std::move(a.state);
+      p_.book.MarkDirty(*t);
+      if (IsFinished(t->status)) continue;  // ended meanwhile: only its state is kept
+      switch (a.kind) {
+        case SchedulerAction::Kind::kStop: FinishTrial(*t, TrialStatus::kTerminated); break;
+        case SchedulerAction::Kind::kRelease:
+          // A trial still pausing is queued when its pause completes
+          // (FinishPause); a user's pause holds it.
+          if (t->phase == TrialPhase::kIdle && !t->held &&
+              (t->status == TrialStatus::kPending || t->status == TrialStatus::kPaused)) {
+            Enqueue(*t);
+          }
+          break;
+      }
+    }
+  }
+}
 
 void TrialLifecycle::MaybeFinishExperiment(Experiment& e) {
   if (e.finished) return;
@@ -280,6 +312,8 @@ TrainBuffer TrialLifecycle::BufferFor(const Trial& t) const {
   const ExperimentSpec& spec = p_.book.ExperimentOf(t).spec;
   TrainBuffer b;
   b.length = spec.result_buffer_length;
+  // Ray forces 1 for schedulers that judge every result (HyperBand).
+  if (!spec.scheduler.SupportsBufferedResults()) b.length = 1;
   if (b.length > 1 && spec.checkpoint.at_end) b.length = 1;
   if (b.length > 1 && spec.checkpoint.frequency > 0) {
     b.length = std::min(b.length, spec.checkpoint.frequency);

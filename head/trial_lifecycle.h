@@ -112,8 +112,14 @@ class TrialLifecycle {
   // damaged. `changed`: see TrialBook::AddLoadedTrial; `stored_results`
   // reads the trial's stored results (for a scheduler that rebuilds from them).
   Result<Trial*> AddLoadedTrial(Trial t, bool changed, const StoredResultsReader& stored_results);
+  // Queues a waiting trial, unless its scheduler holds it back (MayQueue).
   void Enqueue(Trial& t);
   void Dequeue(Trial& t);
+  // Applies what the schedulers decided about trials other than the one
+  // they were called for (SchedulerAction): stops, and releases of trials
+  // they held back, each with the trial's new scheduler state. Called before
+  // the turn's commit and before trials start.
+  void ApplySchedulerActions();
   void MaybeFinishExperiment(Experiment& e);
   // Terminates every unfinished trial of `e` and ends its search; appends
   // the trials it stopped to `stopped` when given.

@@ -40,6 +40,9 @@ Status TrialRecovery::Load() {
   }
   const TimeMs grace =
       ReattachGraceMs(options_.reattach_grace_ms, options_.heartbeat_ms, options_.liveness);
+  // Queued once every trial is in: whether a scheduler holds one back may
+  // depend on the others (HyperBand's halvings are its bracket's largest).
+  std::vector<Trial*> requeue;
   for (Trial& t : loaded.trials) {
     const RestartDisposition disposition = DispositionAfterRestart(t);
     const bool changed =
@@ -63,13 +66,14 @@ Status TrialRecovery::Load() {
       p_.lifecycle.SetPhase(stored, TrialPhase::kAwaitingReattach);
       p_.waits.AwaitReattach(stored.trial_id, p_.clock.NowMs() + grace);
     } else if (disposition == RestartDisposition::kRequeue) {
-      p_.lifecycle.Enqueue(stored);
+      requeue.push_back(&stored);
     }
     if (move_lists) {
       PutChildRecords(p_.batch, stored);
       p_.book.MarkDirty(stored);  // rewritten without the lists at this turn's FlushTo
     }
   }
+  for (Trial* t : requeue) p_.lifecycle.Enqueue(*t);
   std::vector<std::string> ids;
   for (const auto& [id, e] : p_.book.experiments()) ids.push_back(id);
   for (const std::string& id : ids) p_.lifecycle.MaybeFinishExperiment(*p_.book.FindExperiment(id));

@@ -147,6 +147,7 @@ void TrialRunner::Tick() {
   }
   FailExpiredRequests();
   recovery_.ExpireWaits();
+  lifecycle_.ApplySchedulerActions();  // before starts: a release queues its trial
   GenerateTrials();
   StageAndReconcile();
   groups_.Update();
@@ -182,6 +183,9 @@ void TrialRunner::RecomputeMaxPending() {
 }
 
 void TrialRunner::FlushTo(storage::WriteBatch& batch) {
+  // Decisions made since the turn's Tick (results, client requests) commit
+  // with what caused them.
+  lifecycle_.ApplySchedulerActions();
   if (options_.strict_invariants) {
     for (const auto& [id, e] : book_.experiments()) {
       for (const TrialId& tid : e.trial_ids) lifecycle_.CheckInvariants(book_.TrialRef(tid));

@@ -28,6 +28,21 @@ namespace ztune::head {
 // TrialScheduler.CONTINUE / PAUSE / STOP).
 enum class SchedulerDecision { kContinue, kPause, kStop };
 
+// A decision a scheduler makes about a trial other than the one it was called
+// for (synchronous HyperBand: a halving stops the worst trials of a bracket
+// and lets the best paused ones run again). The runner applies it before the
+// turn's commit, storing `state` as the trial's scheduler state in the same
+// batch as the change that caused it.
+struct SchedulerAction {
+  enum class Kind {
+    kStop,     // TERMINATE the trial (paused, or pausing at its milestone)
+    kRelease,  // it may start again (MayStart now holds): queue it if it waits
+  };
+  TrialId trial_id;
+  Kind kind = Kind::kRelease;
+  Json state;  // the trial's new Trial::scheduler_state
+};
+
 // Reads a loaded trial's stored results, in iteration order; Corruption or
 // a store error when they cannot be read. A new trial's returns none.
 using StoredResultsReader = std::function<Result<std::vector<Json>>()>;
@@ -60,10 +75,16 @@ class TrialScheduler {
   // stopping criterion: Ray's _process_trial_result). May change
   // `t.scheduler_state` (committed with the result), nothing else of `t`.
   virtual SchedulerDecision OnTrialResult(Trial& t, const Json& result) = 0;
-  // `t` ended: TERMINATED (complete) or ERROR. OnTrialComplete may change
+  // `t` ended: TERMINATED (complete) or ERROR. Either may change
   // `t.scheduler_state`, nothing else.
   virtual void OnTrialComplete(Trial& t) = 0;
-  virtual void OnTrialError(const Trial& t) = 0;
+  virtual void OnTrialError(Trial& t) = 0;
+  // Whether a waiting trial may join the queue now (TrialLifecycle::Enqueue
+  // leaves it out otherwise, until a SchedulerAction releases it).
+  virtual bool MayQueue(const Trial&) const { return true; }
+  // Decisions about other trials than the one a call was for, in order
+  // (SchedulerAction); the runner applies them before the turn's commit.
+  virtual std::vector<SchedulerAction> TakeActions() { return {}; }
 
   // The waiting trial to start next among request shapes for which
   // `has_resources(key)` holds now; nullopt if none. Does not remove it (the

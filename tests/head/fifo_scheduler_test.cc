@@ -95,7 +95,7 @@ class ScriptedScheduler final : public TrialScheduler {
     return decision_;
   }
   void OnTrialComplete(Trial&) override { ++completed; }
-  void OnTrialError(const Trial&) override { ++errored; }
+  void OnTrialError(Trial&) override { ++errored; }
   std::optional<TrialId> ChooseTrialToRun(
       const std::function<bool(const std::string&)>& has) const override {
     return fifo_.ChooseTrialToRun(has);

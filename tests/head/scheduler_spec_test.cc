@@ -96,6 +96,24 @@ TEST(SchedulerSpecTest, MedianStoppingTakesRaysDefaults) {
   EXPECT_EQ(again->ToJson(), s->ToJson());
 }
 
+TEST(SchedulerSpecTest, HyperBandTakesRaysDefaultsAndForcesOneResultPerTrain) {
+  auto s = Parse(R"({"trainable": "noop", "metric": "acc", "mode": "max",
+                     "scheduler": {"type": "hyperband"}})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const HyperBandOptions& h = s->scheduler.hyperband;
+  EXPECT_EQ(s->scheduler.type, SchedulerType::kHyperBand);
+  EXPECT_EQ(h.time_attr, "training_iteration");
+  EXPECT_EQ(h.max_t, 81);
+  EXPECT_EQ(h.reduction_factor, 3);
+  EXPECT_TRUE(h.stop_last_trials);
+  EXPECT_FALSE(s->scheduler.SupportsBufferedResults());
+  EXPECT_EQ(s->scheduler.RequiredResultKeys(),
+            (std::vector<std::string>{"acc", "training_iteration"}));
+  auto again = ExperimentSpec::Parse(s->ToJson(), 1);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->ToJson(), s->ToJson());
+}
+
 // The stored spec is parsed again by a restarted head: the same scheduler.
 TEST(SchedulerSpecTest, TheStoredFormReadsBackUnchanged) {
   auto s = Parse(R"({"trainable": "noop", "metric": "loss", "mode": "min",
@@ -154,6 +172,12 @@ TEST(SchedulerSpecTest, BadSchedulersAreRefusedNamingTheKey) {
       {R"({"type": "asha", "time_attr": ""})", "spec.scheduler.time_attr"},
       {R"({"type": "asha", "time_attr": "a\u001bb"})", "spec.scheduler.time_attr"},
       {R"({"type": "asha", "mode": "up"})", "spec.scheduler.mode: must be"},
+      {R"({"type": "hyperband", "grace_period": 3})", "spec.scheduler: unknown key 'grace_period'"},
+      {R"({"type": "hyperband", "max_t": 0.5})", "spec.scheduler.max_t"},
+      {R"({"type": "hyperband", "max_t": 1e10})", "spec.scheduler.max_t"},
+      {R"({"type": "hyperband", "reduction_factor": 0.5})", "spec.scheduler.reduction_factor"},
+      {R"({"type": "hyperband", "reduction_factor": 1.01})", "more than 64 brackets"},
+      {R"({"type": "hyperband", "stop_last_trials": 0})", "spec.scheduler.stop_last_trials"},
       {R"({"type": "median_stopping", "max_t": 3})", "spec.scheduler: unknown key 'max_t'"},
       {R"({"type": "median_stopping", "grace_period": -1})", "spec.scheduler.grace_period"},
       {R"({"type": "median_stopping", "min_samples_required": 0})",

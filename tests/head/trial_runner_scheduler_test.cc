@@ -1,4 +1,5 @@
-// The runner with an experiment's own scheduler (ASHA), on the fake fleet and
+// The runner with an experiment's own scheduler (ASHA, median stopping,
+// HyperBand), on the fake fleet and
 // a fake clock: the trials ASHA stops and where, by hand computation; its
 // state stored with each trial; the same decisions after a head crash; and
 // results that lack what the scheduler judges by.
@@ -206,6 +207,101 @@ TEST_P(MedianStoppingCrashTest, DecidesTheSameAfterAHeadCrash) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryTurn, MedianStoppingCrashTest, ::testing::Range(1, 17));
+
+// HyperBand with max_t 4 and eta 2 (3 brackets per band: (n0, r0) = (3, 4),
+// (3, 2), (4, 1)) on six trials and two 1-CPU workers (so that a slot frees
+// while a bracket waits and only its held-back paused trials are left to
+// start). Losses are
+// 100 (1 - 2 lr)^(2i):
+//   bracket s=0 (lr 0.1, 0.05, 0.3) has no halving: each pauses at 4 until
+//     the last gets there; then all three stop at 4.
+//   bracket s=1 (lr 0.01, 0.2, 0.4) halves at 2 (losses 92.2, 12.96, 0.16):
+//     keeps ceil(3/2) = 2; lr 0.01 stops at 2, lr 0.4 (the trigger) goes on
+//     to 4 and pauses there; lr 0.2, paused at 2, is released, resumes from
+//     its memory checkpoint and completes the bracket at 4.
+constexpr char kHyperBandSpec[] = R"({"trainable": "quadratic",
+    "param_space": {"lr": {"grid_search": [0.1, 0.05, 0.3, 0.01, 0.2, 0.4]}},
+    "metric": "loss", "mode": "min",
+    "scheduler": {"type": "hyperband", "max_t": 4, "reduction_factor": 2},
+    "result_buffer_length": 8,
+    "stop": {"training_iteration": 100}})";
+
+class HyperBandRunnerTest : public TrialRunnerSchedulerTest {
+ protected:
+  // Runs the experiment to its end, with a head crash after turn
+  // `crash_after` (0: none); the final iteration of each trial by lr.
+  std::map<double, int64_t> Run(int crash_after) {
+    fleet_->Register("w1", 1);
+    fleet_->Register("w2", 1);
+    exp_ = Submit(kHyperBandSpec);
+    for (int i = 0; i < crash_after; ++i) {
+      fleet_->Turn();
+      fleet_->Heartbeat();
+      clock_.AdvanceMs(10);
+    }
+    if (crash_after > 0) {
+      EXPECT_FALSE(runner_->FindExperiment(exp_)->finished) << "the crash comes mid-run";
+      CrashHead();
+      fleet_->Reregister("w1", 1);
+      fleet_->Reregister("w2", 1);
+    }
+    RunToEnd(exp_);
+    return StopIterations(exp_);
+  }
+  static std::map<double, int64_t> Expected() {
+    return {{0.1, 4}, {0.05, 4}, {0.3, 4}, {0.01, 2}, {0.2, 4}, {0.4, 4}};
+  }
+  std::string exp_;
+};
+
+TEST_F(HyperBandRunnerTest, PausedTrialsResumeFromMemoryCheckpointsAfterTheHalving) {
+  EXPECT_EQ(Run(0), Expected());
+  // lr 0.2 paused at 2 with a memory checkpoint and resumed from it: one
+  // restore, and its results are 1..4 without a gap or a repeat.
+  const TrialId released = runner_->FindExperiment(exp_)->trial_ids[4];
+  EXPECT_EQ(runner_->FindTrial(released)->num_restores, 1);
+  const std::vector<Json> results = StoredResults(released);
+  ASSERT_EQ(results.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(results[i]["training_iteration"], i + 1);
+  EXPECT_GT(fleet_->saves, 0) << "pauses took memory checkpoints";
+  // Its bracket halved once: every trial of it stored that.
+  for (size_t k = 3; k < 6; ++k) {
+    EXPECT_EQ(StoredRecord(exp_, k).at("scheduler"),
+              (Json{{"band", 0}, {"bracket", 1}, {"halvings", 1}}));
+  }
+  EXPECT_EQ(StoredRecord(exp_, 0).at("scheduler"),
+            (Json{{"band", 0}, {"bracket", 0}, {"halvings", 0}}));
+}
+
+// Three trials, all in bracket s=0, on two workers: the first two pause at 4
+// together, the third starts, and a slot stays free while the two paused
+// trials wait for their bracket. They must not run again (each would pass 4
+// and pause again); the bracket then stops all three at 4.
+TEST_F(HyperBandRunnerTest, HeldBackTrialsDoNotStartWhileTheirBracketWaits) {
+  fleet_->Register("w1", 1);
+  fleet_->Register("w2", 1);
+  exp_ = Submit(R"({"trainable": "quadratic",
+      "param_space": {"lr": {"grid_search": [0.1, 0.05, 0.3]}},
+      "metric": "loss", "mode": "min",
+      "scheduler": {"type": "hyperband", "max_t": 4, "reduction_factor": 2}})");
+  RunToEnd(exp_);
+  EXPECT_EQ(StopIterations(exp_), (std::map<double, int64_t>{{0.1, 4}, {0.05, 4}, {0.3, 4}}));
+  for (const TrialId& id : runner_->FindExperiment(exp_)->trial_ids) {
+    EXPECT_EQ(runner_->FindTrial(id)->num_restores, 0) << id;
+  }
+}
+
+class HyperBandCrashTest : public HyperBandRunnerTest, public ::testing::WithParamInterface<int> {};
+
+// kill -9 of the head after each turn of the run in turn: paused trials lose
+// their memory checkpoints (they run again from scratch, their stored
+// results are not repeated), decided pauses and halvings hold, and the
+// trials stop where the uninterrupted run stops them.
+TEST_P(HyperBandCrashTest, DecidesTheSameAfterAHeadCrash) {
+  EXPECT_EQ(Run(GetParam()), Expected());
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryTurn, HyperBandCrashTest, ::testing::Range(1, 17));
 
 }  // namespace
 }  // namespace ztune::head
