@@ -1,6 +1,8 @@
 // Trial schedulers through the real binaries: ASHA stopping most of a
-// quadratic search early while its best trial runs to max_t, and ASHA's
-// decisions surviving kill -9 of the head.
+// quadratic search early while its best trial runs to max_t, ASHA's
+// decisions surviving kill -9 of the head, and synchronous HyperBand pausing
+// trials at their milestones and resuming the survivors of each halving
+// from their memory checkpoints.
 #include <cmath>
 #include <csignal>
 #include <map>
@@ -120,6 +122,76 @@ TEST(SchedulerE2ETest, AshaDecidesTheSameAfterTheHeadIsKilled) {
   for (const auto& [lr, iteration] : reference) stopped_early += iteration < 9;
   ASSERT_GE(stopped_early, 3) << "the run must exercise stops";
   EXPECT_EQ(RunSequentialAsha(/*crash=*/true), reference);
+}
+
+// 17 trials under HyperBand (max_t 27, eta 3: brackets of (4, 27), (6, 9),
+// (12, 3) trials and first milestones) on 2 workers x 2 CPUs. The brackets
+// fill in trial order, so whatever the timing: bracket 0's 4 trials run to
+// 27; bracket 1 keeps ceil(6/3) = 2 at 9, which run to 27; bracket 2 holds 7
+// trials, keeps 4 at 3 and 2 of those at 9. The loss at a fixed iteration
+// grows with |1 - 2 lr|, so the best lr survives every halving and is the
+// experiment's best trial.
+TEST(SchedulerE2ETest, HyperBandResumesTheSurvivorsOfEachHalvingFromMemoryCheckpoints) {
+  LocalCluster cluster("hyperband");
+  cluster.StartHead();
+  cluster.StartWorker("a", 2);
+  cluster.StartWorker("b", 2);
+  ASSERT_TRUE(cluster.WaitForWorkers(2)) << cluster.Logs();
+  const std::string exp = SubmitSpec(cluster, R"({
+    "name": "e2e-hyperband", "trainable": "quadratic",
+    "param_space": {"lr": {"loguniform": [0.001, 0.45]}, "x0": 10},
+    "num_samples": 17, "seed": 5, "metric": "loss", "mode": "min",
+    "scheduler": {"type": "hyperband", "max_t": 27, "reduction_factor": 3}})",
+                                     "hyperband");
+  ASSERT_FALSE(exp.empty());
+  ASSERT_TRUE(WaitFinished(cluster, exp, 90)) << cluster.Logs();
+
+  const Json trials = TrialsOf(cluster, exp);
+  ASSERT_EQ(trials.size(), 17u);
+  std::map<int64_t, int> by_iteration;
+  std::string best_lr_trial;
+  double best_lr_distance = 1e9;
+  for (const Json& t : trials) {
+    EXPECT_EQ(StatusOf(t), "TERMINATED") << t.dump();
+    by_iteration[IterationOf(t)]++;
+    const double lr = t["config"]["lr"].get<double>();
+    if (std::fabs(1 - 2 * lr) < best_lr_distance) {
+      best_lr_distance = std::fabs(1 - 2 * lr);
+      best_lr_trial = t["trial_id"];
+    }
+  }
+  EXPECT_EQ(by_iteration, (std::map<int64_t, int>{{3, 3}, {9, 6}, {27, 8}})) << trials.dump();
+
+  // The survivors of a halving that had paused at its milestone went on from
+  // their memory checkpoints: bracket 1 keeps 2 of 6 and bracket 2 4 of 7,
+  // and at most one per halving is the trial whose result completed it (it
+  // never paused), so at least 1 + 3 restored. A restored trial's loss is
+  // the closed form at its iteration, as if it had never stopped.
+  int restored = 0;
+  for (const Json& t : trials) {
+    const Json doc = GetTrial(cluster, t["trial_id"]);
+    ASSERT_TRUE(doc["scheduler"].is_object()) << doc.dump();
+    const double lr = doc["config"]["lr"].get<double>();
+    const int64_t iteration = IterationOf(doc);
+    EXPECT_NEAR(doc["last_result"]["loss"].get<double>(), ClosedFormLoss(lr, 10, iteration),
+                1e-9 * std::max(1.0, ClosedFormLoss(lr, 10, iteration)))
+        << doc.dump();
+    if (doc["num_restores"].get<int64_t>() == 0) continue;
+    ++restored;
+    EXPECT_GT(doc["scheduler"]["bracket"].get<int64_t>(), 0) << "bracket 0 never halves";
+    EXPECT_LT(doc["last_result"]["iterations_since_restore"].get<int64_t>(), iteration)
+        << "restored from a checkpoint, not from scratch: " << doc.dump();
+  }
+  EXPECT_GE(restored, 4) << trials.dump();
+  const Json status = cluster.CliJson("status " + exp);
+  ASSERT_TRUE(status.is_object()) << cluster.Logs();
+  const Json& best = status["experiments"][0]["best_trial"];
+  ASSERT_TRUE(best.is_object()) << status.dump();
+  EXPECT_EQ(best["trial_id"], best_lr_trial) << status.dump();
+  EXPECT_EQ(best["iteration"], 27);
+  const double lr = best["config"]["lr"].get<double>();
+  EXPECT_NEAR(best["value"].get<double>(), ClosedFormLoss(lr, 10, 27),
+              1e-9 * std::max(1.0, ClosedFormLoss(lr, 10, 27)));
 }
 
 }  // namespace
