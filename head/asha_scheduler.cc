@@ -5,40 +5,12 @@
 #include <limits>
 
 #include "common/check.h"
+#include "common/mix64.h"
 #include "head/experiment_spec.h"
 #include "head/quantile.h"
+#include "head/score_json.h"
 
 namespace ztune::head {
-
-namespace {
-
-// SplitMix64: a bracket draw is a function of (seed, trial index) alone, the
-// same on every platform and after every restart.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-Json EncodeValue(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
-
-std::optional<double> DecodeValue(const Json& j) {
-  if (j.is_number()) return j.get<double>();
-  if (j.is_string()) {
-    const std::string& s = j.get_ref<const std::string&>();
-    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
-    if (s == "inf") return std::numeric_limits<double>::infinity();
-    if (s == "-inf") return -std::numeric_limits<double>::infinity();
-  }
-  return std::nullopt;
-}
-
-}  // namespace
 
 AshaScheduler::AshaScheduler(AshaOptions options) : options_(std::move(options)) {
   CHECK(options_.Validate().ok());
@@ -67,7 +39,7 @@ size_t AshaScheduler::DrawBracket(uint64_t trial_index) const {
     weights.push_back(std::exp(static_cast<double>(b.rungs.size()) - static_cast<double>(most)));
     total += weights.back();
   }
-  const uint64_t bits = Mix(options_.seed ^ Mix(trial_index));
+  const uint64_t bits = Mix64(options_.seed ^ Mix64(trial_index));
   double u = static_cast<double>(bits >> 11) * 0x1.0p-53 * total;  // [0, total)
   for (size_t i = 0; i < weights.size(); ++i) {
     if (u < weights[i]) return i;
@@ -181,7 +153,7 @@ Json AshaScheduler::StateOf(const TrialId& trial) const {
   for (auto r = all.rbegin(); r != all.rend(); ++r) {
     auto v = r->recorded.find(trial);
     if (v != r->recorded.end())
-      rungs.push_back(Json::array({r->milestone, EncodeValue(v->second)}));
+      rungs.push_back(Json::array({r->milestone, ScoreToJson(v->second)}));
   }
   return Json{{"bracket", it->second}, {"rungs", std::move(rungs)}};
 }
@@ -204,7 +176,7 @@ Status AshaScheduler::RestoreTrial(const TrialId& trial, const Json& state) {
       return Status::Corruption(what + ": a rung entry is not [milestone, value]");
     }
     const double milestone = entry[0].get<double>();
-    const std::optional<double> value = DecodeValue(entry[1]);
+    const std::optional<double> value = ScoreFromJson(entry[1]);
     if (!value) return Status::Corruption(what + ": a recorded value is not a number");
     const auto& rungs = brackets_[bracket].rungs;
     auto at = std::find_if(rungs.begin(), rungs.end(),

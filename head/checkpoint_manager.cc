@@ -28,12 +28,13 @@ bool CheckpointManager::Due(const Trial& t, const CheckpointPolicy& policy) {
   if (c != nullptr && c->iteration >= t.iteration) return false;  // already taken
   // Trial::FromJson and the result checks guarantee these are booleans.
   const bool done = t.last_result.value("done", false);
-  return (policy.frequency > 0 && t.iteration % policy.frequency == 0) ||
-         (done && policy.at_end) || t.last_result.value("should_checkpoint", false);
+  return (policy.frequency > 0 && t.iteration % policy.frequency == 0) || (done && policy.at_end) ||
+         t.last_result.value("should_checkpoint", false) || t.checkpoint_requested;
 }
 
 void CheckpointManager::Add(Trial& t, const CheckpointPolicy& policy, std::string bytes,
                             int64_t iteration) {
+  t.checkpoint_requested = false;  // a scheduler's request is met by any checkpoint
   CheckpointRecord c;
   c.id = t.next_checkpoint_id++;
   c.iteration = iteration;

@@ -532,6 +532,7 @@ Json ClientService::TrialDoc(const Trial& t) const {
               {"restore_from", NullIfEmpty(t.restore_from)},
               {"exports", t.exports},
               {"scheduler", t.scheduler_state},
+              {"exploits", ExploitsToJson(t.exploits)},
               {"start_time", t.start_time == 0 ? Json() : Json(t.start_time)},
               {"end_time", t.end_time == 0 ? Json() : Json(t.end_time)}};
 }

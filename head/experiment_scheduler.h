@@ -13,7 +13,9 @@
 // Lives on the head loop thread; not thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "common/ids.h"
@@ -30,6 +32,9 @@ struct ExperimentView {
   // Trials of the experiment waiting to start: PENDING, or PAUSED by a
   // scheduler (not paused by a user).
   size_t num_waiting = 0;
+  // Whether `trial` has a stored persistent checkpoint at `iteration` (PBT
+  // clones only checkpoints that exist); unset: none has.
+  std::function<bool(const TrialId& trial, int64_t iteration)> has_checkpoint;
 };
 
 class ExperimentScheduler {
@@ -56,6 +61,9 @@ class ExperimentScheduler {
   virtual bool MayStart(const Trial&) const { return true; }
   // The actions decided since the last call, in order.
   virtual std::vector<SchedulerAction> TakeActions() { return {}; }
+  // See TrialScheduler::TakeExploit and QueuePriority.
+  virtual std::optional<Exploit> TakeExploit(const TrialId&) { return std::nullopt; }
+  virtual double QueuePriority(const Trial&) const { return 0; }
 };
 
 // The scheduler `spec` describes; nullptr for FIFO. `spec` was validated by

@@ -369,6 +369,9 @@ Result<ExperimentSpec> ExperimentSpec::Parse(const Json& j, uint64_t default_see
   ASSIGN_OR_RETURN(s.scheduler,
                    SchedulerSpec::Parse(j.contains("scheduler") ? j["scheduler"] : Json(), s.metric,
                                         s.mode, s.seed));
+  if (s.scheduler.type == SchedulerType::kPbt) {
+    RETURN_IF_ERROR(s.scheduler.pbt.CheckAgainst(s.param_space));
+  }
   // A scheduler's own metric is the experiment's too (its best trial), when
   // the spec names none: one metric, set in either place.
   if (s.metric.empty() && !s.scheduler.Metric().empty()) {

@@ -1,13 +1,17 @@
 #include "head/fifo_scheduler.h"
 
+#include <cmath>
+
 namespace ztune::head {
 
-void FifoScheduler::OnTrialAdd(const Trial& t, const std::string& request_key,
-                               const PlacementRequest& request) {
+void FifoScheduler::Add(const Trial& t, const std::string& request_key,
+                        const PlacementRequest& request, double priority) {
   OnTrialRemove(t);  // at most one place per trial
   Queue& q = queues_[request_key];
   if (q.request.bundles.empty()) q.request = request;
-  Entry entry{t.status == TrialStatus::kPaused, t.seq, t.trial_id};
+  // A NaN would break the set's ordering.
+  Entry entry{t.status == TrialStatus::kPaused, std::isnan(priority) ? 0 : priority, t.seq,
+              t.trial_id};
   q.waiting.insert(entry);
   positions_[t.trial_id] = Position{request_key, std::move(entry)};
 }
@@ -29,7 +33,7 @@ std::optional<TrialId> FifoScheduler::ChooseTrialToRun(
     if (best == nullptr || *q.waiting.begin() < *best) best = &*q.waiting.begin();
   }
   if (best == nullptr) return std::nullopt;
-  return std::get<2>(*best);
+  return std::get<3>(*best);
 }
 
 void FifoScheduler::ForEachWaitingRequest(

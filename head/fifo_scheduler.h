@@ -1,6 +1,7 @@
 // FifoScheduler: Ray's FIFOScheduler. Every result continues; the next trial
 // to run is the first PENDING one (in queue order) whose request has
-// resources, else the first PAUSED one. One ordered queue per request shape,
+// resources, else the first PAUSED one (with a priority, the lowest first:
+// PBT's least trained trial). One ordered queue per request shape,
 // so a choice costs O(request shapes), never O(trials); a shape without
 // resources never blocks another.
 //
@@ -21,7 +22,13 @@ namespace ztune::head {
 class FifoScheduler final : public TrialScheduler {
  public:
   void OnTrialAdd(const Trial& t, const std::string& request_key,
-                  const PlacementRequest& request) override;
+                  const PlacementRequest& request) override {
+    Add(t, request_key, request, 0);
+  }
+  // Queues `t`; `priority` orders PAUSED trials before their seq does
+  // (TrialScheduler::QueuePriority).
+  void Add(const Trial& t, const std::string& request_key, const PlacementRequest& request,
+           double priority);
   void OnTrialRemove(const Trial& t) override;
   SchedulerDecision OnTrialResult(Trial&, const Json&) override {
     return SchedulerDecision::kContinue;
@@ -37,8 +44,9 @@ class FifoScheduler final : public TrialScheduler {
   void ForgetRequest(const std::string& request_key) override;
 
  private:
-  // (paused?, seq, trial_id): PENDING trials before PAUSED ones, then FIFO.
-  using Entry = std::tuple<bool, uint64_t, TrialId>;
+  // (paused?, priority, seq, trial_id): PENDING trials before PAUSED ones,
+  // then by priority (0 but under PBT), then FIFO.
+  using Entry = std::tuple<bool, double, uint64_t, TrialId>;
   struct Queue {
     PlacementRequest request;
     std::set<Entry> waiting;

@@ -23,7 +23,7 @@ Status SchedulerSet::OnTrialCreate(Trial& t, const StoredResultsReader& stored_r
 
 void SchedulerSet::OnTrialAdd(const Trial& t, const std::string& request_key,
                               const PlacementRequest& request) {
-  queue_.OnTrialAdd(t, request_key, request);
+  queue_.Add(t, request_key, request, QueuePriority(t));
   waiting_[t.experiment_id].insert(t.trial_id);
 }
 
@@ -41,6 +41,7 @@ SchedulerDecision SchedulerSet::OnTrialResult(Trial& t, const Json& result) {
   ExperimentView view;
   auto w = waiting_.find(t.experiment_id);
   if (w != waiting_.end()) view.num_waiting = w->second.size();
+  view.has_checkpoint = has_checkpoint_;
   const SchedulerDecision d = s->OnTrialResult(t, result, view);
   CollectActions(*s);
   return d;
@@ -63,6 +64,16 @@ void SchedulerSet::OnTrialError(Trial& t) {
 bool SchedulerSet::MayQueue(const Trial& t) const {
   const ExperimentScheduler* s = SchedulerOf(t.experiment_id);
   return s == nullptr || s->MayStart(t);
+}
+
+std::optional<Exploit> SchedulerSet::TakeExploit(const Trial& t) {
+  ExperimentScheduler* s = Find(t.experiment_id);
+  return s == nullptr ? std::nullopt : s->TakeExploit(t.trial_id);
+}
+
+double SchedulerSet::QueuePriority(const Trial& t) const {
+  const ExperimentScheduler* s = SchedulerOf(t.experiment_id);
+  return s == nullptr ? 0 : s->QueuePriority(t);
 }
 
 std::vector<SchedulerAction> SchedulerSet::TakeActions() {

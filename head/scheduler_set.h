@@ -32,6 +32,13 @@ class SchedulerSet final : public TrialScheduler {
   void OnTrialError(Trial& t) override;
   bool MayQueue(const Trial& t) const override;
   std::vector<SchedulerAction> TakeActions() override;
+  std::optional<Exploit> TakeExploit(const Trial& t) override;
+  // How a scheduler learns whether a trial has a stored checkpoint at an
+  // iteration (ExperimentView::has_checkpoint); set by the runner.
+  void set_checkpoint_lookup(std::function<bool(const TrialId&, int64_t)> lookup) override {
+    has_checkpoint_ = std::move(lookup);
+  }
+  double QueuePriority(const Trial& t) const override;
   std::optional<TrialId> ChooseTrialToRun(
       const std::function<bool(const std::string& key)>& has_resources) const override {
     return queue_.ChooseTrialToRun(has_resources);
@@ -62,6 +69,7 @@ class SchedulerSet final : public TrialScheduler {
   // An experiment's entry goes when its last waiting trial leaves.
   std::unordered_map<std::string, std::unordered_set<TrialId>> waiting_;
   std::vector<SchedulerAction> actions_;  // until TakeActions
+  std::function<bool(const TrialId&, int64_t)> has_checkpoint_;
 };
 
 }  // namespace ztune::head

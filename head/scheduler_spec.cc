@@ -1,7 +1,9 @@
 #include "head/scheduler_spec.h"
 
 #include <cmath>
+#include <functional>
 
+#include "head/search_space.h"
 #include "head/spec_fields.h"
 
 namespace ztune::head {
@@ -101,6 +103,78 @@ Status ParseHyperBand(const Json& j, const std::string& top_metric, const std::s
   return o.Validate();
 }
 
+// A mutation leaf or a nested object of them, at `path` (for messages).
+Status ValidateMutation(const Json& m, const std::string& path, int depth) {
+  if (depth > 32) return BadSpecField(path, "nested too deeply");
+  if (m.is_array()) {
+    if (m.empty()) return BadSpecField(path, "a list of values to choose from must not be empty");
+    return Status::Ok();
+  }
+  if (!m.is_object() || m.empty()) {
+    return BadSpecField(path,
+                        "must be a list of values, a sampler such as {\"uniform\": [0, 1]}, "
+                        "or an object of these");
+  }
+  if (m.size() == 1 && m.begin().key() == "grid_search") {
+    return BadSpecField(path, "grid_search cannot be mutated; use a list of values");
+  }
+  if (m.size() == 1 && IsSamplerName(m.begin().key())) {
+    auto parsed = SearchSpace::Parse(Json{{"v", m}});
+    if (!parsed.ok()) {
+      std::string what = parsed.status().message();
+      const std::string prefix = "param_space.v: ";
+      if (what.rfind(prefix, 0) == 0) what = what.substr(prefix.size());
+      return BadSpecField(path, what);
+    }
+    return Status::Ok();
+  }
+  for (auto it = m.begin(); it != m.end(); ++it) {
+    RETURN_IF_ERROR(ValidateMutation(it.value(), path + "." + it.key(), depth + 1));
+  }
+  return Status::Ok();
+}
+
+Status ParsePbt(const Json& j, const std::string& top_metric, const std::string& top_mode,
+                uint64_t seed, PbtOptions& o) {
+  RETURN_IF_ERROR(CheckSpecKeys(j, kWhere,
+                                {"type", "time_attr", "metric", "mode", "perturbation_interval",
+                                 "burn_in_period", "quantile_fraction", "resample_probability",
+                                 "perturbation_factors", "hyperparam_mutations", "synch"}));
+  RETURN_IF_ERROR(ResolveMetric(j, "pbt", top_metric, top_mode, o.metric, o.maximize));
+  if (j.contains("time_attr")) {
+    ASSIGN_OR_RETURN(o.time_attr, ReadSpecName(j["time_attr"], Field("time_attr")));
+  }
+  const std::pair<const char*, double*> numbers[] = {
+      {"perturbation_interval", &o.perturbation_interval},
+      {"burn_in_period", &o.burn_in_period},
+      {"quantile_fraction", &o.quantile_fraction},
+      {"resample_probability", &o.resample_probability}};
+  for (const auto& [key, out] : numbers) {
+    if (!j.contains(key)) continue;
+    ASSIGN_OR_RETURN(*out, ReadSpecNumber(j[key], Field(key)));
+  }
+  if (j.contains("perturbation_factors")) {
+    const Json& f = j["perturbation_factors"];
+    if (!f.is_array())
+      return BadSpecField(Field("perturbation_factors"), "must be a list of numbers");
+    o.perturbation_factors.clear();
+    for (const Json& x : f) {
+      ASSIGN_OR_RETURN(double v, ReadSpecNumber(x, Field("perturbation_factors")));
+      o.perturbation_factors.push_back(v);
+    }
+  }
+  if (j.contains("hyperparam_mutations")) o.hyperparam_mutations = j["hyperparam_mutations"];
+  if (j.contains("synch")) {
+    ASSIGN_OR_RETURN(bool synch, ReadSpecBool(j["synch"], Field("synch")));
+    if (synch) {
+      return BadSpecField(Field("synch"),
+                          "synchronous PBT is not supported yet; only asynchronous (false)");
+    }
+  }
+  o.seed = seed;
+  return o.Validate();
+}
+
 Status ParseMedianStopping(const Json& j, const std::string& top_metric,
                            const std::string& top_mode, MedianStoppingOptions& o) {
   RETURN_IF_ERROR(CheckSpecKeys(j, kWhere,
@@ -140,6 +214,61 @@ Status MedianStoppingOptions::Validate() const {
   }
   if (min_samples_required < 1) return BadSpecField(Field("min_samples_required"), "must be >= 1");
   return Status::Ok();
+}
+
+Status PbtOptions::Validate() const {
+  auto bad = [](const char* name, const std::string& what) {
+    return BadSpecField(Field(name), what);
+  };
+  if (metric.empty()) return bad("metric", "required by scheduler pbt");
+  if (time_attr.empty()) return bad("time_attr", "must not be empty");
+  if (!std::isfinite(perturbation_interval) || perturbation_interval <= 0) {
+    return bad("perturbation_interval", "must be a number above 0");
+  }
+  if (!std::isfinite(burn_in_period) || burn_in_period < 0) {
+    return bad("burn_in_period", "must be a finite number >= 0");
+  }
+  if (!(quantile_fraction >= 0 && quantile_fraction <= 0.5)) {
+    return bad("quantile_fraction", "must be from 0 to 0.5");
+  }
+  if (!(resample_probability >= 0 && resample_probability <= 1)) {
+    return bad("resample_probability", "must be from 0 to 1");
+  }
+  if (perturbation_factors.empty()) return bad("perturbation_factors", "must not be empty");
+  for (double f : perturbation_factors) {
+    if (!std::isfinite(f) || f <= 0) return bad("perturbation_factors", "must be numbers above 0");
+  }
+  if (!hyperparam_mutations.is_object() || hyperparam_mutations.empty()) {
+    return bad("hyperparam_mutations",
+               "required: an object of the config keys PBT may change, e.g. "
+               "{\"lr\": {\"loguniform\": [1e-4, 1e-1]}}");
+  }
+  for (auto it = hyperparam_mutations.begin(); it != hyperparam_mutations.end(); ++it) {
+    RETURN_IF_ERROR(
+        ValidateMutation(it.value(), Field("hyperparam_mutations") + "." + it.key(), 1));
+  }
+  return Status::Ok();
+}
+
+Status PbtOptions::CheckAgainst(const Json& param_space) const {
+  // Walks the mutations beside the space: a nested mutation object needs a
+  // nested object in the space.
+  std::function<Status(const Json&, const Json*, const std::string&)> walk =
+      [&](const Json& m, const Json* space, const std::string& path) -> Status {
+    for (auto it = m.begin(); it != m.end(); ++it) {
+      const std::string here = path + "." + it.key();
+      if (space == nullptr || !space->is_object() || !space->contains(it.key())) {
+        return BadSpecField(here, "mutates '" + it.key() +
+                                      "', which param_space does not have (PBT changes keys "
+                                      "the trainable reads; add it to param_space)");
+      }
+      const Json& v = it.value();
+      const bool nested = v.is_object() && !(v.size() == 1 && IsSamplerName(v.begin().key()));
+      if (nested) RETURN_IF_ERROR(walk(v, &(*space)[it.key()], here));
+    }
+    return Status::Ok();
+  };
+  return walk(hyperparam_mutations, &param_space, Field("hyperparam_mutations"));
 }
 
 Status HyperBandOptions::Validate() const {
@@ -195,7 +324,8 @@ Result<SchedulerSpec> SchedulerSpec::Parse(const Json& j, const std::string& met
   }
   if (!j.contains("type") || !j["type"].is_string()) {
     return BadSpecField(Field("type"),
-                        "required: \"fifo\", \"asha\", \"hyperband\" or \"median_stopping\"");
+                        "required: \"fifo\", \"asha\", \"hyperband\", \"median_stopping\" or "
+                        "\"pbt\"");
   }
   const std::string type = j["type"].get<std::string>();
   if (type == "fifo") {
@@ -212,13 +342,18 @@ Result<SchedulerSpec> SchedulerSpec::Parse(const Json& j, const std::string& met
     RETURN_IF_ERROR(ParseHyperBand(j, metric, mode, s.hyperband));
     return s;
   }
+  if (type == "pbt") {
+    s.type = SchedulerType::kPbt;
+    RETURN_IF_ERROR(ParsePbt(j, metric, mode, seed, s.pbt));
+    return s;
+  }
   if (type == "median_stopping") {
     s.type = SchedulerType::kMedianStopping;
     RETURN_IF_ERROR(ParseMedianStopping(j, metric, mode, s.median_stopping));
     return s;
   }
   return BadSpecField(Field("type"), "unknown scheduler '" + type +
-                                         "' (known: fifo, asha, hyperband, median_stopping)");
+                                         "' (known: fifo, asha, hyperband, median_stopping, pbt)");
 }
 
 Json SchedulerSpec::ToJson() const {
@@ -242,6 +377,18 @@ Json SchedulerSpec::ToJson() const {
                   {"max_t", hyperband.max_t},
                   {"reduction_factor", hyperband.reduction_factor},
                   {"stop_last_trials", hyperband.stop_last_trials}};
+    case SchedulerType::kPbt:
+      return Json{{"type", "pbt"},
+                  {"time_attr", pbt.time_attr},
+                  {"metric", pbt.metric},
+                  {"mode", pbt.maximize ? "max" : "min"},
+                  {"perturbation_interval", pbt.perturbation_interval},
+                  {"burn_in_period", pbt.burn_in_period},
+                  {"quantile_fraction", pbt.quantile_fraction},
+                  {"resample_probability", pbt.resample_probability},
+                  {"perturbation_factors", pbt.perturbation_factors},
+                  {"hyperparam_mutations", pbt.hyperparam_mutations},
+                  {"synch", false}};
     case SchedulerType::kMedianStopping: {
       const MedianStoppingOptions& m = median_stopping;
       return Json{{"type", "median_stopping"},
@@ -263,6 +410,7 @@ const char* SchedulerSpec::TypeName() const {
     case SchedulerType::kAsha: return "asha";
     case SchedulerType::kHyperBand: return "hyperband";
     case SchedulerType::kMedianStopping: return "median_stopping";
+    case SchedulerType::kPbt: return "pbt";
   }
   return "?";
 }
@@ -273,6 +421,7 @@ std::string SchedulerSpec::Metric() const {
     case SchedulerType::kAsha: return asha.metric;
     case SchedulerType::kHyperBand: return hyperband.metric;
     case SchedulerType::kMedianStopping: return median_stopping.metric;
+    case SchedulerType::kPbt: return pbt.metric;
   }
   return "";
 }
@@ -283,6 +432,7 @@ bool SchedulerSpec::Maximize() const {
     case SchedulerType::kAsha: return asha.maximize;
     case SchedulerType::kHyperBand: return hyperband.maximize;
     case SchedulerType::kMedianStopping: return median_stopping.maximize;
+    case SchedulerType::kPbt: return pbt.maximize;
   }
   return true;
 }
@@ -293,6 +443,7 @@ std::vector<std::string> SchedulerSpec::RequiredResultKeys() const {
     case SchedulerType::kAsha: return {asha.metric, asha.time_attr};
     case SchedulerType::kHyperBand: return {hyperband.metric, hyperband.time_attr};
     case SchedulerType::kMedianStopping: return {median_stopping.metric, median_stopping.time_attr};
+    case SchedulerType::kPbt: return {pbt.metric, pbt.time_attr};
   }
   return {};
 }

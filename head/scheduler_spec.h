@@ -14,7 +14,7 @@
 
 namespace ztune::head {
 
-enum class SchedulerType { kFifo, kAsha, kHyperBand, kMedianStopping };
+enum class SchedulerType { kFifo, kAsha, kHyperBand, kMedianStopping, kPbt };
 
 // Ray's AsyncHyperBandScheduler options (ASHA).
 struct AshaOptions {
@@ -64,10 +64,37 @@ struct MedianStoppingOptions {
   Status Validate() const;
 };
 
+// Ray's PopulationBasedTraining options (asynchronous).
+struct PbtOptions {
+  std::string time_attr = "time_total_s";
+  std::string metric;  // required
+  bool maximize = true;
+  double perturbation_interval = 60;
+  double burn_in_period = 0;
+  double quantile_fraction = 0.25;
+  double resample_probability = 0.25;
+  std::vector<double> perturbation_factors{1.2, 0.8};
+  // Key -> a non-empty list (categorical: shifted to a neighbour or
+  // resampled), a sampler object as in param_space (scaled by a factor or
+  // resampled), or an object of these for a nested config. Validated.
+  Json hyperparam_mutations = Json::object();
+  uint64_t seed = 0;  // every random choice, with the trial's index
+
+  // InvalidArgument naming the field: perturbation_interval > 0,
+  // burn_in_period >= 0, quantile_fraction in [0, 0.5], resample_probability
+  // in [0, 1], factors finite and > 0, at least one mutation, each a
+  // non-empty list, a sampler (not grid_search) or an object of these.
+  Status Validate() const;
+  // Every mutated key must name a key of the spec's param space (Ray would
+  // add it; here a typo would mutate a key the trainable never reads).
+  Status CheckAgainst(const Json& param_space) const;
+};
+
 struct SchedulerSpec {
   SchedulerType type = SchedulerType::kFifo;
   AshaOptions asha;                       // kAsha
   HyperBandOptions hyperband;             // kHyperBand
+  PbtOptions pbt;                         // kPbt
   MedianStoppingOptions median_stopping;  // kMedianStopping
 
   // Parses `j` (null or absent: FIFO). `metric` and `mode` are the spec's
@@ -81,7 +108,7 @@ struct SchedulerSpec {
   // The metric and mode the scheduler judges by; "" when it has none (FIFO).
   std::string Metric() const;
   bool Maximize() const;
-  // "fifo", "asha", "hyperband", "median_stopping".
+  // "fifo", "asha", "hyperband", "median_stopping", "pbt".
   const char* TypeName() const;
   // The keys every result must report for the scheduler to judge it (its
   // metric and time attribute); empty for FIFO. A result without one fails
@@ -90,8 +117,13 @@ struct SchedulerSpec {
   std::vector<std::string> RequiredResultKeys() const;
   // Whether a trial may report several results per TRAIN (Ray's
   // supports_buffered_results): not under synchronous HyperBand, whose
-  // milestones must be met exactly, so its trials train one step at a time.
-  bool SupportsBufferedResults() const { return type != SchedulerType::kHyperBand; }
+  // milestones must be met exactly, nor under PBT, whose checkpoints and
+  // exploits happen at a given result (Ray allows buffering there; a
+  // checkpoint taken after a buffered batch would not be at the result that
+  // asked for it). Their trials train one step at a time.
+  bool SupportsBufferedResults() const {
+    return type != SchedulerType::kHyperBand && type != SchedulerType::kPbt;
+  }
 };
 
 }  // namespace ztune::head

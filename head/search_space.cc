@@ -4,6 +4,8 @@
 #include <random>
 #include <set>
 
+#include "common/mix64.h"
+
 namespace ztune::head {
 namespace {
 
@@ -56,14 +58,6 @@ Status ValidateSampler(const std::vector<std::string>& path, const std::string& 
   return Status::Ok();
 }
 
-// splitmix64: a well-mixed 64-bit hash for per-(seed, index, leaf) streams.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 Json* PathRef(Json& root, const std::vector<std::string>& path) {
   Json* cur = &root;
   for (const auto& p : path) cur = &(*cur)[p];
@@ -71,6 +65,8 @@ Json* PathRef(Json& root, const std::vector<std::string>& path) {
 }
 
 }  // namespace
+
+bool IsSamplerName(const std::string& key) { return kSamplers.count(key) > 0; }
 
 Result<SearchSpace> SearchSpace::Parse(const Json& space) {
   if (!space.is_object()) return Status::InvalidArgument("param_space must be an object");
@@ -126,7 +122,7 @@ Json SearchSpace::Variant(uint64_t seed, uint64_t index) const {
       *slot = leaf.args[(grid_index / leaf.grid_stride) % leaf.args.size()];
       continue;
     }
-    std::mt19937_64 rng(Mix(Mix(seed) ^ Mix(index * 1315423911ULL + li)));
+    std::mt19937_64 rng(Mix64(Mix64(seed) ^ Mix64(index * 1315423911ULL + li)));
     auto n = [&](size_t i) { return leaf.args[i].get<double>(); };
     if (leaf.kind == "choice") {
       std::uniform_int_distribution<size_t> d(0, leaf.args.size() - 1);

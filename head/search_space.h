@@ -19,6 +19,9 @@
 
 namespace ztune::head {
 
+// Whether `key` names a sampler ({"uniform": [...]} and the like above).
+bool IsSamplerName(const std::string& key);
+
 class SearchSpace {
  public:
   // InvalidArgument names the offending path ("param_space.lr: ...").

@@ -148,6 +148,19 @@ Result<TrialStatus> ParseTrialStatus(const std::string& s) {
   return Status::Corruption("unknown trial status '" + s + "'");
 }
 
+Json ExploitsToJson(const std::vector<ExploitRecord>& exploits) {
+  Json lineage = Json::array();
+  for (const ExploitRecord& x : exploits) {
+    lineage.push_back(Json{{"iteration", x.iteration},
+                           {"donor", x.donor},
+                           {"donor_iteration", x.donor_iteration},
+                           {"old_config", x.old_config},
+                           {"new_config", x.new_config},
+                           {"time", x.time}});
+  }
+  return lineage;
+}
+
 Json Trial::ToJson() const {
   Json j{{"trial_id", trial_id},
          {"experiment_id", experiment_id},
@@ -171,6 +184,8 @@ Json Trial::ToJson() const {
          {"attempt_hosts", AttemptHostsToJson(attempt_hosts)},
          {"exports", exports}};
   if (!scheduler_state.is_null()) j["scheduler"] = scheduler_state;
+  if (!exploits.empty()) j["exploits"] = ExploitsToJson(exploits);
+  if (checkpoint_requested) j["checkpoint_requested"] = true;
   // A running trial's pause decided (or under way: its memory SAVE is
   // runtime only) but not done: a restarted head that re-attaches the actor
   // still pauses it.
@@ -240,6 +255,35 @@ Result<Trial> Trial::FromJson(const Json& j) {
         return Status::Corruption("trial record: pause_requested is not a boolean");
       }
       t.pause_requested = j["pause_requested"].get<bool>();
+    }
+    if (j.contains("checkpoint_requested")) {
+      if (!j["checkpoint_requested"].is_boolean()) {
+        return Status::Corruption("trial record: checkpoint_requested is not a boolean");
+      }
+      t.checkpoint_requested = j["checkpoint_requested"].get<bool>();
+    }
+    if (j.contains("exploits")) {
+      const Json& lineage = j["exploits"];
+      if (!lineage.is_array() || lineage.size() > kMaxExploits) {
+        return Status::Corruption("trial record: exploits is not a list of at most " +
+                                  std::to_string(kMaxExploits));
+      }
+      for (const Json& x : lineage) {
+        if (!x.is_object() || !x.contains("donor") || !x["donor"].is_string() ||
+            !x.contains("iteration") || !x["iteration"].is_number_integer() ||
+            !x.contains("donor_iteration") || !x["donor_iteration"].is_number_integer() ||
+            !x.contains("time") || !x["time"].is_number()) {
+          return Status::Corruption("trial record: an exploits entry lacks its fields");
+        }
+        ExploitRecord r;
+        r.iteration = x["iteration"].get<int64_t>();
+        r.donor = TrialId(x["donor"].get<std::string>());
+        r.donor_iteration = x["donor_iteration"].get<int64_t>();
+        r.old_config = x.value("old_config", Json());
+        r.new_config = x.value("new_config", Json());
+        r.time = x["time"].get<double>();
+        t.exploits.push_back(std::move(r));
+      }
     }
     if (j.contains("scheduler")) {
       // Its fields are checked by the experiment's scheduler when it takes

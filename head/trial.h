@@ -56,10 +56,27 @@ struct AttemptHost {
   WorkerId worker_id;
 };
 
+// One PBT exploit of a trial (Ray's pbt_policy log line): at `iteration` it
+// took `donor`'s checkpoint at `donor_iteration` and `new_config`, explored
+// from the donor's config, instead of `old_config`.
+struct ExploitRecord {
+  int64_t iteration = 0;
+  TrialId donor;
+  int64_t donor_iteration = 0;
+  Json old_config;
+  Json new_config;
+  double time = 0;  // wall clock, seconds
+};
+
+// The lineage as stored and shown: [{"iteration", "donor", ...}, ...].
+Json ExploitsToJson(const std::vector<ExploitRecord>& exploits);
+
 struct Trial {
   // A trial keeps the hosts of its newest attempts only (a PBT trial may be
   // restarted thousands of times; its record is written at every result).
   static constexpr size_t kMaxAttemptHosts = 64;
+  // Likewise its newest exploits (the scheduler state counts them all).
+  static constexpr size_t kMaxExploits = 64;
 
   // ---- persisted ----
   TrialId trial_id;
@@ -97,6 +114,12 @@ struct Trial {
   // and the values recorded for it at rungs); null under FIFO. Written only
   // by the ExperimentScheduler, committed with the result that changed it.
   Json scheduler_state;
+  // Its PBT lineage, oldest first; see kMaxExploits.
+  std::vector<ExploitRecord> exploits;
+  // A scheduler asked for a persistent checkpoint at the last result (PBT's
+  // top quantile): due until one is taken. Stored while true, so that a
+  // restarted head that re-attaches the actor still takes it.
+  bool checkpoint_requested = false;
 
   // ---- runtime only (the actor of the current attempt) ----
   // What the attempt is doing (trial_phase.h). Written only by

@@ -27,6 +27,14 @@ TrialRunner::TrialRunner(storage::Store& store, CommandSink& sink, const Clock& 
       scheduler_(scheduler != nullptr ? std::move(scheduler) : std::make_unique<SchedulerSet>()),
       peer_warnings_(clock) {
   RecomputeMaxPending();
+  scheduler_->set_checkpoint_lookup([this](const TrialId& id, int64_t iteration) {
+    const Trial* t = book_.FindTrial(id);
+    if (t == nullptr) return false;
+    for (const CheckpointRecord& c : t->checkpoints) {
+      if (c.iteration == iteration && c.id > t->checkpoints_given_up_through) return true;
+    }
+    return false;
+  });
 }
 
 // ---------------------------------------------------------------- lifecycle

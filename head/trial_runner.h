@@ -187,6 +187,13 @@ class TrialRunner {
   void OnSaveReply(Trial& t, const protocol::Reply& reply, std::string payload);
   // Stores a persistent checkpoint and applies retention (Ray's rules).
   void AddCheckpoint(Trial& t, std::string bytes, int64_t iteration);
+  // PBT's exploit of `t` (trial_exploit.cc): its attempt ends, it takes the
+  // donor's checkpoint as its own newest and the new config, its results
+  // past the donor's iteration go (up to it they are its own, else the
+  // donor's, copied), the exploit joins its lineage, and it waits PAUSED.
+  void ApplyExploit(Trial& t, const Exploit& x);
+  // A stored value, as this turn's batch will leave it.
+  Result<std::optional<std::string>> ReadThroughBatch(storage::Family f, const std::string& key);
 
   void OnWorkerDead(const WorkerId& worker_id, const std::string& cause);
   void RecomputeMaxPending();

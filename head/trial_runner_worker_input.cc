@@ -176,12 +176,28 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id,
   // itself (Ray's _process_trial_result: done or a stopping criterion is a
   // STOP without asking it); its first STOP or PAUSE ends the batch there.
   bool pause = false;
+  std::optional<Exploit> exploit;
   for (size_t i = 0; i < accepted.size(); ++i) {
     if (accepted[i].second.value("done", false)) break;
     const SchedulerDecision d = scheduler_->OnTrialResult(*t, accepted[i].second);
     if (d == SchedulerDecision::kContinue) continue;
-    stop = d == SchedulerDecision::kStop;
-    pause = d == SchedulerDecision::kPause;
+    switch (d) {
+      case SchedulerDecision::kContinue: break;
+      case SchedulerDecision::kStop: stop = true; break;
+      case SchedulerDecision::kPause: pause = true; break;
+      case SchedulerDecision::kCheckpointContinue:
+      case SchedulerDecision::kCheckpointPause:
+        // Stored with the result, so a re-attach after a head crash still
+        // takes it (CheckpointManager::Due).
+        checkpoint = true;
+        t->checkpoint_requested = true;
+        pause = d == SchedulerDecision::kCheckpointPause;
+        break;
+      case SchedulerDecision::kExploit:
+        exploit = scheduler_->TakeExploit(*t);
+        if (!exploit) lifecycle_.IllegalState("trial " + t->trial_id + ": kExploit without one");
+        break;
+    }
     accepted.resize(i + 1);
     if (stop) {
       // Ray: a scheduler's STOP makes the result done, so that it is stored
@@ -209,6 +225,10 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id,
   }
   if (batch.failed) {
     lifecycle_.FailTrial(*t, batch.error.empty() ? "step failed" : batch.error, true);
+    return;
+  }
+  if (exploit) {
+    ApplyExploit(*t, *exploit);
     return;
   }
   if (!f) {

@@ -25,8 +25,28 @@
 namespace ztune::head {
 
 // What the scheduler decides for a trial after one of its results (Ray's
-// TrialScheduler.CONTINUE / PAUSE / STOP).
-enum class SchedulerDecision { kContinue, kPause, kStop };
+// TrialScheduler.CONTINUE / PAUSE / STOP, and what PBT asks of the executor).
+enum class SchedulerDecision {
+  kContinue,
+  kPause,
+  kStop,
+  // PBT's top quantile: a persistent checkpoint at this result (another
+  // trial may clone it), then on, or then PAUSE.
+  kCheckpointContinue,
+  kCheckpointPause,
+  // PBT's bottom quantile: the trial restarts from another trial's
+  // checkpoint with a new config (TakeExploit says which).
+  kExploit,
+};
+
+// A kExploit: restart the trial from `donor`'s checkpoint at
+// `donor_iteration` with `new_config` (Ray's PBT _exploit).
+struct Exploit {
+  TrialId donor;
+  int64_t donor_iteration = 0;
+  Json old_config;
+  Json new_config;
+};
 
 // A decision a scheduler makes about a trial other than the one it was called
 // for (synchronous HyperBand: a halving stops the worst trials of a bracket
@@ -85,6 +105,15 @@ class TrialScheduler {
   // Decisions about other trials than the one a call was for, in order
   // (SchedulerAction); the runner applies them before the turn's commit.
   virtual std::vector<SchedulerAction> TakeActions() { return {}; }
+  // The exploit behind the kExploit just returned for `t`.
+  virtual std::optional<Exploit> TakeExploit(const Trial&) { return std::nullopt; }
+  // How a scheduler learns whether a trial has a stored persistent
+  // checkpoint at an iteration (PBT clones only existing ones); the runner
+  // sets it once.
+  virtual void set_checkpoint_lookup(std::function<bool(const TrialId&, int64_t)>) {}
+  // A waiting trial's place among its queue's PAUSED trials: lower first,
+  // then FIFO (PBT: the least trained first, Ray's choose_trial_to_run).
+  virtual double QueuePriority(const Trial&) const { return 0; }
 
   // The waiting trial to start next among request shapes for which
   // `has_resources(key)` holds now; nullopt if none. Does not remove it (the

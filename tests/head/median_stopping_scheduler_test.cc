@@ -62,7 +62,9 @@ class Harness {
     Trial& t = T(k);
     stored_[k].push_back(r);
     t.last_result = r;
-    return rule_->OnTrialResult(t, r, ExperimentView{waiting});
+    ExperimentView view;
+    view.num_waiting = waiting;
+    return rule_->OnTrialResult(t, r, view);
   }
   // The trial ends with `r` (stored, then completed; as a result that stops
   // by itself, the rule does not see it as a result).

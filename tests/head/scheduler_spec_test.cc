@@ -114,6 +114,42 @@ TEST(SchedulerSpecTest, HyperBandTakesRaysDefaultsAndForcesOneResultPerTrain) {
   EXPECT_EQ(again->ToJson(), s->ToJson());
 }
 
+TEST(SchedulerSpecTest, PbtTakesRaysDefaultsAndItsMutations) {
+  auto s = Parse(R"({"trainable": "noop", "metric": "acc", "mode": "max", "seed": 9,
+                     "param_space": {"lr": {"loguniform": [0.001, 0.1]}, "opt": {"m": 0.9}},
+                     "scheduler": {"type": "pbt", "hyperparam_mutations": {
+                         "lr": {"loguniform": [0.0001, 0.1]}, "opt": {"m": [0.8, 0.9, 0.99]}}}})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const PbtOptions& p = s->scheduler.pbt;
+  EXPECT_EQ(s->scheduler.type, SchedulerType::kPbt);
+  EXPECT_EQ(p.time_attr, "time_total_s");
+  EXPECT_EQ(p.perturbation_interval, 60);
+  EXPECT_EQ(p.burn_in_period, 0);
+  EXPECT_EQ(p.quantile_fraction, 0.25);
+  EXPECT_EQ(p.resample_probability, 0.25);
+  EXPECT_EQ(p.perturbation_factors, (std::vector<double>{1.2, 0.8}));
+  EXPECT_EQ(p.seed, 9u);
+  EXPECT_FALSE(s->scheduler.SupportsBufferedResults());
+  auto again = ExperimentSpec::Parse(s->ToJson(), 1);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->ToJson(), s->ToJson());
+}
+
+TEST(SchedulerSpecTest, PbtMutationsMustNameParamSpaceKeys) {
+  const std::string refusal = Refusal(R"({"trainable": "noop", "metric": "m", "mode": "max",
+      "param_space": {"lr": 0.1, "opt": {"m": 0.9}},
+      "scheduler": {"type": "pbt", "hyperparam_mutations": {"learning_rate": [0.1, 0.2]}}})");
+  EXPECT_NE(refusal.find("spec.scheduler.hyperparam_mutations.learning_rate: mutates "
+                         "'learning_rate', which param_space does not have"),
+            std::string::npos)
+      << refusal;
+  EXPECT_NE(Refusal(R"({"trainable": "noop", "metric": "m", "mode": "max",
+      "param_space": {"lr": 0.1, "opt": {"m": 0.9}},
+      "scheduler": {"type": "pbt", "hyperparam_mutations": {"opt": {"beta": [1, 2]}}}})")
+                .find("hyperparam_mutations.opt.beta"),
+            std::string::npos);
+}
+
 // The stored spec is parsed again by a restarted head: the same scheduler.
 TEST(SchedulerSpecTest, TheStoredFormReadsBackUnchanged) {
   auto s = Parse(R"({"trainable": "noop", "metric": "loss", "mode": "min",
@@ -178,6 +214,29 @@ TEST(SchedulerSpecTest, BadSchedulersAreRefusedNamingTheKey) {
       {R"({"type": "hyperband", "reduction_factor": 0.5})", "spec.scheduler.reduction_factor"},
       {R"({"type": "hyperband", "reduction_factor": 1.01})", "more than 64 brackets"},
       {R"({"type": "hyperband", "stop_last_trials": 0})", "spec.scheduler.stop_last_trials"},
+      {R"({"type": "pbt"})", "spec.scheduler.hyperparam_mutations: required"},
+      {R"({"type": "pbt", "hyperparam_mutations": {"m": []}})",
+       "spec.scheduler.hyperparam_mutations.m: a list of values to choose from must not be empty"},
+      {R"({"type": "pbt", "hyperparam_mutations": {"m": 3}})",
+       "spec.scheduler.hyperparam_mutations.m: must be a list of values"},
+      {R"({"type": "pbt", "hyperparam_mutations": {"m": {"uniform": [2, 1]}}})",
+       "spec.scheduler.hyperparam_mutations.m: uniform needs [low, high]"},
+      {R"({"type": "pbt", "hyperparam_mutations": {"m": {"grid_search": [1, 2]}}})",
+       "grid_search cannot be mutated"},
+      {R"({"type": "pbt", "hyperparam_mutations": {"m": [1]}, "quantile_fraction": 0.6})",
+       "spec.scheduler.quantile_fraction: must be from 0 to 0.5"},
+      {R"({"type": "pbt", "hyperparam_mutations": {"m": [1]}, "resample_probability": 2})",
+       "spec.scheduler.resample_probability"},
+      {R"({"type": "pbt", "hyperparam_mutations": {"m": [1]}, "perturbation_interval": 0})",
+       "spec.scheduler.perturbation_interval"},
+      {R"({"type": "pbt", "hyperparam_mutations": {"m": [1]}, "perturbation_factors": []})",
+       "spec.scheduler.perturbation_factors: must not be empty"},
+      {R"({"type": "pbt", "hyperparam_mutations": {"m": [1]}, "perturbation_factors": [0]})",
+       "spec.scheduler.perturbation_factors: must be numbers above 0"},
+      {R"({"type": "pbt", "hyperparam_mutations": {"m": [1]}, "synch": true})",
+       "spec.scheduler.synch: synchronous PBT is not supported yet"},
+      {R"({"type": "pbt", "hyperparam_mutations": {"m": [1]}, "interval": 2})",
+       "spec.scheduler: unknown key 'interval'"},
       {R"({"type": "median_stopping", "max_t": 3})", "spec.scheduler: unknown key 'max_t'"},
       {R"({"type": "median_stopping", "grace_period": -1})", "spec.scheduler.grace_period"},
       {R"({"type": "median_stopping", "min_samples_required": 0})",

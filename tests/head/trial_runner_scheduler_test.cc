@@ -1,5 +1,5 @@
 // The runner with an experiment's own scheduler (ASHA, median stopping,
-// HyperBand), on the fake fleet and
+// HyperBand, PBT), on the fake fleet and
 // a fake clock: the trials ASHA stops and where, by hand computation; its
 // state stored with each trial; the same decisions after a head crash; and
 // results that lack what the scheduler judges by.
@@ -302,6 +302,109 @@ TEST_P(HyperBandCrashTest, DecidesTheSameAfterAHeadCrash) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryTurn, HyperBandCrashTest, ::testing::Range(1, 17));
+
+// PBT on four trials and one 1-CPU worker (so the order of events is
+// fixed): every 2 iterations a trial is ranked; the best checkpoints, the
+// worst clones a best one (new lr, explored) and waits PAUSED; the others
+// yield to the waiting ones. Actor reuse on: a clone gets a cached actor
+// RESET with its new config.
+constexpr char kPbtSpec[] = R"({"trainable": "quadratic",
+    "param_space": {"lr": {"grid_search": [0.01, 0.02, 0.05, 0.3]}},
+    "metric": "loss", "mode": "min", "reuse_actors": true, "seed": 5,
+    "scheduler": {"type": "pbt", "time_attr": "training_iteration",
+                  "perturbation_interval": 2,
+                  "hyperparam_mutations": {"lr": {"uniform": [0.001, 0.45]}}},
+    "stop": {"training_iteration": 8}})";
+
+class PbtRunnerTest : public TrialRunnerSchedulerTest {
+ protected:
+  // Runs the experiment to its end, with a head crash after turn
+  // `crash_after` (0: none). Returns each trial's lineage and final config.
+  Json Run(int crash_after) {
+    fleet_->Register("w1", 1);
+    exp_ = Submit(kPbtSpec);
+    for (int i = 0; i < crash_after; ++i) {
+      fleet_->Turn();
+      fleet_->Heartbeat();
+      clock_.AdvanceMs(10);
+    }
+    if (crash_after > 0) {
+      EXPECT_FALSE(runner_->FindExperiment(exp_)->finished) << "the crash comes mid-run";
+      CrashHead();
+      fleet_->Reregister("w1", 1);
+    }
+    RunToEnd(exp_, 4000);
+    Json out = Json::array();
+    for (const TrialId& id : runner_->FindExperiment(exp_)->trial_ids) {
+      const Trial* t = runner_->FindTrial(id);
+      EXPECT_EQ(t->status, TrialStatus::kTerminated) << id;
+      Json lineage = Json::array();
+      for (const ExploitRecord& x : t->exploits) {
+        lineage.push_back(Json{{"iteration", x.iteration},
+                               {"donor", x.donor},
+                               {"donor_iteration", x.donor_iteration},
+                               {"new_config", x.new_config}});
+      }
+      out.push_back(Json{
+          {"trial", id}, {"iteration", t->iteration}, {"config", t->config}, {"lineage", lineage}});
+    }
+    return out;
+  }
+  std::string exp_;
+};
+
+TEST_F(PbtRunnerTest, TheWorstCloneTheBestAndGoOnFromTheirIteration) {
+  const Json run = Run(0);
+  int exploits = 0;
+  for (const Json& t : run) {
+    EXPECT_EQ(t["iteration"], 8) << t.dump();
+    for (const Json& x : t["lineage"]) {
+      ++exploits;
+      EXPECT_NE(x["donor"], t["trial"]);
+      EXPECT_EQ(x["donor_iteration"].get<int64_t>() % 2, 0) << "donors checkpoint when ranked";
+    }
+    if (!t["lineage"].empty()) {
+      EXPECT_EQ(t["config"], t["lineage"].back()["new_config"]) << "its config is the last one";
+    }
+  }
+  EXPECT_GE(exploits, 2) << run.dump(2);
+  EXPECT_GT(fleet_->resets, 0) << "clones took cached actors, RESET with their new config";
+  // Every trial's results run 1..8 without a gap, as the store checker
+  // demands (a clone's own results past the donor's iteration are replaced).
+  for (const TrialId& id : runner_->FindExperiment(exp_)->trial_ids) {
+    const std::vector<Json> results = StoredResults(id);
+    ASSERT_EQ(results.size(), 8u) << id;
+    for (size_t i = 0; i < 8; ++i) EXPECT_EQ(results[i]["training_iteration"], i + 1) << id;
+  }
+  auto report = CheckStore(store_);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->ToText();
+  // The lineage is stored with the trial.
+  bool stored = false;
+  for (size_t k = 0; k < 4; ++k) stored = stored || StoredRecord(exp_, k).contains("exploits");
+  EXPECT_TRUE(stored);
+}
+
+// The run without a crash, on a fixture of its own.
+Json PbtReference() {
+  struct Reference : PbtRunnerTest {
+    void TestBody() override {}
+    using PbtRunnerTest::Run;
+  };
+  static const Json reference = Reference().Run(0);
+  return reference;
+}
+
+class PbtCrashTest : public PbtRunnerTest, public ::testing::WithParamInterface<int> {};
+
+// kill -9 of the head after each turn of the run (68) in turn: the same exploits
+// (trial, iteration, donor, donor iteration, explored config) and the same
+// final configs as without a crash.
+TEST_P(PbtCrashTest, ExploitsTheSameAfterAHeadCrash) {
+  EXPECT_EQ(Run(GetParam()), PbtReference()) << "crash after turn " << GetParam();
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryTurn, PbtCrashTest, ::testing::Range(1, 69));
 
 }  // namespace
 }  // namespace ztune::head
