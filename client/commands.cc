@@ -365,6 +365,35 @@ int RunTrial(const CommandContext& ctx, const std::string& trial_id, bool json) 
     for (std::string line; std::getline(lines, line);) out << "  " << line << '\n';
   }
 
+  // What the experiment's scheduler keeps of the trial (ASHA's rungs,
+  // HyperBand's bracket, PBT's score and times), and PBT's exploits.
+  const Json* scheduler = FindField(t, "scheduler");
+  if (scheduler != nullptr && scheduler->is_object()) {
+    out << "scheduler:\n";
+    for (const auto& [k, v] : Flatten(*scheduler))
+      out << "  " << k << ": " << FormatCell(v) << '\n';
+  }
+  const Json* lineage = FindField(t, "exploits");
+  if (lineage != nullptr && lineage->is_array() && !lineage->empty()) {
+    out << "lineage (PBT exploits, oldest first):\n";
+    Table lt({"iteration", "cloned", "at", "config change"});
+    for (const Json& x : *lineage) {
+      std::string change;
+      const std::map<std::string, Json> before = Flatten(ObjectField(x, "old_config"));
+      for (const auto& [k, v] : Flatten(ObjectField(x, "new_config"))) {
+        auto old = before.find(k);
+        if (old != before.end() && old->second == v) continue;
+        if (!change.empty()) change += ", ";
+        change += k + " " + (old == before.end() ? "-" : FormatCell(old->second)) + " -> " +
+                  FormatCell(v);
+      }
+      lt.AddRow({std::to_string(IntField(x, "iteration")), StringField(x, "donor", "?"),
+                 std::to_string(IntField(x, "donor_iteration")), change.empty() ? "-" : change});
+    }
+    std::istringstream lines(lt.ToString());
+    for (std::string line; std::getline(lines, line);) out << "  " << line << '\n';
+  }
+
   const std::string error = StringField(t, "error");
   out << "error:";
   if (error.empty()) {

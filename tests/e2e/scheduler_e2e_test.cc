@@ -2,11 +2,15 @@
 // quadratic search early while its best trial runs to max_t, ASHA's
 // decisions surviving kill -9 of the head, and synchronous HyperBand pausing
 // trials at their milestones and resuming the survivors of each halving
-// from their memory checkpoints.
+// from their memory checkpoints, and PBT improving on FIFO with every exploit
+// in the trial's lineage, its decisions surviving kill -9 of the head.
+#include <algorithm>
 #include <cmath>
 #include <csignal>
+#include <iostream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -192,6 +196,147 @@ TEST(SchedulerE2ETest, HyperBandResumesTheSurvivorsOfEachHalvingFromMemoryCheckp
   const double lr = best["config"]["lr"].get<double>();
   EXPECT_NEAR(best["value"].get<double>(), ClosedFormLoss(lr, 10, 27),
               1e-9 * std::max(1.0, ClosedFormLoss(lr, 10, 27)));
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// 8 trials with small learning rates (log-uniform in [0.001, 0.05]: after 24
+// steps most are far from the minimum) on 2 workers, with actor reuse. PBT
+// every 4 iterations lets the worst quarter clone the best quarter's state
+// and explore its lr; the same search under FIFO keeps the poor ones. PBT's
+// median final loss must be lower. Every exploit is in the trial's lineage
+// (`ztune trial`), and a clone goes on from the donor's iteration with its
+// new lr: its results are 1..24 once each, and after the clone each step
+// shrinks x by (1 - 2 lr) of the new config.
+TEST(SchedulerE2ETest, PbtImprovesOnFifoAndEveryExploitIsInTheLineage) {
+  LocalCluster cluster("pbt");
+  cluster.StartHead();
+  cluster.StartWorker("a", 1);
+  cluster.StartWorker("b", 1);
+  ASSERT_TRUE(cluster.WaitForWorkers(2)) << cluster.Logs();
+  const std::string common = R"("trainable": "quadratic",
+    "param_space": {"lr": {"loguniform": [0.001, 0.05]}, "x0": 10, "step_sleep_s": 0.002},
+    "num_samples": 8, "seed": 3, "metric": "loss", "mode": "min", "reuse_actors": true,
+    "stop": {"training_iteration": 24})";
+  const std::string pbt = SubmitSpec(cluster, "{" + common + R"(, "name": "e2e-pbt",
+    "scheduler": {"type": "pbt", "time_attr": "training_iteration", "perturbation_interval": 4,
+                  "hyperparam_mutations": {"lr": {"loguniform": [0.001, 0.45]}}}})",
+                                     "pbt");
+  ASSERT_FALSE(pbt.empty());
+  ASSERT_TRUE(WaitFinished(cluster, pbt, 120)) << cluster.Logs();
+  const std::string fifo = SubmitSpec(cluster, "{" + common + R"(, "name": "e2e-fifo"})", "fifo");
+  ASSERT_FALSE(fifo.empty());
+  ASSERT_TRUE(WaitFinished(cluster, fifo, 120)) << cluster.Logs();
+
+  auto final_losses = [&](const std::string& exp) {
+    std::vector<double> out;
+    for (const Json& t : TrialsOf(cluster, exp)) {
+      EXPECT_EQ(StatusOf(t), "TERMINATED") << t.dump();
+      EXPECT_EQ(IterationOf(t), 24) << t.dump();
+      out.push_back(t["last_result"]["loss"].get<double>());
+    }
+    return out;
+  };
+  const double pbt_median = Median(final_losses(pbt));
+  const double fifo_median = Median(final_losses(fifo));
+  std::cout << "median final loss: PBT " << pbt_median << ", FIFO " << fifo_median << "\n";
+  EXPECT_LT(pbt_median, fifo_median);
+
+  int exploited = 0;
+  for (const Json& t : TrialsOf(cluster, pbt)) {
+    const std::string id = t["trial_id"];
+    const Json doc = GetTrial(cluster, id);
+    const Json& lineage = doc["exploits"];
+    ASSERT_TRUE(lineage.is_array()) << doc.dump();
+    EXPECT_EQ(doc["scheduler"]["exploits"].get<size_t>(), lineage.size()) << doc.dump();
+    ExpectResultsOneToN(cluster, id, 24);
+    if (lineage.empty()) continue;
+    ++exploited;
+    for (const Json& x : lineage) {
+      EXPECT_NE(x["donor"], id);
+      EXPECT_EQ(x["donor_iteration"].get<int64_t>() % 4, 0) << x.dump();
+      EXPECT_EQ(x["iteration"].get<int64_t>() % 4, 0) << x.dump();
+    }
+    const Json& last = lineage.back();
+    EXPECT_EQ(doc["config"], last["new_config"]) << doc.dump();
+    // `ztune trial ID` shows the lineage: who was cloned, at which iteration.
+    const auto shown = cluster.Cli("trial " + id, /*stdout_only=*/true);
+    EXPECT_NE(shown.out.find("lineage (PBT exploits, oldest first):"), std::string::npos)
+        << shown.out;
+    EXPECT_NE(shown.out.find(last["donor"].get<std::string>()), std::string::npos) << shown.out;
+    EXPECT_NE(shown.out.find("lr "), std::string::npos) << shown.out;
+    const double lr = last["new_config"]["lr"].get<double>();
+    const Json results = cluster.CliJson("results " + id)["results"];
+    for (int64_t i = last["donor_iteration"].get<int64_t>() + 2; i <= 24; ++i) {
+      const double before = results[i - 2]["x"].get<double>();
+      const double after = results[i - 1]["x"].get<double>();
+      EXPECT_NEAR(after, before * (1 - 2 * lr), 1e-9 * std::max(1.0, std::fabs(before)))
+          << id << " at " << i;
+    }
+  }
+  EXPECT_GE(exploited, 2) << "at least the worst quarter was exploited";
+}
+
+// Six trials one after another (one worker, one CPU), grid order, PBT every
+// 2 iterations to 8; the head is killed with -9 once the fourth trial runs
+// and restarted on the same data dir. The exploits (who, when, whom, the
+// explored config) and the final configs equal those of a run without the
+// crash.
+Json RunSequentialPbt(bool crash) {
+  LocalCluster cluster(crash ? "pbt-crash" : "pbt-reference");
+  cluster.StartHead({"--reattach-grace-ms", "10000"});
+  cluster.StartWorker("a", 1);
+  EXPECT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  const std::string exp = SubmitSpec(cluster, R"({
+    "name": "e2e-pbt-restart", "trainable": "quadratic",
+    "param_space": {"lr": {"grid_search": [0.01, 0.3, 0.02, 0.2, 0.05, 0.1]},
+                    "x0": 10, "step_sleep_s": 0.03},
+    "metric": "loss", "mode": "min", "reuse_actors": true, "seed": 4,
+    "scheduler": {"type": "pbt", "time_attr": "training_iteration", "perturbation_interval": 2,
+                  "hyperparam_mutations": {"lr": {"uniform": [0.001, 0.45]}}},
+    "stop": {"training_iteration": 8}})",
+                                     "pbt");
+  if (exp.empty()) return Json();
+  if (crash) {
+    const std::string fourth = TrialId(exp, 3);
+    EXPECT_TRUE(WaitFor([&] {
+      const Json t = GetTrial(cluster, fourth);
+      return StatusOf(t) == "RUNNING" && IterationOf(t) >= 1;
+    })) << cluster.Logs();
+    cluster.head().Kill(SIGKILL);
+    cluster.StartHead({"--reattach-grace-ms", "10000"});
+  }
+  EXPECT_TRUE(WaitFinished(cluster, exp, 120)) << cluster.Logs();
+  Json out = Json::array();
+  for (const Json& t : TrialsOf(cluster, exp)) {
+    EXPECT_EQ(StatusOf(t), "TERMINATED") << t.dump();
+    const Json doc = GetTrial(cluster, t["trial_id"]);
+    Json lineage = Json::array();
+    for (const Json& x : doc["exploits"]) {
+      lineage.push_back(Json{{"iteration", x["iteration"]},
+                             {"donor", x["donor"]},
+                             {"donor_iteration", x["donor_iteration"]},
+                             {"new_config", x["new_config"]}});
+    }
+    out.push_back(Json{{"trial", t["trial_id"]},
+                       {"iteration", IterationOf(t)},
+                       {"config", doc["config"]},
+                       {"lineage", lineage}});
+  }
+  return out;
+}
+
+TEST(SchedulerE2ETest, PbtExploitsTheSameAfterTheHeadIsKilled) {
+  const Json reference = RunSequentialPbt(/*crash=*/false);
+  ASSERT_EQ(reference.size(), 6u);
+  size_t exploits = 0;
+  for (const Json& t : reference) exploits += t["lineage"].size();
+  ASSERT_GE(exploits, 2u) << "the run must exploit: " << reference.dump();
+  EXPECT_EQ(RunSequentialPbt(/*crash=*/true), reference);
 }
 
 }  // namespace
