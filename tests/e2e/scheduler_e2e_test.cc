@@ -20,6 +20,16 @@
 namespace ztune::e2e {
 namespace {
 
+// Starts `cluster`'s head and two workers, "a" and "b", of `cpus` CPUs each,
+// and waits until both are registered.
+::testing::AssertionResult StartTwoWorkers(LocalCluster& cluster, int cpus) {
+  cluster.StartHead();
+  cluster.StartWorker("a", cpus);
+  cluster.StartWorker("b", cpus);
+  if (!cluster.WaitForWorkers(2)) return ::testing::AssertionFailure() << cluster.Logs();
+  return ::testing::AssertionSuccess();
+}
+
 // The quadratic trainable's loss after i steps: (x0 (1 - 2 lr)^i)^2.
 double ClosedFormLoss(double lr, double x0, int64_t i) {
   const double x = x0 * std::pow(1 - 2 * lr, static_cast<double>(i));
@@ -33,10 +43,7 @@ double ClosedFormLoss(double lr, double x0, int64_t i) {
 // and its final loss is the closed form at 27.
 TEST(SchedulerE2ETest, AshaStopsMostTrialsEarlyAndTheBestLrRunsToMaxT) {
   LocalCluster cluster("asha");
-  cluster.StartHead();
-  cluster.StartWorker("a", 2);
-  cluster.StartWorker("b", 2);
-  ASSERT_TRUE(cluster.WaitForWorkers(2)) << cluster.Logs();
+  ASSERT_TRUE(StartTwoWorkers(cluster, 2));
   const std::string exp = SubmitSpec(cluster, R"({
     "name": "e2e-asha", "trainable": "quadratic",
     "param_space": {"lr": {"loguniform": [0.001, 0.45]}, "x0": 10},
@@ -85,32 +92,44 @@ TEST(SchedulerE2ETest, AshaStopsMostTrialsEarlyAndTheBestLrRunsToMaxT) {
   EXPECT_EQ(doc["scheduler"]["rungs"][3][0], 27.0);
 }
 
+// Runs `spec` on a head and one worker of one CPU (so trials run one after
+// another, in a fixed order). With `crash`, the head is killed with -9 once
+// trial `crash_trial` (its index) runs at iteration `crash_iteration` or
+// later, and started again on the same data dir. Returns the experiment id
+// once it finished ("" if it could not be submitted).
+std::string RunSequentially(LocalCluster& cluster, const std::string& spec, const std::string& name,
+                            bool crash, int crash_trial, int64_t crash_iteration) {
+  cluster.StartHead({"--reattach-grace-ms", "10000"});
+  cluster.StartWorker("a", 1);
+  EXPECT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  const std::string exp = SubmitSpec(cluster, spec, name);
+  if (exp.empty()) return exp;
+  if (crash) {
+    const std::string victim = TrialId(exp, crash_trial);
+    EXPECT_TRUE(WaitFor([&] {
+      const Json t = GetTrial(cluster, victim);
+      return StatusOf(t) == "RUNNING" && IterationOf(t) >= crash_iteration;
+    })) << cluster.Logs();
+    cluster.head().Kill(SIGKILL);
+    cluster.StartHead({"--reattach-grace-ms", "10000"});
+  }
+  EXPECT_TRUE(WaitFinished(cluster, exp, 120)) << cluster.Logs();
+  return exp;
+}
+
 // Eight trials one after another (one worker, one CPU), grid order; the
 // head is killed with -9 while the fifth trial runs and restarted on the
 // same data dir. Every trial stops where a run without the crash stops it.
 std::map<std::string, int64_t> RunSequentialAsha(bool crash) {
   LocalCluster cluster(crash ? "asha-crash" : "asha-reference");
-  cluster.StartHead({"--reattach-grace-ms", "10000"});
-  cluster.StartWorker("a", 1);
-  EXPECT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
-  const std::string exp = SubmitSpec(cluster, R"({
+  const std::string exp = RunSequentially(cluster, R"({
     "name": "e2e-asha-restart", "trainable": "quadratic",
     "param_space": {"lr": {"grid_search": [0.1, 0.02, 0.3, 0.01, 0.2, 0.05, 0.4, 0.03]},
                     "x0": 10, "step_sleep_s": 0.05},
     "metric": "loss", "mode": "min",
     "scheduler": {"type": "asha", "grace_period": 1, "max_t": 9, "reduction_factor": 3}})",
-                                     "asha");
+                                          "asha", crash, /*crash_trial=*/4, /*crash_iteration=*/2);
   if (exp.empty()) return {};
-  if (crash) {
-    const std::string fifth = TrialId(exp, 4);
-    EXPECT_TRUE(WaitFor([&] {
-      const Json t = GetTrial(cluster, fifth);
-      return StatusOf(t) == "RUNNING" && IterationOf(t) >= 2;
-    })) << cluster.Logs();
-    cluster.head().Kill(SIGKILL);
-    cluster.StartHead({"--reattach-grace-ms", "10000"});
-  }
-  EXPECT_TRUE(WaitFinished(cluster, exp, 60)) << cluster.Logs();
   std::map<std::string, int64_t> stops;
   for (const Json& t : TrialsOf(cluster, exp)) {
     EXPECT_EQ(StatusOf(t), "TERMINATED") << t.dump();
@@ -137,10 +156,7 @@ TEST(SchedulerE2ETest, AshaDecidesTheSameAfterTheHeadIsKilled) {
 // experiment's best trial.
 TEST(SchedulerE2ETest, HyperBandResumesTheSurvivorsOfEachHalvingFromMemoryCheckpoints) {
   LocalCluster cluster("hyperband");
-  cluster.StartHead();
-  cluster.StartWorker("a", 2);
-  cluster.StartWorker("b", 2);
-  ASSERT_TRUE(cluster.WaitForWorkers(2)) << cluster.Logs();
+  ASSERT_TRUE(StartTwoWorkers(cluster, 2));
   const std::string exp = SubmitSpec(cluster, R"({
     "name": "e2e-hyperband", "trainable": "quadratic",
     "param_space": {"lr": {"loguniform": [0.001, 0.45]}, "x0": 10},
@@ -214,10 +230,7 @@ double Median(std::vector<double> v) {
 // shrinks x by (1 - 2 lr) of the new config.
 TEST(SchedulerE2ETest, PbtImprovesOnFifoAndEveryExploitIsInTheLineage) {
   LocalCluster cluster("pbt");
-  cluster.StartHead();
-  cluster.StartWorker("a", 1);
-  cluster.StartWorker("b", 1);
-  ASSERT_TRUE(cluster.WaitForWorkers(2)) << cluster.Logs();
+  ASSERT_TRUE(StartTwoWorkers(cluster, 1));
   const std::string common = R"("trainable": "quadratic",
     "param_space": {"lr": {"loguniform": [0.001, 0.05]}, "x0": 10, "step_sleep_s": 0.002},
     "num_samples": 8, "seed": 3, "metric": "loss", "mode": "min", "reuse_actors": true,
@@ -288,10 +301,7 @@ TEST(SchedulerE2ETest, PbtImprovesOnFifoAndEveryExploitIsInTheLineage) {
 // crash.
 Json RunSequentialPbt(bool crash) {
   LocalCluster cluster(crash ? "pbt-crash" : "pbt-reference");
-  cluster.StartHead({"--reattach-grace-ms", "10000"});
-  cluster.StartWorker("a", 1);
-  EXPECT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
-  const std::string exp = SubmitSpec(cluster, R"({
+  const std::string exp = RunSequentially(cluster, R"({
     "name": "e2e-pbt-restart", "trainable": "quadratic",
     "param_space": {"lr": {"grid_search": [0.01, 0.3, 0.02, 0.2, 0.05, 0.1]},
                     "x0": 10, "step_sleep_s": 0.03},
@@ -299,18 +309,8 @@ Json RunSequentialPbt(bool crash) {
     "scheduler": {"type": "pbt", "time_attr": "training_iteration", "perturbation_interval": 2,
                   "hyperparam_mutations": {"lr": {"uniform": [0.001, 0.45]}}},
     "stop": {"training_iteration": 8}})",
-                                     "pbt");
+                                          "pbt", crash, /*crash_trial=*/3, /*crash_iteration=*/1);
   if (exp.empty()) return Json();
-  if (crash) {
-    const std::string fourth = TrialId(exp, 3);
-    EXPECT_TRUE(WaitFor([&] {
-      const Json t = GetTrial(cluster, fourth);
-      return StatusOf(t) == "RUNNING" && IterationOf(t) >= 1;
-    })) << cluster.Logs();
-    cluster.head().Kill(SIGKILL);
-    cluster.StartHead({"--reattach-grace-ms", "10000"});
-  }
-  EXPECT_TRUE(WaitFinished(cluster, exp, 120)) << cluster.Logs();
   Json out = Json::array();
   for (const Json& t : TrialsOf(cluster, exp)) {
     EXPECT_EQ(StatusOf(t), "TERMINATED") << t.dump();

@@ -49,6 +49,28 @@ class TrialRunnerSchedulerTest : public TrialRunnerTest {
     return out;
   }
   static std::map<double, int64_t> Expected() { return {{0.1, 8}, {0.05, 1}, {0.3, 8}, {0.01, 1}}; }
+
+  // Registers `workers` workers of 1 CPU, submits `spec`, runs `crash_after`
+  // turns and then (when > 0) kills the head with -9 and re-registers the
+  // workers with the new one, and runs the experiment to its end. Returns
+  // the experiment's id.
+  std::string RunWithCrash(const char* spec, int crash_after, int workers = 1,
+                           int max_turns = 2000) {
+    for (int w = 1; w <= workers; ++w) fleet_->Register(WorkerId("w" + std::to_string(w)), 1);
+    const std::string exp = Submit(spec);
+    for (int i = 0; i < crash_after; ++i) {
+      fleet_->Turn();
+      fleet_->Heartbeat();
+      clock_.AdvanceMs(10);
+    }
+    if (crash_after > 0) {
+      EXPECT_FALSE(runner_->FindExperiment(exp)->finished) << "the crash comes mid-run";
+      CrashHead();
+      for (int w = 1; w <= workers; ++w) fleet_->Reregister(WorkerId("w" + std::to_string(w)), 1);
+    }
+    RunToEnd(exp, max_turns);
+    return exp;
+  }
 };
 
 TEST_F(TrialRunnerSchedulerTest, AshaStopsTheTrialsAHandComputationSays) {
@@ -84,18 +106,7 @@ TEST_F(TrialRunnerSchedulerTest, AshaStateIsStoredWithTheTrial) {
 class AshaCrashTest : public TrialRunnerSchedulerTest, public ::testing::WithParamInterface<int> {};
 
 TEST_P(AshaCrashTest, AshaDecidesTheSameAfterAHeadCrash) {
-  fleet_->Register("w1", 1);
-  const std::string exp = Submit(kAshaSpec);
-  for (int i = 0; i < GetParam() && !runner_->FindExperiment(exp)->finished; ++i) {
-    fleet_->Turn();
-    fleet_->Heartbeat();
-    clock_.AdvanceMs(10);
-  }
-  ASSERT_FALSE(runner_->FindExperiment(exp)->finished) << "the crash comes mid-run";
-  CrashHead();
-  fleet_->Reregister("w1", 1);
-  RunToEnd(exp);
-  EXPECT_EQ(StopIterations(exp), Expected());
+  EXPECT_EQ(StopIterations(RunWithCrash(kAshaSpec, GetParam())), Expected());
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryTurn, AshaCrashTest, ::testing::Range(1, 20));
@@ -155,20 +166,7 @@ class MedianStoppingRunnerTest : public TrialRunnerSchedulerTest {
   // Runs the experiment to its end, with a head crash after turn
   // `crash_after` (0: none); the final iteration of each trial by lr.
   std::map<double, int64_t> Run(int crash_after) {
-    fleet_->Register("w1", 1);
-    const std::string exp = Submit(kMedianSpec);
-    if (crash_after > 0) {
-      for (int i = 0; i < crash_after; ++i) {
-        fleet_->Turn();
-        fleet_->Heartbeat();
-        clock_.AdvanceMs(10);
-      }
-      EXPECT_FALSE(runner_->FindExperiment(exp)->finished) << "the crash comes mid-run";
-      CrashHead();
-      fleet_->Reregister("w1", 1);
-    }
-    RunToEnd(exp);
-    return StopIterations(exp);
+    return StopIterations(RunWithCrash(kMedianSpec, crash_after));
   }
 };
 
@@ -231,21 +229,7 @@ class HyperBandRunnerTest : public TrialRunnerSchedulerTest {
   // Runs the experiment to its end, with a head crash after turn
   // `crash_after` (0: none); the final iteration of each trial by lr.
   std::map<double, int64_t> Run(int crash_after) {
-    fleet_->Register("w1", 1);
-    fleet_->Register("w2", 1);
-    exp_ = Submit(kHyperBandSpec);
-    for (int i = 0; i < crash_after; ++i) {
-      fleet_->Turn();
-      fleet_->Heartbeat();
-      clock_.AdvanceMs(10);
-    }
-    if (crash_after > 0) {
-      EXPECT_FALSE(runner_->FindExperiment(exp_)->finished) << "the crash comes mid-run";
-      CrashHead();
-      fleet_->Reregister("w1", 1);
-      fleet_->Reregister("w2", 1);
-    }
-    RunToEnd(exp_);
+    exp_ = RunWithCrash(kHyperBandSpec, crash_after, /*workers=*/2);
     return StopIterations(exp_);
   }
   static std::map<double, int64_t> Expected() {
@@ -321,19 +305,7 @@ class PbtRunnerTest : public TrialRunnerSchedulerTest {
   // Runs the experiment to its end, with a head crash after turn
   // `crash_after` (0: none). Returns each trial's lineage and final config.
   Json Run(int crash_after) {
-    fleet_->Register("w1", 1);
-    exp_ = Submit(kPbtSpec);
-    for (int i = 0; i < crash_after; ++i) {
-      fleet_->Turn();
-      fleet_->Heartbeat();
-      clock_.AdvanceMs(10);
-    }
-    if (crash_after > 0) {
-      EXPECT_FALSE(runner_->FindExperiment(exp_)->finished) << "the crash comes mid-run";
-      CrashHead();
-      fleet_->Reregister("w1", 1);
-    }
-    RunToEnd(exp_, 4000);
+    exp_ = RunWithCrash(kPbtSpec, crash_after, /*workers=*/1, /*max_turns=*/4000);
     Json out = Json::array();
     for (const TrialId& id : runner_->FindExperiment(exp_)->trial_ids) {
       const Trial* t = runner_->FindTrial(id);
