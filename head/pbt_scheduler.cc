@@ -267,8 +267,10 @@ Json PbtScheduler::ExploreValue(const Json& value, const Json& mutation, std::mt
     const double factor =
         options_.perturbation_factors[Pick(rng, options_.perturbation_factors.size())];
     if (value.is_number_integer()) {
-      // Python's int(): toward zero.
-      return static_cast<int64_t>(std::trunc(value.get<double>() * factor));
+      // Python's int(): toward zero; held inside int64 (a factor may be huge).
+      const double scaled = std::trunc(value.get<double>() * factor);
+      constexpr double kLimit = 9.2e18;
+      return static_cast<int64_t>(std::clamp(scaled, -kLimit, kLimit));
     }
     return value.get<double>() * factor;
   }

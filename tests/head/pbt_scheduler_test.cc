@@ -205,6 +205,11 @@ TEST(PbtSchedulerTest, IntsStayIntsNestedKeysAndFactorsAreOptions) {
   EXPECT_EQ(c["layers"], 6);
   EXPECT_TRUE(c["opt"]["momentum"] == 0.8 || c["opt"]["momentum"] == 0.99) << c.dump();
   EXPECT_EQ(c["opt"]["nesterov"], true);
+  // A factor that would leave int64 is held at its edge, not undefined.
+  o.perturbation_factors = {1e300};
+  const Json big = PbtScheduler(o).Explore(Json{{"layers", 3}, {"opt", {{"momentum", 0.9}}}}, 0, 0);
+  EXPECT_TRUE(big["layers"].is_number_integer());
+  EXPECT_GT(big["layers"].get<int64_t>(), int64_t{9'000'000'000'000'000'000});
 }
 
 TEST(PbtSchedulerTest, TheSameSeedExploresAlikeAnotherDoesNot) {
