@@ -36,6 +36,38 @@ double ClosedFormLoss(double lr, double x0, int64_t i) {
   return x * x;
 }
 
+// The trial of `trials` whose lr is closest to 0.5, where the quadratic's
+// loss falls fastest: at any fixed iteration it has the lowest loss.
+std::string BestLrTrial(const Json& trials) {
+  std::string best;
+  double distance = 1e9;
+  for (const Json& t : trials) {
+    const double lr = t["config"]["lr"].get<double>();
+    if (std::fabs(1 - 2 * lr) < distance) {
+      distance = std::fabs(1 - 2 * lr);
+      best = t["trial_id"];
+    }
+  }
+  return best;
+}
+
+// `ztune status EXP` names `expected` as the best trial, at iteration 27,
+// with the closed-form loss of its lr there.
+void ExpectBestTrialAt27(LocalCluster& cluster, const std::string& exp,
+                         const std::string& expected) {
+  const Json status = cluster.CliJson("status " + exp);
+  ASSERT_TRUE(status.is_object()) << cluster.Logs();
+  ASSERT_TRUE(status["experiments"].is_array() && status["experiments"].size() == 1u)
+      << status.dump();
+  const Json& best = status["experiments"][0]["best_trial"];
+  ASSERT_TRUE(best.is_object()) << status.dump();
+  EXPECT_EQ(best["trial_id"], expected) << status.dump();
+  EXPECT_EQ(best["iteration"], 27);
+  const double lr = best["config"]["lr"].get<double>();
+  EXPECT_NEAR(best["value"].get<double>(), ClosedFormLoss(lr, 10, 27),
+              1e-9 * std::max(1.0, ClosedFormLoss(lr, 10, 27)));
+}
+
 // 16 trials, lr log-uniform, ASHA (rf 3, rungs 1, 3, 9, max_t 27) on 2
 // workers x 2 CPUs. At a fixed iteration the loss only grows with
 // |1 - 2 lr|, so the trial with the best lr is best at every rung it reaches
@@ -56,33 +88,16 @@ TEST(SchedulerE2ETest, AshaStopsMostTrialsEarlyAndTheBestLrRunsToMaxT) {
   const Json trials = TrialsOf(cluster, exp);
   ASSERT_EQ(trials.size(), 16u);
   int stopped_early = 0;
-  std::string best_lr_trial;
-  double best_lr_distance = 1e9;
   for (const Json& t : trials) {
     EXPECT_EQ(StatusOf(t), "TERMINATED") << t.dump();
     const int64_t iteration = IterationOf(t);
     EXPECT_GE(iteration, 1);
     EXPECT_LE(iteration, 27) << "nothing runs past max_t: " << t.dump();
     if (iteration < 27) ++stopped_early;
-    const double lr = t["config"]["lr"].get<double>();
-    if (std::fabs(1 - 2 * lr) < best_lr_distance) {
-      best_lr_distance = std::fabs(1 - 2 * lr);
-      best_lr_trial = t["trial_id"];
-    }
   }
   EXPECT_GE(stopped_early, 8) << trials.dump();
-
-  const Json status = cluster.CliJson("status " + exp);
-  ASSERT_TRUE(status.is_object()) << cluster.Logs();
-  ASSERT_TRUE(status["experiments"].is_array() && status["experiments"].size() == 1u)
-      << status.dump();
-  const Json& best = status["experiments"][0]["best_trial"];
-  ASSERT_TRUE(best.is_object()) << status.dump();
-  EXPECT_EQ(best["trial_id"], best_lr_trial) << status.dump();
-  EXPECT_EQ(best["iteration"], 27);
-  const double lr = best["config"]["lr"].get<double>();
-  EXPECT_NEAR(best["value"].get<double>(), ClosedFormLoss(lr, 10, 27),
-              1e-9 * std::max(1.0, ClosedFormLoss(lr, 10, 27)));
+  const std::string best_lr_trial = BestLrTrial(trials);
+  ExpectBestTrialAt27(cluster, exp, best_lr_trial);
 
   // What ASHA recorded is shown with the trial: the best trial at the rungs
   // 1, 3 and 9 from its results, and at 27 from its completion.
@@ -169,16 +184,9 @@ TEST(SchedulerE2ETest, HyperBandResumesTheSurvivorsOfEachHalvingFromMemoryCheckp
   const Json trials = TrialsOf(cluster, exp);
   ASSERT_EQ(trials.size(), 17u);
   std::map<int64_t, int> by_iteration;
-  std::string best_lr_trial;
-  double best_lr_distance = 1e9;
   for (const Json& t : trials) {
     EXPECT_EQ(StatusOf(t), "TERMINATED") << t.dump();
     by_iteration[IterationOf(t)]++;
-    const double lr = t["config"]["lr"].get<double>();
-    if (std::fabs(1 - 2 * lr) < best_lr_distance) {
-      best_lr_distance = std::fabs(1 - 2 * lr);
-      best_lr_trial = t["trial_id"];
-    }
   }
   EXPECT_EQ(by_iteration, (std::map<int64_t, int>{{3, 3}, {9, 6}, {27, 8}})) << trials.dump();
 
@@ -203,15 +211,7 @@ TEST(SchedulerE2ETest, HyperBandResumesTheSurvivorsOfEachHalvingFromMemoryCheckp
         << "restored from a checkpoint, not from scratch: " << doc.dump();
   }
   EXPECT_GE(restored, 4) << trials.dump();
-  const Json status = cluster.CliJson("status " + exp);
-  ASSERT_TRUE(status.is_object()) << cluster.Logs();
-  const Json& best = status["experiments"][0]["best_trial"];
-  ASSERT_TRUE(best.is_object()) << status.dump();
-  EXPECT_EQ(best["trial_id"], best_lr_trial) << status.dump();
-  EXPECT_EQ(best["iteration"], 27);
-  const double lr = best["config"]["lr"].get<double>();
-  EXPECT_NEAR(best["value"].get<double>(), ClosedFormLoss(lr, 10, 27),
-              1e-9 * std::max(1.0, ClosedFormLoss(lr, 10, 27)));
+  ExpectBestTrialAt27(cluster, exp, BestLrTrial(trials));
 }
 
 double Median(std::vector<double> v) {
