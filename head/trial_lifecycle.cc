@@ -312,7 +312,8 @@ TrainBuffer TrialLifecycle::BufferFor(const Trial& t) const {
   const ExperimentSpec& spec = p_.book.ExperimentOf(t).spec;
   TrainBuffer b;
   b.length = spec.result_buffer_length;
-  // Ray forces 1 for schedulers that judge every result (HyperBand).
+  // One result per TRAIN for schedulers that judge a given result (Ray forces
+  // it for HyperBand; PBT here too: SchedulerSpec::SupportsBufferedResults).
   if (!spec.scheduler.SupportsBufferedResults()) b.length = 1;
   if (b.length > 1 && spec.checkpoint.at_end) b.length = 1;
   if (b.length > 1 && spec.checkpoint.frequency > 0) {
