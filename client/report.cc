@@ -185,6 +185,20 @@ void RenderExperimentStatus(const Json& experiment, const std::vector<const Json
   if (!metric_name.empty()) {
     out << "Metric: " << metric_name << (mode.empty() ? "" : " (" + mode + ")") << '\n';
   }
+  // The scheduler deciding on the results (Ray's reporter prints its debug
+  // string); FIFO, the default, goes unsaid.
+  const Json& scheduler = ObjectField(ObjectField(experiment, "spec"), "scheduler");
+  const std::string type = StringField(scheduler, "type");
+  if (!type.empty() && type != "fifo") {
+    std::string detail;
+    for (const char* key :
+         {"time_attr", "max_t", "grace_period", "reduction_factor", "perturbation_interval"}) {
+      const Json* v = FindField(scheduler, key);
+      if (v == nullptr) continue;
+      detail += (detail.empty() ? "" : ", ") + std::string(key) + " " + FormatCell(*v);
+    }
+    out << "Scheduler: " << type << (detail.empty() ? "" : " (" + detail + ")") << '\n';
+  }
   const std::string best = BestTrialText(experiment);
   if (!best.empty()) out << "Best trial: " << best << '\n';
   if (trials.empty()) {

@@ -218,6 +218,22 @@ TEST_F(CommandsTest, StatusPassesExperimentId) {
   EXPECT_EQ(head_.requests()[0]["experiment_id"], "e0001");
 }
 
+TEST(RenderStatusTest, NamesTheSchedulerUnlessFifo) {
+  Json reply = StatusFields();
+  EXPECT_EQ(RenderStatus(reply, StatusOptions{}).find("Scheduler:"), std::string::npos);
+  reply["experiments"][0]["spec"]["scheduler"] = Json{{"type", "fifo"}};
+  EXPECT_EQ(RenderStatus(reply, StatusOptions{}).find("Scheduler:"), std::string::npos);
+  reply["experiments"][0]["spec"]["scheduler"] =
+      Json{{"type", "asha"},        {"time_attr", "training_iteration"},
+           {"max_t", 27},           {"grace_period", 1},
+           {"reduction_factor", 3}, {"metric", "loss"}};
+  const std::string text = RenderStatus(reply, StatusOptions{});
+  EXPECT_NE(text.find("Scheduler: asha (time_attr training_iteration, max_t 27, grace_period 1, "
+                      "reduction_factor 3)\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST(RenderStatusTest, TruncatesToMaxRowsUnlessAll) {
   Json reply = StatusFields();
   Json trials = Json::array();
