@@ -88,6 +88,15 @@ std::vector<std::string> Hosting(const LocalCluster& cluster, double stop_grace_
   return extra;
 }
 
+// Starts `cluster`'s head and one worker "a" of `cpus` CPUs hosting the SDK
+// scripts (Hosting, default grace), and waits until it is registered.
+::testing::AssertionResult StartHostingWorker(LocalCluster& cluster, int cpus) {
+  cluster.StartHead();
+  cluster.StartWorker("a", cpus, Hosting(cluster));
+  if (!cluster.WaitForWorkers(1)) return ::testing::AssertionFailure() << cluster.Logs();
+  return ::testing::AssertionSuccess();
+}
+
 // Preconditions of every test: the SDK and the scripts are where the trainables
 // file says, and the interpreter exists.
 void CheckEnvironment() {
@@ -246,6 +255,13 @@ bool NoProcessLeft(const std::string& dir, milliseconds timeout,
   return gone;
 }
 
+// Every process of the cluster's trials is gone within 5 s (else the
+// survivors and the logs are printed).
+void ExpectNoProcessLeft(const LocalCluster& cluster) {
+  std::vector<TrialProcess> left;
+  EXPECT_TRUE(NoProcessLeft(cluster.dir(), seconds(5), &left)) << Describe(left) << cluster.Logs();
+}
+
 // Ends (SIGKILL) whatever trial process of the cluster is left when a test
 // ends, so that a failing test leaves no orphan behind (a grandchild of a
 // trainable has no PDEATHSIG). Declared after the cluster: runs before the
@@ -338,9 +354,7 @@ TEST(ProcessTrainableE2ETest, ClassApiRunsToTheStopCriterion) {
   ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
   LocalCluster cluster("proc-class", kTiming);
   LeftoverReaper reaper(cluster);
-  cluster.StartHead();
-  cluster.StartWorker("a", 2, Hosting(cluster));
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(StartHostingWorker(cluster, 2));
   const int64_t worker_pid = Workers(cluster)["a"]["pid"].get<int64_t>();
 
   std::string exp = SubmitSpec(cluster, R"({"trainable": "counter_class",
@@ -380,8 +394,7 @@ TEST(ProcessTrainableE2ETest, ClassApiRunsToTheStopCriterion) {
     }
     EXPECT_TRUE(Contains(TrialFile(cluster, "a", id, "trial.log"), "stopped at iteration 5"));
   }
-  std::vector<TrialProcess> left;
-  EXPECT_TRUE(NoProcessLeft(cluster.dir(), seconds(5), &left)) << Describe(left) << cluster.Logs();
+  ExpectNoProcessLeft(cluster);
 }
 
 // ---------------------------------------------------------------------------
@@ -394,9 +407,7 @@ TEST(ProcessTrainableE2ETest, FunctionApiRunsToTheStopCriterion) {
   ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
   LocalCluster cluster("proc-function", kTiming);
   LeftoverReaper reaper(cluster);
-  cluster.StartHead();
-  cluster.StartWorker("a", 2, Hosting(cluster));
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(StartHostingWorker(cluster, 2));
 
   std::string exp = SubmitSpec(cluster, R"({"trainable": "counter_function",
       "param_space": {"start": {"grid_search": [0, 7.25]}, "increment": 0.3},
@@ -427,8 +438,7 @@ TEST(ProcessTrainableE2ETest, FunctionApiRunsToTheStopCriterion) {
           << "left behind: " << entry.path();
     }
   }
-  std::vector<TrialProcess> left;
-  EXPECT_TRUE(NoProcessLeft(cluster.dir(), seconds(5), &left)) << Describe(left) << cluster.Logs();
+  ExpectNoProcessLeft(cluster);
 }
 
 // ---------------------------------------------------------------------------
@@ -540,9 +550,7 @@ TEST(ProcessTrainableE2ETest, PausedClassTrialResumesOnAnotherWorker) {
   ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
   LocalCluster cluster("proc-pause-move", kTiming);
   LeftoverReaper reaper(cluster);
-  cluster.StartHead();
-  cluster.StartWorker("a", 1, Hosting(cluster));
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(StartHostingWorker(cluster, 1));
 
   std::string exp = SubmitSpec(cluster, R"({"trainable": "counter_class",
       "param_space": {"start": 3, "increment": 0.1},
@@ -639,9 +647,7 @@ TEST(ProcessTrainableE2ETest, ReusedActorKeepsEachTrialsOutputApart) {
   ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
   LocalCluster cluster("proc-reuse", kTiming);
   LeftoverReaper reaper(cluster);
-  cluster.StartHead();
-  cluster.StartWorker("a", 1, Hosting(cluster));
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(StartHostingWorker(cluster, 1));
 
   std::string exp = SubmitSpec(cluster, R"({"trainable": "counter_class",
       "param_space": {"start": {"grid_search": [0, 100, 200, 300]}, "increment": 1},
@@ -688,8 +694,7 @@ TEST(ProcessTrainableE2ETest, ReusedActorKeepsEachTrialsOutputApart) {
   EXPECT_EQ(Count(all_logs, "created actor"), 1u) << all_logs;
   EXPECT_EQ(Count(all_logs, "actor reused from"), 3u) << all_logs;
   EXPECT_EQ(child_pids.size(), 1u) << "one process serves every trial";
-  std::vector<TrialProcess> left;
-  EXPECT_TRUE(NoProcessLeft(cluster.dir(), seconds(5), &left)) << Describe(left) << cluster.Logs();
+  ExpectNoProcessLeft(cluster);
 }
 
 // ---------------------------------------------------------------------------
@@ -703,9 +708,7 @@ TEST(ProcessTrainableE2ETest, CrashingChildrenAreErrorsNamingTheCause) {
   ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
   LocalCluster cluster("proc-crash", kTiming);
   LeftoverReaper reaper(cluster);
-  cluster.StartHead();
-  cluster.StartWorker("a", 3, Hosting(cluster));
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(StartHostingWorker(cluster, 3));
 
   std::string exp = SubmitSpec(cluster, R"({"trainable": "misbehave",
       "param_space": {"mode": {"grid_search": ["segfault", "exit3", "raise"]}, "at_step": 2},
@@ -751,8 +754,7 @@ TEST(ProcessTrainableE2ETest, CrashingChildrenAreErrorsNamingTheCause) {
       EXPECT_EQ(Count(err, "Traceback (most recent call last)"), 2u) << err;
     }
   }
-  std::vector<TrialProcess> left;
-  EXPECT_TRUE(NoProcessLeft(cluster.dir(), seconds(5), &left)) << Describe(left) << cluster.Logs();
+  ExpectNoProcessLeft(cluster);
   ASSERT_TRUE(WaitFor([&] { return AvailableCpu(Workers(cluster)["a"]) == 3.0; }, seconds(5)))
       << cluster.Logs();
 }
@@ -860,9 +862,7 @@ TEST(ProcessTrainableE2ETest, ALeftoverGrandchildIsEndedWithItsTrial) {
   ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
   LocalCluster cluster("proc-leftover", kTiming);
   LeftoverReaper reaper(cluster);
-  cluster.StartHead();
-  cluster.StartWorker("a", 1, Hosting(cluster));
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(StartHostingWorker(cluster, 1));
 
   std::string exp = SubmitSpec(cluster, R"({"trainable": "misbehave",
       "param_space": {"mode": "spawn_child", "at_step": 2},
@@ -1043,8 +1043,7 @@ TEST(ProcessTrainableE2ETest, TrialsSeeTheirBundlesGpusInCudaVisibleDevices) {
     EXPECT_EQ(r["cuda_visible_devices"], "") << "set and empty, as Ray: " << r.dump();
   }
   EXPECT_EQ(results[1]["done"], true);
-  std::vector<TrialProcess> left;
-  EXPECT_TRUE(NoProcessLeft(cluster.dir(), seconds(5), &left)) << Describe(left) << cluster.Logs();
+  ExpectNoProcessLeft(cluster);
 }
 
 // ---------------------------------------------------------------------------
@@ -1060,9 +1059,7 @@ TEST(ProcessTrainableE2ETest, PerTrialOutputFilesGetAHeaderPerAttempt) {
   ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
   LocalCluster cluster("proc-logs", kTiming);
   LeftoverReaper reaper(cluster);
-  cluster.StartHead();
-  cluster.StartWorker("a", 2, Hosting(cluster));
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(StartHostingWorker(cluster, 2));
 
   std::string exp = SubmitSpec(cluster, R"({"trainable": "counter_class",
       "param_space": {"start": {"grid_search": [0, 1000]}},
@@ -1176,8 +1173,7 @@ TEST(ProcessTrainableE2ETest, PerTrialOutputFilesGetAHeaderPerAttempt) {
                                            : "stderr line " + std::to_string(i));
     }
   }
-  std::vector<TrialProcess> left;
-  EXPECT_TRUE(NoProcessLeft(cluster.dir(), seconds(5), &left)) << Describe(left) << cluster.Logs();
+  ExpectNoProcessLeft(cluster);
 }
 
 // ---------------------------------------------------------------------------
@@ -1275,9 +1271,7 @@ TEST(ProcessTrainableE2ETest, LogsShowEachAttemptsOutputThroughTheHead) {
   ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
   LocalCluster cluster("proc-logs-cli", kTiming);
   LeftoverReaper reaper(cluster);
-  cluster.StartHead();
-  cluster.StartWorker("a", 2, Hosting(cluster));
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(StartHostingWorker(cluster, 2));
   const std::string failing = SubmitSpec(cluster, R"({"trainable": "misbehave",
       "param_space": {"mode": "exit3", "at_step": 2},
       "stop": {"training_iteration": 3}, "max_failures": 1})",
@@ -1340,9 +1334,7 @@ TEST(ProcessTrainableE2ETest, LogsFollowARunningTrialToItsEnd) {
   ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
   LocalCluster cluster("proc-logs-follow", kTiming);
   LeftoverReaper reaper(cluster);
-  cluster.StartHead();
-  cluster.StartWorker("a", 1, Hosting(cluster));
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(StartHostingWorker(cluster, 1));
   const std::string exp = SubmitSpec(cluster, R"({"trainable": "counter_class",
       "param_space": {"start": 0}, "stop": {"training_iteration": 300}})",
                                      "spec");
