@@ -1,7 +1,10 @@
 // The ztune subcommands (docs/cli.md), one function each. A command talks to
 // the head through a HeadClient, writes its result to ctx.out and diagnostics
 // to ctx.err, and returns the process exit code; main.cc only parses flags.
-// Tests call these directly against a fake head.
+// Tests call these directly against a fake head. The read-only views
+// (experiments, status, trials, trial, results, workers) live in
+// view_commands.cc, the rest in commands.cc; both call the head through
+// command_calls.h.
 //
 // Exit codes (stable, documented in docs/cli.md):
 //   0 ok; 1 the head answered with an error; 2 usage or local input error
