@@ -50,10 +50,8 @@ size_t AshaScheduler::DrawBracket(uint64_t trial_index) const {
 
 Status AshaScheduler::AddTrial(Trial& t, const StoredResultsReader&) {
   if (!t.scheduler_state.is_null()) return RestoreTrial(t.trial_id, t.scheduler_state);
-  // Ids are TrialIdFor(experiment, index) (the loader checks stored ones).
-  const std::optional<uint64_t> index = TrialIndexOf(t.experiment_id, t.trial_id);
-  CHECK(index.has_value());
-  AddTrial(t.trial_id, *index);
+  const uint64_t index = IndexOfTrial(t);
+  AddTrial(t.trial_id, index);
   t.scheduler_state = StateOf(t.trial_id);
   return Status::Ok();
 }

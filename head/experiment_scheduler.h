@@ -66,6 +66,10 @@ class ExperimentScheduler {
   virtual double QueuePriority(const Trial&) const { return 0; }
 };
 
+// The index of `t` in its experiment. Trial ids are TrialIdFor(experiment,
+// index), and the loader checks stored ones, so this never fails (CHECKed).
+uint64_t IndexOfTrial(const Trial& t);
+
 // The scheduler `spec` describes; nullptr for FIFO. `spec` was validated by
 // SchedulerSpec::Parse (CHECKed).
 std::unique_ptr<ExperimentScheduler> MakeExperimentScheduler(const SchedulerSpec& spec);

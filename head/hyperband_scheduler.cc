@@ -85,10 +85,8 @@ void HyperBandScheduler::Join(const TrialId& trial, uint64_t index) {
 
 Status HyperBandScheduler::AddTrial(Trial& t, const StoredResultsReader&) {
   if (!t.scheduler_state.is_null()) return RestoreTrial(t);
-  // Ids are TrialIdFor(experiment, index) (the loader checks stored ones).
-  const std::optional<uint64_t> index = TrialIndexOf(t.experiment_id, t.trial_id);
-  CHECK(index.has_value());
-  Join(t.trial_id, *index);
+  const uint64_t index = IndexOfTrial(t);
+  Join(t.trial_id, index);
   t.scheduler_state = StateOf(t.trial_id);
   return Status::Ok();
 }
@@ -107,11 +105,10 @@ Status HyperBandScheduler::RestoreTrial(const Trial& t) {
     out = it->get<int64_t>();
     return Status::Ok();
   };
-  const std::optional<uint64_t> index = TrialIndexOf(t.experiment_id, t.trial_id);
-  CHECK(index.has_value());
+  const uint64_t index = IndexOfTrial(t);
   int64_t band = 0, s = 0, halvings = 0;
   // Every band holds a trial, so there are no more bands than trials.
-  RETURN_IF_ERROR(read("band", static_cast<int64_t>(*index), band));
+  RETURN_IF_ERROR(read("band", static_cast<int64_t>(index), band));
   RETURN_IF_ERROR(read("bracket", s_max_1_ - 1, s));
   RETURN_IF_ERROR(read("halvings", s, halvings));
   if (InitialMilestone(s) == 0) {
@@ -128,13 +125,13 @@ Status HyperBandScheduler::RestoreTrial(const Trial& t) {
     SetHalvings(b, halvings);
   }
   if (!current_ || key > *current_) current_ = key;
-  member_of_[t.trial_id] = Member{key, *index};
+  member_of_[t.trial_id] = Member{key, index};
   if (!IsFinished(t.status)) {
     Live l{t.trial_id, 0, 0};
     const Json* time = FindFlatKey(t.last_result, options_.time_attr);
     if (time != nullptr && time->is_number()) l.time = time->get<double>();
     l.value = SignedMetric(t.last_result).value_or(std::numeric_limits<double>::quiet_NaN());
-    b.live[*index] = l;
+    b.live[index] = l;
   }
   return Status::Ok();
 }
@@ -277,10 +274,9 @@ void HyperBandScheduler::OnTrialError(Trial& t) {
   if (IsFinished(t.status)) return;
   // Retried (Ray's _requeue_trial: on_trial_error, then on_trial_add): it
   // joins the current bracket again, from time 0.
-  const std::optional<uint64_t> index = TrialIndexOf(t.experiment_id, t.trial_id);
-  CHECK(index.has_value());
+  const uint64_t index = IndexOfTrial(t);
   stopping_.erase(t.trial_id);
-  Join(t.trial_id, *index);
+  Join(t.trial_id, index);
   t.scheduler_state = StateOf(t.trial_id);
 }
 

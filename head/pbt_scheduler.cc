@@ -49,16 +49,14 @@ const PbtScheduler::Member* PbtScheduler::Find(const TrialId& trial) const {
 // ---------------------------------------------------------------- membership
 
 Status PbtScheduler::AddTrial(Trial& t, const StoredResultsReader&) {
-  // Ids are TrialIdFor(experiment, index) (the loader checks stored ones).
-  const std::optional<uint64_t> index = TrialIndexOf(t.experiment_id, t.trial_id);
-  CHECK(index.has_value());
-  if (!t.scheduler_state.is_null()) return Restore(t, *index);
+  const uint64_t index = IndexOfTrial(t);
+  if (!t.scheduler_state.is_null()) return Restore(t, index);
   Member m;
   m.id = t.trial_id;
   m.config = t.config;
   t.scheduler_state = StateOf(m);
-  index_of_[t.trial_id] = *index;
-  members_[*index] = std::move(m);
+  index_of_[t.trial_id] = index;
+  members_[index] = std::move(m);
   return Status::Ok();
 }
 
