@@ -3,36 +3,12 @@
 #include <algorithm>
 
 #include "common/base64.h"
+#include "head/client_args.h"
 #include "head/client_reply.h"
 #include "storage/keys.h"
 
 namespace ztune::head {
 namespace {
-
-Result<std::string> StringArg(const Json& request, const char* key) {
-  auto it = request.find(key);
-  if (it == request.end() || !it->is_string() || it->get<std::string>().empty()) {
-    return ztune::Status::InvalidArgument(std::string("missing string argument '") + key + "'");
-  }
-  return it->get<std::string>();
-}
-
-// The seam where a client's text becomes a trial id.
-Result<TrialId> TrialIdArg(const Json& request, const char* key) {
-  ASSIGN_OR_RETURN(std::string text, StringArg(request, key));
-  return TrialId(std::move(text));
-}
-
-// A non-negative integer argument.
-Result<uint64_t> UIntArg(const Json& request, const char* key) {
-  auto it = request.find(key);
-  if (it == request.end() ||
-      !(it->is_number_unsigned() || (it->is_number_integer() && it->get<int64_t>() >= 0))) {
-    return ztune::Status::InvalidArgument(std::string("argument '") + key +
-                                          "' must be an integer >= 0");
-  }
-  return it->get<uint64_t>();
-}
 
 Json NullIfEmpty(const std::string& s) { return s.empty() ? Json() : Json(s); }
 
@@ -175,16 +151,8 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request,
     }
     return runner_.code().Put(code, size, offset, data);
   }
-  if (op == "add_trial") {
-    ASSIGN_OR_RETURN(std::string exp, StringArg(request, "experiment_id"));
-    if (!request.contains("config")) return ztune::Status::InvalidArgument("missing argument 'config'");
-    TrialId restore_from;
-    if (request.contains("restore_from") && !request["restore_from"].is_null()) {
-      ASSIGN_OR_RETURN(restore_from, TrialIdArg(request, "restore_from"));
-    }
-    ASSIGN_OR_RETURN(TrialId id, runner_.AddTrial(exp, request["config"], restore_from));
-    return Json{{"trial_id", id}};
-  }
+  if (op == "add_trial") return AddTrial(request);
+  if (op == "wait_trials") return WaitTrials(request);
   if (op == "stop") {
     ASSIGN_OR_RETURN(std::string id, StringArg(request, "id"));
     ASSIGN_OR_RETURN(auto stopped, runner_.Stop(id));
@@ -267,7 +235,7 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request,
   }
   return ztune::Status::InvalidArgument(
       "unknown op '" + op +
-      "' (known: submit, add_trial, experiments, experiment, status, trials, trial, results, "
+      "' (known: submit, add_trial, wait_trials, experiments, experiment, status, trials, trial, results, "
       "checkpoint, logs, workers, stop, pause, resume)");
 }
 

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "common/clock.h"
 #include "common/ids.h"
 #include "common/json.h"
 #include "head/access_lists.h"
@@ -41,6 +42,15 @@ class ClientService {
   // answered PermissionDenied.
   Json Handle(const Json& request, const ClientCaller& caller);
 
+  // How long `request` may wait on the head before it is handled
+  // (docs/client-protocol.md, "Waiting requests"): the wait_ms of an
+  // add_trial whose experiment has no trial slot now, or of a wait_trials
+  // none of whose trials has finished. nullopt: handle it now, also when it
+  // is malformed (Handle says why).
+  std::optional<TimeMs> Waits(const Json& request) const;
+  static constexpr TimeMs kMaxWaitMs = 60'000;
+  static constexpr size_t kMaxWaitTrialIds = 1000;
+
   // A `logs` request resolved to the attempt and worker to read from
   // (head/log_relay.h). Reads are allowed to every role. InvalidArgument for
   // bad arguments, NotFound for an unknown trial or an attempt without a
@@ -60,6 +70,12 @@ class ClientService {
   // when it names none that exists.
   const Experiment* TargetOf(const std::string& op, const Json& request) const;
   Result<Json> Status(const Json& request);
+  // add_trial: adds the config; with wait_ms, only into a free trial slot
+  // (Unavailable when none came free in time; HeadServer held the request).
+  Result<Json> AddTrial(const Json& request);
+  // wait_trials: which of the listed trials have finished (TrialDocs) and
+  // which have not.
+  Result<Json> WaitTrials(const Json& request) const;
   Result<Json> Results(const TrialId& trial_id, uint64_t offset, uint64_t limit);
   // Bytes [offset, offset + limit) of a trial's persistent checkpoint (the
   // newest, or the one taken at `iteration`), base64 in "data".

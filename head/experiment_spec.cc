@@ -1,5 +1,6 @@
 #include "head/experiment_spec.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -156,6 +157,49 @@ const Json* FindFlatKey(const Json& result, const std::string& flat_key) {
   }
 }
 
+const char* SearchAlgTypeName(SearchAlgType type) {
+  switch (type) {
+    case SearchAlgType::kBasicVariant: return "basic_variant";
+    case SearchAlgType::kExternal: return "external";
+  }
+  return "basic_variant";
+}
+
+Result<SearchAlgSpec> SearchAlgSpec::Parse(const Json& j) {
+  SearchAlgSpec s;
+  if (j.is_null()) return s;
+  if (!j.is_object()) return BadSpecField("search_alg", "must be an object");
+  RETURN_IF_ERROR(CheckSpecKeys(j, "search_alg", {"type", "max_concurrent"}));
+  if (j.contains("type")) {
+    const Json& t = j["type"];
+    if (t == "basic_variant") {
+      s.type = SearchAlgType::kBasicVariant;
+    } else if (t == "external") {
+      s.type = SearchAlgType::kExternal;
+    } else {
+      return BadSpecField("search_alg.type",
+                          "must be \"basic_variant\" (grid and random search over param_space) "
+                          "or \"external\" (a client adds every config, e.g. "
+                          "ztune.optuna_search)");
+    }
+  }
+  if (j.contains("max_concurrent")) {
+    ASSIGN_OR_RETURN(s.max_concurrent,
+                     ReadSpecInt(j["max_concurrent"], "search_alg.max_concurrent", 0));
+  }
+  return s;
+}
+
+Json SearchAlgSpec::ToJson() const {
+  return Json{{"type", SearchAlgTypeName(type)}, {"max_concurrent", max_concurrent}};
+}
+
+int64_t ExperimentSpec::ConcurrencyLimit() const {
+  if (max_concurrent_trials == 0) return search_alg.max_concurrent;
+  if (search_alg.max_concurrent == 0) return max_concurrent_trials;
+  return std::min(max_concurrent_trials, search_alg.max_concurrent);
+}
+
 Result<ExperimentSpec> ExperimentSpec::Parse(const Json& j, uint64_t default_seed) {
   if (!j.is_object()) return Status::InvalidArgument("spec must be a JSON object");
   RETURN_IF_ERROR(CheckSpecKeys(j, "",
@@ -180,7 +224,8 @@ Result<ExperimentSpec> ExperimentSpec::Parse(const Json& j, uint64_t default_see
                                  "result_buffer_min_time_s",
                                  "result_buffer_max_time_s",
                                  "working_dir",
-                                 "scheduler"}));
+                                 "scheduler",
+                                 "search_alg"}));
   ExperimentSpec s;
   RETURN_IF_ERROR(ParseTrainable(j.contains("trainable") ? j["trainable"] : Json(), s));
   if (j.contains("working_dir") && !j["working_dir"].is_null()) {
@@ -365,6 +410,8 @@ Result<ExperimentSpec> ExperimentSpec::Parse(const Json& j, uint64_t default_see
   if (s.result_buffer_min_time_s > s.result_buffer_max_time_s) {
     return BadSpecField("result_buffer_min_time_s", "must not exceed result_buffer_max_time_s");
   }
+  ASSIGN_OR_RETURN(s.search_alg,
+                   SearchAlgSpec::Parse(j.contains("search_alg") ? j["search_alg"] : Json()));
   // After metric, mode and seed: the scheduler may take them.
   ASSIGN_OR_RETURN(s.scheduler,
                    SchedulerSpec::Parse(j.contains("scheduler") ? j["scheduler"] : Json(), s.metric,
@@ -412,7 +459,8 @@ Json ExperimentSpec::ToJson() const {
          {"result_buffer_length", result_buffer_length},
          {"result_buffer_min_time_s", result_buffer_min_time_s},
          {"result_buffer_max_time_s", result_buffer_max_time_s},
-         {"scheduler", scheduler.ToJson()}};
+         {"scheduler", scheduler.ToJson()},
+         {"search_alg", search_alg.ToJson()}};
   if (IsSubmittedCode()) j["working_dir"] = working_dir;
   return j;
 }

@@ -34,6 +34,23 @@ struct RequestTimeoutsSpec {
   double checkpoint_s = 3600;  // SAVE
 };
 
+enum class SearchAlgType {
+  kBasicVariant,  // grid and random search over param_space (Ray's BasicVariantGenerator)
+  kExternal,      // a client suggests every config through add_trial (ask/tell)
+};
+const char* SearchAlgTypeName(SearchAlgType type);
+
+// The `search_alg` object (docs/spec.md): where an experiment's configs come
+// from, and how many of its trials may be live at once (Ray's
+// ConcurrencyLimiter around the searcher).
+struct SearchAlgSpec {
+  SearchAlgType type = SearchAlgType::kBasicVariant;
+  int64_t max_concurrent = 0;  // 0 = unlimited
+
+  static Result<SearchAlgSpec> Parse(const Json& j);  // null = the default
+  Json ToJson() const;
+};
+
 struct ExperimentSpec {
   std::string name;
   // A name the workers host, or protocol::kSubmittedPythonTrainable for
@@ -62,12 +79,20 @@ struct ExperimentSpec {
   double result_buffer_min_time_s = 0;
   double result_buffer_max_time_s = 100;
   SchedulerSpec scheduler;  // FIFO unless the spec names another
+  SearchAlgSpec search_alg;  // basic_variant unless the spec names another
 
   // Validates `j`. A missing seed is filled with `default_seed` so that the
   // stored spec reproduces the same samples after a restart.
   static Result<ExperimentSpec> Parse(const Json& j, uint64_t default_seed);
   // The normalised spec (every field explicit), as stored and shown to clients.
   Json ToJson() const;
+
+  // The most trials that may be live at once: the smaller of
+  // max_concurrent_trials and search_alg.max_concurrent that is set; 0 =
+  // unlimited.
+  int64_t ConcurrencyLimit() const;
+  // Whether clients suggest the configs (search_alg "external").
+  bool ExternalSearch() const { return search_alg.type == SearchAlgType::kExternal; }
 
   bool IsSubmittedCode() const { return !python_entry.empty(); }
   // The hex digest of working_dir (empty without submitted code).

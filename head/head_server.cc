@@ -323,13 +323,56 @@ void HeadServer::DrainClients() {
                       delimited);
     } else if (op == "logs") {
       StartLogRead(identity, request, delimited);
-    } else if (ClientService::IsMutation(op)) {
-      client_replies_.push_back(
-          {identity, Json(), clients_.Handle(request, *caller), false, delimited, *caller});
+    } else if (std::optional<TimeMs> wait = clients_.Waits(request)) {
+      const Json rid = request.value("rid", Json());
+      if (!client_waits_.Hold({identity, std::move(request), delimited, *caller,
+                               clock_.NowMs() + *wait})) {
+        SendClientReply(
+            identity,
+            ClientErrorReply(rid, Status::ResourceExhausted(
+                                      "the head holds " +
+                                      std::to_string(ClientWaits::kMaxWaiting) +
+                                      " waiting requests already; send it again without "
+                                      "wait_ms, or later")),
+            delimited);
+      }
     } else {
-      client_replies_.push_back({identity, std::move(request), Json(), true, delimited, *caller});
+      QueueClientRequest(identity, std::move(request), delimited, *caller);
     }
   }
+}
+
+void HeadServer::QueueClientRequest(std::string identity, Json request, bool delimited,
+                                    const ClientCaller& caller) {
+  auto op = request.find("op");
+  if (op != request.end() && op->is_string() &&
+      ClientService::IsMutation(op->get<std::string>())) {
+    client_replies_.push_back(
+        {std::move(identity), Json(), clients_.Handle(request, caller), false, delimited, caller});
+  } else {
+    client_replies_.push_back(
+        {std::move(identity), std::move(request), Json(), true, delimited, caller});
+  }
+}
+
+void HeadServer::ReleaseClientWaits() {
+  client_waits_.Release(
+      clock_.NowMs(), [this](const Json& r) { return clients_.Waits(r).has_value(); },
+      [this](ClientWaits::Waiting&& w) {
+        QueueClientRequest(std::move(w.identity), std::move(w.request), w.delimited, w.caller);
+      });
+}
+
+TimeMs HeadServer::NextPollMs() {
+  TimeMs next = std::min<TimeMs>(runner_.NextTimerMs(), 100);
+  if (client_waits_.size() > 0) {
+    const TimeMs now = clock_.NowMs();
+    // A slot freed or a trial finished by this turn: release at the next.
+    if (client_waits_.AnyDue(now, [this](const Json& r) { return clients_.Waits(r).has_value(); }))
+      return 0;
+    next = std::min(next, client_waits_.NextDeadline() - now);
+  }
+  return next;
 }
 
 void HeadServer::StartLogRead(const std::string& identity, const Json& request, bool delimited) {
@@ -445,7 +488,7 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
   zmq::pollitem_t items[] = {{workers_.handle(), 0, ZMQ_POLLIN, 0},
                              {client_socket_.handle(), 0, ZMQ_POLLIN, 0}};
   while (!stop.load()) {
-    long timeout = static_cast<long>(std::max<TimeMs>(1, std::min<TimeMs>(runner_.NextTimerMs(), 100)));
+    long timeout = static_cast<long>(std::max<TimeMs>(0, NextPollMs()));
     try {
       zmq::poll(items, 2, std::chrono::milliseconds(timeout));
     } catch (const zmq::error_t& e) {
@@ -456,6 +499,9 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     ++stats_.turns;
     if (reload_requested_.exchange(false)) ReloadAccessLists().IgnoreError();  // logged
     DrainWorkers();
+    // Held requests first: an add_trial that waited takes a free slot before
+    // one that has just arrived.
+    ReleaseClientWaits();
     DrainClients();
     AnswerLogReads(log_relay_.TakeUnanswerable(runner_.registry()));
     runner_.Tick();

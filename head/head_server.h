@@ -24,6 +24,7 @@
 #include "common/security/curve_keys.h"
 #include "head/access_lists.h"
 #include "head/client_service.h"
+#include "head/client_waits.h"
 #include "head/log_relay.h"
 #include "head/command_sink.h"
 #include "head/payload_streams.h"
@@ -171,6 +172,15 @@ class HeadServer final : public CommandSink {
   // the worker that hosted the attempt (log_relay_).
   void StartLogRead(const std::string& identity, const Json& request, bool delimited);
   void AnswerLogReads(std::vector<LogRelay::Answer> answers);
+  // Queues the handling of a client request (a mutation now, a read after
+  // the turn's commit).
+  void QueueClientRequest(std::string identity, Json request, bool delimited,
+                          const ClientCaller& caller);
+  // Hands the held requests that need not wait any more, or waited long
+  // enough, to QueueClientRequest.
+  void ReleaseClientWaits();
+  // The poll timeout of the next turn: runner timers, held requests.
+  TimeMs NextPollMs();
   // The commit of `batch` was refused for lack of disk space (`refused`):
   // retries it once per heartbeat interval until it succeeds, meanwhile
   // heartbeating, answering reads and refusing mutations. Returns the
@@ -199,6 +209,8 @@ class HeadServer final : public CommandSink {
   // Non-empty while a commit waits for disk space (WaitForSpace): why.
   std::string out_of_space_;
   std::vector<PendingClientReply> client_replies_;
+  // Requests that wait on the head (add_trial for a slot, wait_trials).
+  ClientWaits client_waits_;
   TimeMs last_heartbeat_sent_ = 0;
   // Unknown identity -> when it was last told to re-register: at most once
   // per heartbeat interval, so that a worker's queued messages after a head

@@ -44,7 +44,10 @@ Result<Json> TrialControl::Submit(const Json& spec_json, const ExperimentOwner& 
   }
   // Trials are generated lazily (GenerateTrials), but each one ends as a
   // record and head memory: an experiment's size is bounded up front.
-  const std::optional<uint64_t> total = space->NumVariants(spec->num_samples);
+  // An external search's budget is num_samples configs, whatever the space.
+  const std::optional<uint64_t> total =
+      spec->ExternalSearch() ? std::optional<uint64_t>(spec->num_samples)
+                             : space->NumVariants(spec->num_samples);
   if (!total || *total > max_trials_per_experiment_) {
     return Status::InvalidArgument(
         "spec: " + std::to_string(space->GridSize()) + " grid combinations x num_samples " +
@@ -61,7 +64,7 @@ Result<Json> TrialControl::Submit(const Json& spec_json, const ExperimentOwner& 
   e.created_at = WallSeconds();
   e.total_variants = *total;
   std::string id = e.experiment_id;
-  p_.searcher.Start(id, std::move(space).value());
+  p_.searcher.Start(id, e.spec.search_alg, std::move(space).value());
   Experiment& stored = p_.lifecycle.AddExperiment(std::move(e), /*loaded=*/false);
   p_.book.MarkDirty(stored);
   p_.batch.Put(storage::Family::kMeta, storage::kMetaNextExperiment,
@@ -83,7 +86,15 @@ Result<TrialId> TrialControl::AddTrial(const std::string& experiment_id, const J
     return Status::FailedPrecondition("experiment " + experiment_id + " is " +
                                       (e.stopped ? "stopped" : "finished"));
   }
-  if (e.TotalTrials() >= max_trials_per_experiment_) {
+  // A config of an external search is one of its num_samples; once they
+  // are all added the search is over, and the experiment ends with them.
+  const bool suggested = e.spec.ExternalSearch();
+  if (suggested && e.SearchFinished()) {
+    return Status::FailedPrecondition(
+        "experiment " + experiment_id + " has all " + std::to_string(e.total_variants) +
+        " trials of its external search (num_samples); it ends when they have finished");
+  }
+  if (!suggested && e.TotalTrials() >= max_trials_per_experiment_) {
     return Status::FailedPrecondition(
         "experiment " + experiment_id + " has " + std::to_string(e.TotalTrials()) +
         " trials, the most this head allows per experiment (ztune-head "
@@ -106,7 +117,7 @@ Result<TrialId> TrialControl::AddTrial(const std::string& experiment_id, const J
   }
   Trial& t = p_.lifecycle.NewTrial(e, config);
   t.restore_from = restore_from;
-  e.added_trials++;
+  (suggested ? e.next_variant : e.added_trials)++;
   p_.book.MarkDirty(e);
   return t.trial_id;
 }

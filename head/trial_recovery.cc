@@ -24,9 +24,12 @@ Status TrialRecovery::Load() {
   epoch_ = loaded.epoch;
   p_.executor.SetEpoch(epoch_);
   p_.batch.Put(storage::Family::kMeta, storage::kMetaHeadEpoch, std::to_string(epoch_));
-  for (auto& [id, space] : loaded.searching) p_.searcher.Start(id, std::move(space));
-  for (Experiment& e : loaded.experiments)
+  for (Experiment& e : loaded.experiments) {
+    if (auto space = loaded.searching.find(e.experiment_id); space != loaded.searching.end()) {
+      p_.searcher.Start(e.experiment_id, e.spec.search_alg, std::move(space->second));
+    }
     p_.lifecycle.AddExperiment(std::move(e), /*loaded=*/true);
+  }
   if (loaded.schema_upgrade_from.has_value()) {
     // A schema-1 store's trials carry their checkpoint records and error_log
     // inline: they move to records of their own below, in this first commit

@@ -92,14 +92,20 @@ void TrialRunner::OnWorkerDead(const WorkerId& worker_id, const std::string& cau
 
 // ---------------------------------------------------------------- turn
 
+bool TrialRunner::HasTrialSlot(const Experiment& e) const {
+  const int64_t limit = e.spec.ConcurrencyLimit();
+  return book_.num_pending() < max_pending_ && (limit == 0 || e.live_trials < limit);
+}
+
 void TrialRunner::GenerateTrials() {
   for (const std::string& id : searcher_.SearchingNow()) {
     Experiment* found = book_.FindExperiment(id);
     CHECK(found != nullptr);  // the searcher knows only experiments of the book
     Experiment& e = *found;
-    while (!e.SearchFinished() && book_.num_pending() < max_pending_ &&
-           (e.spec.max_concurrent_trials == 0 || e.live_trials < e.spec.max_concurrent_trials)) {
-      lifecycle_.NewTrial(e, searcher_.Next(e));
+    while (!e.SearchFinished() && HasTrialSlot(e)) {
+      std::optional<Json> config = searcher_.Suggest(e);
+      if (!config) break;  // an external search: its configs come through add_trial
+      lifecycle_.NewTrial(e, std::move(*config));
     }
     if (e.SearchFinished()) {
       book_.MarkDirty(e);

@@ -149,6 +149,10 @@ class TrialRunner {
   const ResourceLedger& ledger() const { return ledger_; }
   const PlacementGroupManager& groups() const { return groups_; }
   const Executor& executor() const { return executor_; }
+  // Whether `e` may have one more live trial now (Ray asks its searcher only
+  // then): fewer PENDING trials than max_pending_trials in the head, and
+  // fewer live trials than the spec's ConcurrencyLimit in `e`.
+  bool HasTrialSlot(const Experiment& e) const;
   // A request id for a request the executor does not track (a log read):
   // same epoch, never used twice.
   uint64_t ReserveRid() { return executor_.ReserveRid(); }

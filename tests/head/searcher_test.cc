@@ -1,4 +1,5 @@
-// Searcher: which experiments search, and the variant sequence it yields.
+// Searcher: which experiments search, the variant sequence of a basic
+// variant search, and an external search that yields none.
 #include "head/searcher.h"
 
 #include <gtest/gtest.h>
@@ -23,18 +24,28 @@ TEST(SearcherTest, YieldsTheSpacesVariantsInOrderAndAdvancesTheExperiment) {
   Searcher s;
   Experiment e = Exp("e0001", 7);
   e.next_variant = 3;  // a restarted head goes on where the store says
-  s.Start(e.experiment_id, Space());
+  s.Start(e.experiment_id, SearchAlgSpec{}, Space());
   const SearchSpace reference = Space();
   for (uint64_t k = 3; k < 8; ++k) {
-    EXPECT_EQ(s.Next(e), reference.Variant(7, k)) << k;
+    EXPECT_EQ(s.Suggest(e), reference.Variant(7, k)) << k;
     EXPECT_EQ(e.next_variant, k + 1);
   }
 }
 
+TEST(SearcherTest, AnExternalSearchSuggestsNothingAndLeavesTheExperimentWhereItIs) {
+  Searcher s;
+  Experiment e = Exp("e0001", 7);
+  e.next_variant = 2;
+  s.Start(e.experiment_id, SearchAlgSpec{SearchAlgType::kExternal, 4}, Space());
+  EXPECT_TRUE(s.Searching("e0001"));
+  EXPECT_EQ(s.Suggest(e), std::nullopt);  // its configs come through add_trial
+  EXPECT_EQ(e.next_variant, 2u);
+}
+
 TEST(SearcherTest, SearchingNowIsACopyInIdOrderAndEndDropsTheSpace) {
   Searcher s;
-  s.Start("e0002", Space());
-  s.Start("e0001", Space());
+  s.Start("e0002", SearchAlgSpec{}, Space());
+  s.Start("e0001", SearchAlgSpec{}, Space());
   EXPECT_EQ(s.NumSearching(), 2u);
   const std::vector<std::string> now = s.SearchingNow();
   EXPECT_EQ(now, (std::vector<std::string>{"e0001", "e0002"}));
@@ -47,7 +58,7 @@ TEST(SearcherTest, SearchingNowIsACopyInIdOrderAndEndDropsTheSpace) {
 TEST(SearcherTest, NextOfAnExperimentThatDoesNotSearchIsADefect) {
   Searcher s;
   Experiment e = Exp("e0001", 1);
-  EXPECT_DEATH(s.Next(e), "");  // CHECK aborts (its message goes to the log)
+  EXPECT_DEATH(s.Suggest(e), "");  // CHECK aborts (its message goes to the log)
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ class TrialLifecycleTest : public RunnerPartsTest {
     e.next_variant = 2;
     e.total_variants = 2;  // the search has yielded everything
     exp_ = &book_.AddExperiment(std::move(e));
-    searcher_.Start(exp_->experiment_id, SearchSpace::Parse(Json::object()).value());
+    searcher_.Start(exp_->experiment_id, SearchAlgSpec{}, SearchSpace::Parse(Json::object()).value());
   }
 
   // A new PENDING trial of the experiment, not queued.
