@@ -44,7 +44,7 @@ HeadClient::~HeadClient() { CloseSocket(); }
 bool HeadClient::IsRetrySafeOp(const std::string& op) {
   return op == "experiments" || op == "experiment" || op == "status" || op == "trials" ||
          op == "trial" || op == "results" || op == "workers" || op == "checkpoint" ||
-         op == "logs" || op == "put_code";
+         op == "logs" || op == "wait_trials" || op == "put_code";
 }
 
 Status HeadClient::EnsureSocket() {
@@ -109,7 +109,12 @@ Result<Json> HeadClient::Call(const std::string& op, Json args) {
     }
     bool timed_out = false;
     retry_after_ms_ = 0;
-    Result<Json> r = Attempt(rid, frame, &timed_out);
+    // A request that may wait on the head (wait_ms) gets that long more.
+    TimeMs extra_ms = 0;
+    if (auto w = request.find("wait_ms"); w != request.end() && w->is_number_unsigned()) {
+      extra_ms = static_cast<TimeMs>(std::min<uint64_t>(w->get<uint64_t>(), 3'600'000));
+    }
+    Result<Json> r = Attempt(rid, frame, extra_ms, &timed_out);
     if (!timed_out && !r.ok() && retry_after_ms_ > 0 &&
         clock.NowMs() + retry_after_ms_ < throttle_deadline) {
       // Over the connection's rate limit: the head did nothing; wait as told.
@@ -137,7 +142,8 @@ Result<Json> HeadClient::Call(const std::string& op, Json args) {
   }
 }
 
-Result<Json> HeadClient::Attempt(uint64_t rid, const std::string& frame, bool* timed_out) {
+Result<Json> HeadClient::Attempt(uint64_t rid, const std::string& frame, TimeMs extra_ms,
+                                 bool* timed_out) {
   *timed_out = false;
   RETURN_IF_ERROR(EnsureSocket());
   Status sent = zmqutil::SendFrames(*socket_, {kClientProtocolVersion, frame});
@@ -148,7 +154,7 @@ Result<Json> HeadClient::Attempt(uint64_t rid, const std::string& frame, bool* t
                                sent.message());
   }
   SteadyClock clock;
-  const TimeMs deadline = clock.NowMs() + options_.timeout_ms;
+  const TimeMs deadline = clock.NowMs() + options_.timeout_ms + extra_ms;
   timeout_hint_.clear();
   while (true) {
     const TimeMs remaining = deadline - clock.NowMs();

@@ -20,6 +20,7 @@
 #include <string>
 #include <zmq.hpp>
 
+#include "common/clock.h"
 #include "common/json.h"
 #include "common/security/curve_socket.h"
 #include "common/status.h"
@@ -96,7 +97,8 @@ class HeadClient {
   Status EnsureSocket();
   void CloseSocket();
   // One send + wait. Sets *timed_out when the deadline passed without a reply.
-  Result<Json> Attempt(uint64_t rid, const std::string& frame, bool* timed_out);
+  // Waits up to the timeout plus `extra_ms` (a request's own wait_ms).
+  Result<Json> Attempt(uint64_t rid, const std::string& frame, TimeMs extra_ms, bool* timed_out);
   // Interprets a received message; nullopt when it is not the reply to `rid`.
   std::optional<Result<Json>> MatchReply(std::vector<zmq::message_t>& frames, uint64_t rid);
 

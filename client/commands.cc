@@ -164,7 +164,8 @@ int RunSubmit(const CommandContext& ctx, const std::string& spec_path, bool json
 }
 
 int RunAddTrial(const CommandContext& ctx, const std::string& experiment_id,
-                const std::string& config_text, bool json, const std::string& restore_from) {
+                const std::string& config_text, bool json, const std::string& restore_from,
+                double wait_s) {
   Result<Json> config = ParseJson(config_text);
   if (!config.ok()) {
     ctx.err << "error: CONFIG_JSON is not valid JSON: " << config.status().message() << '\n';
@@ -177,6 +178,7 @@ int RunAddTrial(const CommandContext& ctx, const std::string& experiment_id,
   int code = kExitOk;
   Json args{{"experiment_id", experiment_id}, {"config", std::move(*config)}};
   if (!restore_from.empty()) args["restore_from"] = restore_from;
+  if (wait_s >= 0) args["wait_ms"] = static_cast<uint64_t>(wait_s * 1000 + 0.5);
   std::optional<Json> reply = CallOrReport(ctx, "add_trial", std::move(args), &code);
   if (!reply) return code;
   if (json) {

@@ -69,8 +69,10 @@ int RunSubmit(const CommandContext& ctx, const std::string& spec_path, bool json
 // `config_text` must be a JSON object literal. With `restore_from` (a trial
 // id) the new trial starts from that trial's newest persistent checkpoint.
 // Prints the trial id (or {trial_id} with json).
+// `wait_s` >= 0: only into a free trial slot, waiting up to that long on the head.
 int RunAddTrial(const CommandContext& ctx, const std::string& experiment_id,
-                const std::string& config_text, bool json, const std::string& restore_from = {});
+                const std::string& config_text, bool json, const std::string& restore_from = {},
+                double wait_s = -1);
 
 int RunExperiments(const CommandContext& ctx, bool json);
 

@@ -128,9 +128,14 @@ int main(int argc, char** argv) {
   add->add_flag("--json", add_json, "print {trial_id}");
   add->add_option("--restore-from", add_restore_from,
                   "start from this trial's newest persistent checkpoint");
+  double add_wait_s = -1;
+  add->add_option("--wait-s", add_wait_s,
+                  "add it only into a free trial slot of the experiment (max_concurrent), "
+                  "waiting up to this many seconds (at most 60) for one")
+      ->check(CLI::Range(0.0, 60.0));
   add->callback([&] {
     run = [&](const CommandContext& ctx) {
-      return zc::RunAddTrial(ctx, add_exp, add_config, add_json, add_restore_from);
+      return zc::RunAddTrial(ctx, add_exp, add_config, add_json, add_restore_from, add_wait_s);
     };
   });
 

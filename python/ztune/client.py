@@ -97,8 +97,11 @@ MAX_REQUEST_BYTES = 16 << 20
 #: Ops that only read head state.
 READ_ONLY_OPS = frozenset(
     {"experiments", "experiment", "status", "trials", "trial", "results", "workers",
-     "checkpoint", "logs"}
+     "checkpoint", "logs", "wait_trials"}
 )
+#: The longest a request may wait on the head (``wait_ms`` of add_trial and
+#: wait_trials; the head refuses more).
+MAX_WAIT_MS = 60_000
 #: Ops resent after a timeout (as client/client.cc IsRetrySafeOp): the reads,
 #: and put_code, whose page at an offset the head takes once however often it
 #: arrives (a copy it already took is refused with FailedPrecondition, and the
@@ -312,6 +315,12 @@ def _key_source(explicit: Optional[str], env: str, home_file: str) -> Optional[s
     return None
 
 
+def _wait_ms(wait_s: float) -> int:
+    if isinstance(wait_s, bool) or not isinstance(wait_s, (int, float)) or not 0 <= wait_s <= MAX_WAIT_MS / 1000:
+        raise ValueError(f"wait_s must be a number of seconds in [0, {MAX_WAIT_MS // 1000}], not {wait_s!r}")
+    return int(round(wait_s * 1000))
+
+
 def _fingerprint(z85: str) -> str:
     """12 hex digits of the raw key, as the head's logs show it."""
     try:
@@ -463,7 +472,10 @@ class Client:
                 raise ValueError(
                     f"request is {len(body)} bytes; the head accepts at most {MAX_REQUEST_BYTES} bytes"
                 )
-            reply, hint = self._attempt(rid, body)
+            # A request that may wait on the head (wait_ms) gets that long more.
+            wait_ms = args.get("wait_ms")
+            extra_s = wait_ms / 1000.0 if isinstance(wait_ms, int) and wait_ms > 0 else 0.0
+            reply, hint = self._attempt(rid, body, extra_s)
             if reply is None:
                 # Lazy Pirate: never reuse a socket after a timeout, so a late
                 # reply to this request cannot be taken for a later one's.
@@ -538,8 +550,9 @@ class Client:
             self._sock.close(linger=0)
             self._sock = None
 
-    def _attempt(self, rid: int, body: bytes):
-        """One send and wait. Returns (reply, "") or (None, hint) on timeout."""
+    def _attempt(self, rid: int, body: bytes, extra_s: float = 0.0):
+        """One send and wait (``timeout_s`` plus ``extra_s``). Returns
+        (reply, "") or (None, hint) on timeout."""
         sock = self._socket()
         try:
             sock.send_multipart([PROTOCOL_VERSION, body], flags=zmq.NOBLOCK)
@@ -549,7 +562,7 @@ class Client:
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
         poller.register(self._monitor, zmq.POLLIN)
-        deadline = time.monotonic() + self.timeout_s
+        deadline = time.monotonic() + self.timeout_s + extra_s
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -780,17 +793,43 @@ class Client:
         raise ZtuneError("Aborted", f"the upload of sha256:{hexdigest} was interrupted "
                          f"{_MAX_UPLOAD_ROUNDS} times; try again")
 
-    def add_trial(self, experiment_id: str, config: Dict[str, Any], restore_from: Optional[str] = None) -> str:
+    def add_trial(
+        self,
+        experiment_id: str,
+        config: Dict[str, Any],
+        restore_from: Optional[str] = None,
+        *,
+        wait_s: Optional[float] = None,
+    ) -> str:
         """Adds one trial with exactly ``config`` to a running experiment;
         returns its trial id. ``restore_from``: start from that trial's newest
         persistent checkpoint. ``FailedPrecondition`` once the experiment
-        finished."""
+        finished (or, with ``search_alg`` external, once all its
+        ``num_samples`` configs were added).
+
+        ``wait_s``: add it only into a free trial slot (fewer live trials than
+        the experiment's max_concurrent, fewer PENDING trials than the head's
+        max_pending_trials), waiting on the head up to ``wait_s`` seconds (at
+        most 60) for one; ``ZtuneError`` code ``Unavailable`` when none came
+        free (nothing was added). What an ask/tell searcher calls before it
+        asks for the next config."""
         if not isinstance(config, dict):
             raise TypeError(f"config must be a dict, not {type(config).__name__}")
         args: Dict[str, Any] = {"experiment_id": experiment_id, "config": config}
         if restore_from is not None:
             args["restore_from"] = restore_from
+        if wait_s is not None:
+            args["wait_ms"] = _wait_ms(wait_s)
         return self.request("add_trial", **args)["trial_id"]
+
+    def wait_trials(self, trial_ids: Iterable[str], wait_s: float = 0.0) -> Dict[str, Any]:
+        """Which of ``trial_ids`` (1 to 1,000) have finished:
+        ``{"finished": [TrialDoc...], "unfinished": [ids]}``, in the order
+        given. With ``wait_s`` the head answers as soon as one of them has
+        finished, or after ``wait_s`` seconds (at most 60) with none. A
+        finished trial's ``last_result`` holds its final metric."""
+        ids = list(trial_ids)
+        return self.request("wait_trials", trial_ids=ids, wait_ms=_wait_ms(wait_s))
 
     def stop(self, id: str) -> List[str]:  # noqa: A002 - the protocol's name
         """Stops a trial, or every unfinished trial of an experiment (which then

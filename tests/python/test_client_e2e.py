@@ -53,9 +53,9 @@ class CountingClient(Client):
         self.sends = 0
         self.refusals = []
 
-    def _attempt(self, rid, body):
+    def _attempt(self, rid, body, extra_s=0.0):
         self.sends += 1
-        reply, hint = super()._attempt(rid, body)
+        reply, hint = super()._attempt(rid, body, extra_s)
         if reply is not None and reply.get("retry_after_ms"):
             self.refusals.append(reply)
         return reply, hint
