@@ -395,6 +395,13 @@ TEST_F(CommandsTest, AddTrialPrintsTrialId) {
   EXPECT_EQ(out_.str(), "e0001_00003\n");
   EXPECT_EQ(head_.requests()[0]["config"]["model"]["layers"], 4);
   EXPECT_EQ(head_.requests()[0]["experiment_id"], "e0001");
+  EXPECT_FALSE(head_.requests()[0].contains("wait_ms"));  // adds at once, slot or not
+}
+
+TEST_F(CommandsTest, AddTrialWithWaitAsksForAFreeSlot) {
+  ASSERT_EQ(RunAddTrial(Ctx(), "e0001", R"({"lr": 0.5})", false, "", 2.5), kExitOk);
+  EXPECT_EQ(head_.requests()[0]["wait_ms"], 2500);
+  EXPECT_EQ(out_.str(), "e0001_00003\n");
 }
 
 class ErroredTrialTest : public CommandsTest {

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -119,6 +120,12 @@ bool HandleRequest(Head& h, std::string_view body) {
       head::ClientCaller{"fuzz-submit-key", "fuzzer", head::ClientRole::kSubmit},
       head::ClientCaller{"fuzz-read-key", "reader", head::ClientRole::kRead}};
   const head::ClientCaller& caller = kCallers[body.size() % 3];
+  // HeadServer asks first whether the request waits on the head; a held one
+  // is handled later (here at once, as at its deadline).
+  if (std::optional<TimeMs> wait = h.service.Waits(request);
+      wait && (*wait <= 0 || *wait > head::ClientService::kMaxWaitMs)) {
+    std::abort();  // Waits' contract: a wait in (0, kMaxWaitMs]
+  }
   Json reply;
   if (mutation) reply = h.service.Handle(request, caller);
   h.Turn();

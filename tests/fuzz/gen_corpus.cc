@@ -222,6 +222,16 @@ void ClientRequests() {
   put("add_trial_restore_from",
       {R"({"op":"add_trial","rid":1,"experiment_id":"e0001","config":{"lr":0.05},"restore_from":"e0001_00000"})"});
   put("add_trial_finished", {R"({"op":"add_trial","rid":1,"experiment_id":"e0002","config":{}})"});
+  put("add_trial_wait",
+      {R"({"op":"add_trial","rid":1,"experiment_id":"e0001","config":{"lr":0.05},"wait_ms":500})"});
+  put("wait_trials",
+      {R"({"op":"wait_trials","rid":1,"trial_ids":["e0001_00000","e0001_00001"],"wait_ms":200})",
+       R"({"op":"wait_trials","rid":2,"trial_ids":["e0001_00000"]})"});
+  put("external_search",
+      {R"({"op":"submit","rid":1,"spec":{"trainable":"quadratic","num_samples":2,"param_space":{"lr":{"loguniform":[0.001,1]}},"search_alg":{"type":"external","max_concurrent":1},"stop":{"training_iteration":2}}})",
+       R"({"op":"add_trial","rid":2,"experiment_id":"e0003","config":{"lr":0.1},"wait_ms":100})",
+       R"({"op":"add_trial","rid":3,"experiment_id":"e0003","config":{"lr":0.2},"wait_ms":100})",
+       R"({"op":"wait_trials","rid":4,"trial_ids":["e0003_00000"],"wait_ms":100})"});
   put("experiments", {R"({"op":"experiments","rid":1})"});
   put("experiment", {R"({"op":"experiment","rid":1,"experiment_id":"e0001"})"});
   put("status_all", {R"({"op":"status","rid":1})"});
