@@ -55,6 +55,11 @@ class ExperimentScheduler {
   virtual void OnTrialComplete(Trial& t) = 0;
   // `t` ended in ERROR (no retry left). May change `t.scheduler_state`.
   virtual void OnTrialError(Trial&) {}
+  // `t`'s pause completed (TrialScheduler::OnTrialPaused).
+  virtual void OnTrialPaused(Trial&) {}
+  // How the scheduler learns whether a trial has a stored checkpoint at an
+  // iteration outside a result (ExperimentView::has_checkpoint); set once.
+  virtual void set_checkpoint_lookup(std::function<bool(const TrialId&, int64_t)>) {}
   // Whether `t`, waiting (PENDING, or PAUSED by a scheduler), may be queued
   // to start now. A scheduler that holds paused trials back (HyperBand, until
   // their bracket's halving) says no, and lets them go with a kRelease.

@@ -33,6 +33,7 @@ bool IsSampler(const Json& m) {
 
 PbtScheduler::PbtScheduler(PbtOptions options) : options_(std::move(options)) {
   CHECK(options_.Validate().ok());
+  next_sync_ = std::max(options_.perturbation_interval, options_.burn_in_period);
 }
 
 PbtScheduler::Member* PbtScheduler::Find(const TrialId& trial) {
@@ -95,26 +96,106 @@ Status PbtScheduler::Restore(const Trial& t, uint64_t index) {
     return Status::Corruption(what + ": exploits missing or not a count");
   }
   m.exploits = exploits->get<uint64_t>();
+  if (options_.synch) {
+    m.paused = t.status == TrialStatus::kPaused;
+    if (auto sync = s.find("sync"); sync != s.end()) {
+      if (!sync->is_number() || !std::isfinite(sync->get<double>())) {
+        return Status::Corruption(what + ": sync is not a finite number");
+      }
+      next_sync_ = std::max(next_sync_, sync->get<double>());
+    }
+  }
   index_of_[t.trial_id] = index;
   members_[index] = std::move(m);
   return Status::Ok();
 }
 
 Json PbtScheduler::StateOf(const Member& m) const {
-  return Json{{"score", m.score ? ScoreToJson(*m.score) : Json()},
-              {"perturbed_at", m.perturbed_at},
-              {"trained_at", m.trained_at},
-              {"checkpoint", m.checkpoint ? Json(*m.checkpoint) : Json()},
-              {"exploits", m.exploits}};
+  Json s{{"score", m.score ? ScoreToJson(*m.score) : Json()},
+         {"perturbed_at", m.perturbed_at},
+         {"trained_at", m.trained_at},
+         {"checkpoint", m.checkpoint ? Json(*m.checkpoint) : Json()},
+         {"exploits", m.exploits}};
+  if (options_.synch) s["sync"] = next_sync_;
+  return s;
 }
 
 void PbtScheduler::OnTrialComplete(Trial& t) {
   if (Member* m = Find(t.trial_id)) m->finished = true;
+  if (options_.synch) MaybeSync(nullptr);  // the others may all wait for none but it
 }
 
 void PbtScheduler::OnTrialError(Trial& t) {
   // A retried trial stays in the population with what it had.
   if (Member* m = Find(t.trial_id)) m->finished = IsFinished(t.status);
+  if (options_.synch) MaybeSync(nullptr);
+}
+
+void PbtScheduler::OnTrialPaused(Trial& t) {
+  if (!options_.synch) return;
+  Member* m = Find(t.trial_id);
+  if (m == nullptr) return;
+  m->paused = true;
+  MaybeSync(&t);
+}
+
+bool PbtScheduler::MayStart(const Trial& t) const {
+  if (!options_.synch) return true;
+  const Member* m = Find(t.trial_id);
+  return m == nullptr || m->finished || m->trained_at < next_sync_;
+}
+
+std::vector<SchedulerAction> PbtScheduler::TakeActions() {
+  std::vector<SchedulerAction> out;
+  out.swap(actions_);
+  return out;
+}
+
+void PbtScheduler::MaybeSync(Trial* current) {
+  bool any = false;
+  double latest = next_sync_;
+  for (const auto& [index, m] : members_) {
+    latest = std::max(latest, m.trained_at);  // Ray: every trial's, finished ones too
+    if (m.finished) continue;
+    if (!m.paused || m.trained_at < next_sync_) return;  // someone is not there yet
+    any = true;
+  }
+  if (!any) return;
+  const auto [lower, upper] = Quantiles();
+  std::unordered_map<TrialId, bool> exploited;
+  for (const TrialId& id : lower) {
+    Member* m = Find(id);
+    CHECK(m != nullptr);
+    std::mt19937_64 rng = Stream(index_of_.at(id), m->exploits, kDonorSalt);
+    const Member* donor = Find(upper[Pick(rng, upper.size())]);
+    CHECK(donor != nullptr);
+    if (!Cloneable(*donor, has_checkpoint_)) {
+      spdlog::info("pbt: trial {} would clone {}, which has no checkpoint; it goes on", id,
+                   donor->id);
+      continue;
+    }
+    exploits_[id] = MakeExploit(*m, index_of_.at(id), *donor);
+    exploited[id] = true;
+  }
+  const double synced_at = next_sync_;
+  next_sync_ = std::max(next_sync_ + options_.perturbation_interval, latest);
+  spdlog::info(
+      "pbt: population synchronised at {} = {}: {} of {} trials clone another; next "
+      "sync at {}",
+      options_.time_attr, synced_at, exploited.size(), lower.size() + upper.size(), next_sync_);
+  for (auto& [index, m] : members_) {
+    if (m.finished) continue;
+    const bool exploit = exploited.count(m.id) > 0;
+    if (current != nullptr && m.id == current->trial_id) {
+      current->scheduler_state = StateOf(m);
+      // Queued by the runner when its pause completes; an exploit restarts it.
+      if (exploit) actions_.push_back({m.id, SchedulerAction::Kind::kExploit, StateOf(m)});
+      continue;
+    }
+    actions_.push_back({m.id,
+                        exploit ? SchedulerAction::Kind::kExploit : SchedulerAction::Kind::kRelease,
+                        StateOf(m)});
+  }
 }
 
 double PbtScheduler::QueuePriority(const Trial& t) const {
@@ -161,13 +242,26 @@ SchedulerDecision PbtScheduler::OnTrialResult(Trial& t, const Json& result,
     return SchedulerDecision::kContinue;
   }
   const double now = time->get<double>();
-  if (now < options_.burn_in_period) return SchedulerDecision::kContinue;
-  if (now - m->perturbed_at < options_.perturbation_interval) return SchedulerDecision::kContinue;
   const Json* iteration = FindFlatKey(result, "training_iteration");
   const int64_t at = iteration != nullptr && iteration->is_number_integer()
                          ? iteration->get<int64_t>()
                          : t.iteration + 1;
   const double value = metric->get<double>();
+  if (options_.synch) {
+    // It waits at the sync point, with a stored checkpoint: a donor for the
+    // others, or cloned itself, once all are there (MaybeSync).
+    m->paused = false;
+    if (now < next_sync_) return SchedulerDecision::kContinue;
+    m->score = options_.maximize ? value : -value;
+    m->trained_at = now;
+    m->perturbed_at = now;
+    m->checkpoint = at;
+    ++num_checkpoints_;
+    t.scheduler_state = StateOf(*m);
+    return SchedulerDecision::kCheckpointPause;
+  }
+  if (now < options_.burn_in_period) return SchedulerDecision::kContinue;
+  if (now - m->perturbed_at < options_.perturbation_interval) return SchedulerDecision::kContinue;
   m->score = options_.maximize ? value : -value;
   m->trained_at = now;
   m->perturbed_at = now;
@@ -189,28 +283,36 @@ SchedulerDecision PbtScheduler::OnTrialResult(Trial& t, const Json& result,
     const TrialId& donor_id = upper[Pick(rng, upper.size())];
     const Member* donor = Find(donor_id);
     CHECK(donor != nullptr);
-    const bool cloneable = donor->checkpoint.has_value() && experiment.has_checkpoint &&
-                           experiment.has_checkpoint(donor_id, *donor->checkpoint);
-    if (!cloneable) {
+    if (!Cloneable(*donor, experiment.has_checkpoint)) {
       spdlog::info("pbt: trial {} would clone {}, which has no checkpoint yet; it goes on",
                    t.trial_id, donor_id);
     } else {
-      Exploit e;
-      e.donor = donor_id;
-      e.donor_iteration = *donor->checkpoint;
-      e.old_config = m->config;
-      e.new_config = Explore(donor->config, index, m->exploits);
-      m->config = e.new_config;
-      m->perturbed_at = donor->perturbed_at;
-      m->trained_at = donor->trained_at;
-      m->exploits++;
-      ++num_exploits_;
-      exploits_[t.trial_id] = std::move(e);
+      exploits_[t.trial_id] = MakeExploit(*m, index, *donor);
       d = SchedulerDecision::kExploit;
     }
   }
   t.scheduler_state = StateOf(*m);
   return d;
+}
+
+bool PbtScheduler::Cloneable(
+    const Member& donor, const std::function<bool(const TrialId&, int64_t)>& has_checkpoint) const {
+  return donor.checkpoint.has_value() && has_checkpoint &&
+         has_checkpoint(donor.id, *donor.checkpoint);
+}
+
+Exploit PbtScheduler::MakeExploit(Member& m, uint64_t index, const Member& donor) {
+  Exploit e;
+  e.donor = donor.id;
+  e.donor_iteration = *donor.checkpoint;
+  e.old_config = m.config;
+  e.new_config = Explore(donor.config, index, m.exploits);
+  m.config = e.new_config;
+  m.perturbed_at = donor.perturbed_at;
+  m.trained_at = donor.trained_at;
+  m.exploits++;
+  ++num_exploits_;
+  return e;
 }
 
 std::optional<Exploit> PbtScheduler::TakeExploit(const TrialId& trial) {

@@ -4,7 +4,9 @@ namespace ztune::head {
 
 void SchedulerSet::OnExperimentAdd(const Experiment& e) {
   std::unique_ptr<ExperimentScheduler> s = MakeExperimentScheduler(e.spec.scheduler);
-  if (s != nullptr) by_experiment_[e.experiment_id] = std::move(s);
+  if (s == nullptr) return;
+  s->set_checkpoint_lookup(has_checkpoint_);
+  by_experiment_[e.experiment_id] = std::move(s);
 }
 
 Status SchedulerSet::OnTrialCreate(Trial& t, const StoredResultsReader& stored_results) {
@@ -57,6 +59,13 @@ void SchedulerSet::OnTrialComplete(Trial& t) {
 void SchedulerSet::OnTrialError(Trial& t) {
   if (ExperimentScheduler* s = Find(t.experiment_id)) {
     s->OnTrialError(t);
+    CollectActions(*s);
+  }
+}
+
+void SchedulerSet::OnTrialPaused(Trial& t) {
+  if (ExperimentScheduler* s = Find(t.experiment_id)) {
+    s->OnTrialPaused(t);
     CollectActions(*s);
   }
 }

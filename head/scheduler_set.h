@@ -30,6 +30,7 @@ class SchedulerSet final : public TrialScheduler {
   SchedulerDecision OnTrialResult(Trial& t, const Json& result) override;
   void OnTrialComplete(Trial& t) override;
   void OnTrialError(Trial& t) override;
+  void OnTrialPaused(Trial& t) override;
   bool MayQueue(const Trial& t) const override;
   std::vector<SchedulerAction> TakeActions() override;
   std::optional<Exploit> TakeExploit(const Trial& t) override;

@@ -165,11 +165,7 @@ Status ParsePbt(const Json& j, const std::string& top_metric, const std::string&
   }
   if (j.contains("hyperparam_mutations")) o.hyperparam_mutations = j["hyperparam_mutations"];
   if (j.contains("synch")) {
-    ASSIGN_OR_RETURN(bool synch, ReadSpecBool(j["synch"], Field("synch")));
-    if (synch) {
-      return BadSpecField(Field("synch"),
-                          "synchronous PBT is not supported yet; only asynchronous (false)");
-    }
+    ASSIGN_OR_RETURN(o.synch, ReadSpecBool(j["synch"], Field("synch")));
   }
   o.seed = seed;
   return o.Validate();
@@ -388,7 +384,7 @@ Json SchedulerSpec::ToJson() const {
                   {"resample_probability", pbt.resample_probability},
                   {"perturbation_factors", pbt.perturbation_factors},
                   {"hyperparam_mutations", pbt.hyperparam_mutations},
-                  {"synch", false}};
+                  {"synch", pbt.synch}};
     case SchedulerType::kMedianStopping: {
       const MedianStoppingOptions& m = median_stopping;
       return Json{{"type", "median_stopping"},

@@ -64,7 +64,7 @@ struct MedianStoppingOptions {
   Status Validate() const;
 };
 
-// Ray's PopulationBasedTraining options (asynchronous).
+// Ray's PopulationBasedTraining options.
 struct PbtOptions {
   std::string time_attr = "time_total_s";
   std::string metric;  // required
@@ -79,6 +79,9 @@ struct PbtOptions {
   // resampled), or an object of these for a nested config. Validated.
   Json hyperparam_mutations = Json::object();
   uint64_t seed = 0;  // every random choice, with the trial's index
+  // Synchronous PBT: every trial waits at each sync point until all have
+  // reached it; then the population is ranked and exploited at once.
+  bool synch = false;
 
   // InvalidArgument naming the field: perturbation_interval > 0,
   // burn_in_period >= 0, quantile_fraction in [0, 0.5], resample_probability

@@ -239,6 +239,19 @@ void TrialLifecycle::ApplySchedulerActions() {
             Enqueue(*t);
           }
           break;
+        case SchedulerAction::Kind::kExploit: {
+          std::optional<Exploit> x = p_.scheduler.TakeExploit(*t);
+          if (!x) {
+            IllegalState("trial " + t->trial_id + ": an exploit action without an exploit");
+          } else if (t->phase != TrialPhase::kIdle || t->status != TrialStatus::kPaused ||
+                     !apply_exploit_) {
+            IllegalState("trial " + t->trial_id + " is " + TrialStatusName(t->status) +
+                         ", not an idle PAUSED trial, at its exploit");
+          } else {
+            apply_exploit_(*t, *x);
+          }
+          break;
+        }
       }
     }
   }
@@ -295,6 +308,7 @@ void TrialLifecycle::FinishPause(Trial& t, std::string memory_checkpoint) {
   EndAttempt(t, e.spec.reuse_actors ? ActorEnd::kReuseOrStop : ActorEnd::kStop);
   t.memory_checkpoint = std::move(memory_checkpoint);
   SetStatus(t, TrialStatus::kPaused);
+  p_.scheduler.OnTrialPaused(t);  // synchronous PBT: the population may sync now
   if (!t.held) Enqueue(t);
 }
 

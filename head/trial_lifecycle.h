@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,10 @@ class TrialLifecycle {
 
   // At most this many actors are cached for reuse (Ray: max_pending_trials).
   void set_max_cached_actors(int64_t n) { max_cached_actors_ = n; }
+  // How a kExploit action is applied (TrialRunner::ApplyExploit); set once.
+  void set_exploit_applier(std::function<void(Trial&, const Exploit&)> f) {
+    apply_exploit_ = std::move(f);
+  }
 
   // ---- the state machine ----
   // The only writer of Trial::phase. Checks the change (IsLegalTransition)
@@ -146,6 +151,7 @@ class TrialLifecycle {
  private:
   Parts p_;
   const bool strict_invariants_;
+  std::function<void(Trial&, const Exploit&)> apply_exploit_;
   int64_t max_cached_actors_ = 16;
 };
 

@@ -57,6 +57,7 @@ struct SchedulerAction {
   enum class Kind {
     kStop,     // TERMINATE the trial (paused, or pausing at its milestone)
     kRelease,  // it may start again (MayStart now holds): queue it if it waits
+    kExploit,  // a PAUSED trial restarts from the clone TakeExploit gives (synchronous PBT)
   };
   TrialId trial_id;
   Kind kind = Kind::kRelease;
@@ -99,6 +100,9 @@ class TrialScheduler {
   // `t.scheduler_state`, nothing else.
   virtual void OnTrialComplete(Trial& t) = 0;
   virtual void OnTrialError(Trial& t) = 0;
+  // `t`'s pause completed: it is PAUSED, without an actor (before it is
+  // queued again).
+  virtual void OnTrialPaused(Trial&) {}
   // Whether a waiting trial may join the queue now (TrialLifecycle::Enqueue
   // leaves it out otherwise, until a SchedulerAction releases it).
   virtual bool MayQueue(const Trial&) const { return true; }

@@ -294,6 +294,40 @@ TEST(SchedulerE2ETest, PbtImprovesOnFifoAndEveryExploitIsInTheLineage) {
   EXPECT_GE(exploited, 2) << "at least the worst quarter was exploited";
 }
 
+// Synchronous PBT: 6 trials on 2 workers x 1 CPU, sync points at iterations 4
+// and 8 of 12. Every trial waits at each sync point until all six are there,
+// so each sync clones exactly the bottom ceil(6 x 0.25) = 2 trials from a top
+// trial's checkpoint at that same iteration: 4 clones in all, each at 4 or 8.
+TEST(SchedulerE2ETest, SynchronousPbtClonesTheBottomAtEachSyncPoint) {
+  LocalCluster cluster("pbt-synch");
+  ASSERT_TRUE(StartTwoWorkers(cluster, 1));
+  const std::string exp = SubmitSpec(cluster, R"({"name": "e2e-pbt-synch", "trainable": "quadratic",
+    "param_space": {"lr": {"loguniform": [0.001, 0.05]}, "x0": 10, "step_sleep_s": 0.002},
+    "num_samples": 6, "seed": 4, "metric": "loss", "mode": "min", "reuse_actors": true,
+    "stop": {"training_iteration": 12},
+    "scheduler": {"type": "pbt", "time_attr": "training_iteration", "perturbation_interval": 4,
+                  "synch": true, "hyperparam_mutations": {"lr": {"loguniform": [0.001, 0.45]}}}})",
+                                     "pbt-synch");
+  ASSERT_FALSE(exp.empty());
+  ASSERT_TRUE(WaitFinished(cluster, exp, 120)) << cluster.Logs();
+  int clones = 0;
+  for (const Json& t : TrialsOf(cluster, exp)) {
+    const std::string id = t["trial_id"];
+    EXPECT_EQ(StatusOf(t), "TERMINATED") << t.dump();
+    EXPECT_EQ(IterationOf(t), 12) << t.dump();
+    ExpectResultsOneToN(cluster, id, 12);
+    const Json doc = GetTrial(cluster, id);
+    EXPECT_EQ(doc["scheduler"]["sync"], 12) << doc.dump();
+    for (const Json& x : doc["exploits"]) {
+      ++clones;
+      EXPECT_NE(x["donor"], id);
+      EXPECT_EQ(x["iteration"], x["donor_iteration"]) << x.dump();
+      EXPECT_TRUE(x["iteration"] == 4 || x["iteration"] == 8) << x.dump();
+    }
+  }
+  EXPECT_EQ(clones, 4);
+}
+
 // Six trials one after another (one worker, one CPU), grid order, PBT every
 // 2 iterations to 8; the head is killed with -9 once the fourth trial runs
 // and restarted on the same data dir. The exploits (who, when, whom, the

@@ -295,3 +295,80 @@ TEST(PbtSchedulerTest, DamagedStateIsRefused) {
 
 }  // namespace
 }  // namespace ztune::head
+
+namespace ztune::head {
+namespace {
+
+// Synchronous PBT: each trial that reaches the sync point checkpoints and
+// pauses, held; nothing is ranked until the last one's pause completes;
+// then the bottom clones a top trial (an exploit action), everyone is
+// released, and the sync point moves on by the interval. A head restart
+// rebuilds the sync point from the stored states.
+TEST(PbtSchedulerTest, SynchronousWaitsForEveryTrialThenExploitsAndReleasesAll) {
+  PbtOptions o = Options(2, 0.25);
+  o.synch = true;
+  Harness h(o, 4);
+  h.pbt->set_checkpoint_lookup([&](const TrialId& id, int64_t it) {
+    return h.checkpoints.count({id.str(), it}) > 0;
+  });
+  EXPECT_EQ(h.pbt->next_sync(), 2);
+  EXPECT_EQ(h.Report(0, 1, 5), D::kContinue);  // before the sync point
+  const double scores[] = {5, 9, 1, 7};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(h.Report(i, 2, scores[i]), D::kCheckpointPause) << i;
+    EXPECT_FALSE(h.pbt->MayStart(h.trials[i])) << "held at the sync point";
+  }
+  for (int i = 0; i < 3; ++i) {
+    h.trials[i].status = TrialStatus::kPaused;
+    h.pbt->OnTrialPaused(h.trials[i]);
+    EXPECT_TRUE(h.pbt->TakeActions().empty()) << "trial 3 has not paused yet";
+  }
+  h.trials[3].status = TrialStatus::kPaused;
+  h.pbt->OnTrialPaused(h.trials[3]);
+  EXPECT_EQ(h.pbt->next_sync(), 4);
+  const std::vector<SchedulerAction> actions = h.pbt->TakeActions();
+  // Trial 2 (m 1) is the bottom quantile; trial 1 (m 9) the top: it clones 1.
+  // Trial 3 paused last: the runner queues it itself, no release.
+  ASSERT_EQ(actions.size(), 3u);
+  std::map<std::string, SchedulerAction::Kind> kinds;
+  for (const SchedulerAction& a : actions) {
+    kinds[a.trial_id.str()] = a.kind;
+    EXPECT_EQ(a.state["sync"], 4) << a.trial_id;
+  }
+  EXPECT_EQ(kinds[Id(0).str()], SchedulerAction::Kind::kRelease);
+  EXPECT_EQ(kinds[Id(1).str()], SchedulerAction::Kind::kRelease);
+  EXPECT_EQ(kinds[Id(2).str()], SchedulerAction::Kind::kExploit);
+  EXPECT_EQ(h.trials[3].scheduler_state["sync"], 4);
+  auto x = h.pbt->TakeExploit(Id(2));
+  ASSERT_TRUE(x.has_value());
+  EXPECT_EQ(x->donor, Id(1));
+  EXPECT_EQ(x->donor_iteration, 2);
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(h.pbt->MayStart(h.trials[i])) << i;
+
+  // Restarted with the states the actions carry: the same sync point.
+  for (const SchedulerAction& a : actions)
+    h.trials[std::stoi(a.trial_id.str().substr(6))].scheduler_state = a.state;
+  EXPECT_EQ(h.Restarted()->next_sync(), 4);
+}
+
+TEST(PbtSchedulerTest, SynchronousSyncsWhenTheLastTrialWaitedForEnds) {
+  PbtOptions o = Options(2, 0.25);
+  o.synch = true;
+  Harness h(o, 3);
+  h.pbt->set_checkpoint_lookup([](const TrialId&, int64_t) { return true; });
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(h.Report(i, 2, i), D::kCheckpointPause);
+    h.trials[i].status = TrialStatus::kPaused;
+    h.pbt->OnTrialPaused(h.trials[i]);
+  }
+  EXPECT_TRUE(h.pbt->TakeActions().empty());
+  h.trials[2].status = TrialStatus::kTerminated;
+  h.pbt->OnTrialComplete(h.trials[2]);
+  const std::vector<SchedulerAction> actions = h.pbt->TakeActions();
+  ASSERT_EQ(actions.size(), 2u);  // two left: one clones the other
+  EXPECT_EQ(actions[0].kind, SchedulerAction::Kind::kExploit);
+  EXPECT_EQ(actions[1].kind, SchedulerAction::Kind::kRelease);
+}
+
+}  // namespace
+}  // namespace ztune::head

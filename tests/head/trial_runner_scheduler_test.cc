@@ -304,8 +304,8 @@ class PbtRunnerTest : public TrialRunnerSchedulerTest {
  protected:
   // Runs the experiment to its end, with a head crash after turn
   // `crash_after` (0: none). Returns each trial's lineage and final config.
-  Json Run(int crash_after) {
-    exp_ = RunWithCrash(kPbtSpec, crash_after, /*workers=*/1, /*max_turns=*/4000);
+  Json Run(int crash_after, const char* spec = kPbtSpec) {
+    exp_ = RunWithCrash(spec, crash_after, /*workers=*/1, /*max_turns=*/4000);
     Json out = Json::array();
     for (const TrialId& id : runner_->FindExperiment(exp_)->trial_ids) {
       const Trial* t = runner_->FindTrial(id);
@@ -377,6 +377,59 @@ TEST_P(PbtCrashTest, ExploitsTheSameAfterAHeadCrash) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryTurn, PbtCrashTest, ::testing::Range(1, 69));
+
+// Synchronous PBT, the same population: every trial waits PAUSED at
+// iterations 2, 4 and 6 until all four are there; then the worst clones a
+// best one at that very iteration.
+constexpr char kSyncPbtSpec[] = R"({"trainable": "quadratic",
+    "param_space": {"lr": {"grid_search": [0.01, 0.02, 0.05, 0.3]}},
+    "metric": "loss", "mode": "min", "reuse_actors": true, "seed": 5,
+    "scheduler": {"type": "pbt", "time_attr": "training_iteration",
+                  "perturbation_interval": 2, "synch": true,
+                  "hyperparam_mutations": {"lr": {"uniform": [0.001, 0.45]}}},
+    "stop": {"training_iteration": 8}})";
+
+TEST_F(PbtRunnerTest, SynchronousClonesOnlyAtSyncPointsOnceAllArrived) {
+  const Json run = Run(0, kSyncPbtSpec);
+  int exploits = 0;
+  for (const Json& t : run) {
+    EXPECT_EQ(t["iteration"], 8) << t.dump();
+    for (const Json& x : t["lineage"]) {
+      ++exploits;
+      // Cloned at the sync point, from a donor at the same point.
+      EXPECT_EQ(x["iteration"], x["donor_iteration"]) << run.dump(2);
+      EXPECT_EQ(x["iteration"].get<int64_t>() % 2, 0) << run.dump(2);
+      EXPECT_NE(x["donor"], t["trial"]);
+    }
+  }
+  // One clone per sync (quantile 0.25 of 4), at 2, 4 and 6.
+  EXPECT_EQ(exploits, 3) << run.dump(2);
+  for (const TrialId& id : runner_->FindExperiment(exp_)->trial_ids) {
+    EXPECT_EQ(runner_->FindTrial(id)->scheduler_state["sync"], 8) << id;
+  }
+  auto report = CheckStore(store_);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->ToText();
+}
+
+Json SyncPbtReference() {
+  struct Reference : PbtRunnerTest {
+    void TestBody() override {}
+    using PbtRunnerTest::Run;
+  };
+  static const Json reference = Reference().Run(0, kSyncPbtSpec);
+  return reference;
+}
+
+class SyncPbtCrashTest : public PbtRunnerTest, public ::testing::WithParamInterface<int> {};
+
+// kill -9 of the head after each turn of the synchronous run (70) in turn: the
+// same clones and final configs as without a crash.
+TEST_P(SyncPbtCrashTest, ExploitsTheSameAfterAHeadCrash) {
+  EXPECT_EQ(Run(GetParam(), kSyncPbtSpec), SyncPbtReference()) << "crash after turn " << GetParam();
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryTurn, SyncPbtCrashTest, ::testing::Range(1, 71));
 
 }  // namespace
 }  // namespace ztune::head
