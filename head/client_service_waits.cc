@@ -22,11 +22,7 @@ std::optional<TimeMs> ClientService::Waits(const Json& request) const {
       if (!id.ok()) return std::nullopt;
       const Experiment* e = runner_.FindExperiment(*id);
       // What cannot be added now is refused now.
-      if (e == nullptr || e->finished || e->stopped ||
-          (e->spec.ExternalSearch() && e->SearchFinished())) {
-        return std::nullopt;
-      }
-      if (runner_.HasTrialSlot(*e)) return std::nullopt;
+      if (e == nullptr || !e->AcceptsTrials() || runner_.HasTrialSlot(*e)) return std::nullopt;
       return wait_ms;
     }
     if (*op == "wait_trials") {
@@ -57,8 +53,7 @@ Result<Json> ClientService::AddTrial(const Json& request) {
     // or wait_ms passed (an experiment that cannot take the trial at all is
     // refused by AddTrial below, with its reason).
     const Experiment* e = runner_.FindExperiment(exp);
-    if (e != nullptr && !e->finished && !e->stopped &&
-        !(e->spec.ExternalSearch() && e->SearchFinished()) && !runner_.HasTrialSlot(*e)) {
+    if (e != nullptr && e->AcceptsTrials() && !runner_.HasTrialSlot(*e)) {
       const int64_t limit = e->spec.ConcurrencyLimit();
       return ztune::Status::Unavailable(
           "no trial slot of experiment " + exp + " came free within " +

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <unordered_set>
 
 #include <spdlog/spdlog.h>
 
@@ -162,11 +163,13 @@ void PbtScheduler::MaybeSync(Trial* current) {
   }
   if (!any) return;
   const auto [lower, upper] = Quantiles();
-  std::unordered_map<TrialId, bool> exploited;
+  std::unordered_set<TrialId> exploited;
   for (const TrialId& id : lower) {
+    auto idx = index_of_.find(id);
+    CHECK(idx != index_of_.end());  // Quantiles ranks members only
     Member* m = Find(id);
     CHECK(m != nullptr);
-    std::mt19937_64 rng = Stream(index_of_.at(id), m->exploits, kDonorSalt);
+    std::mt19937_64 rng = Stream(idx->second, m->exploits, kDonorSalt);
     const Member* donor = Find(upper[Pick(rng, upper.size())]);
     CHECK(donor != nullptr);
     if (!Cloneable(*donor, has_checkpoint_)) {
@@ -174,8 +177,8 @@ void PbtScheduler::MaybeSync(Trial* current) {
                    donor->id);
       continue;
     }
-    exploits_[id] = MakeExploit(*m, index_of_.at(id), *donor);
-    exploited[id] = true;
+    exploits_[id] = MakeExploit(*m, idx->second, *donor);
+    exploited.insert(id);
   }
   const double synced_at = next_sync_;
   next_sync_ = std::max(next_sync_ + options_.perturbation_interval, latest);

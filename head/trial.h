@@ -183,6 +183,11 @@ struct Experiment {
 
   bool SearchFinished() const { return stopped || next_variant >= total_variants; }
   uint64_t TotalTrials() const { return total_variants + added_trials; }
+  // Whether add_trial may add to it now: not finished or stopped, and, with
+  // an external search, not all of its num_samples added yet.
+  bool AcceptsTrials() const {
+    return !finished && !stopped && !(spec.ExternalSearch() && SearchFinished());
+  }
   Json ToJson() const;
   static Result<Experiment> FromJson(const Json& j);
 };
