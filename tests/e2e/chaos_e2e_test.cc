@@ -36,10 +36,6 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-double SecondsSince(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 size_t Count(const std::string& text, const std::string& needle) {
   size_t n = 0;
   for (size_t p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) ++n;
@@ -524,10 +520,7 @@ TEST(ChaosE2ETest, FrozenWorkerWithPausedTrialAndRestart) {
     std::string exp = SubmitSleepTrial(cluster, frozen ? "frozen" : "running");
     ASSERT_FALSE(exp.empty());
     const std::string id = TrialId(exp, 0);
-    ASSERT_TRUE(WaitFor([&] {
-      Json t = GetTrial(cluster, id);
-      return StatusOf(t) == "RUNNING" && IterationOf(t) >= 7;
-    }, seconds(10))) << cluster.Logs();
+    ASSERT_TRUE(WaitRunningAt(cluster, id, 7)) << cluster.Logs();
 
     if (frozen) cluster.worker(0).Signal(SIGSTOP);
     auto r = cluster.Cli("pause " + id, /*stdout_only=*/true);
@@ -566,10 +559,7 @@ TEST(ChaosE2ETest, PauseOutlivesAHeadCrashWhenTheWorkerIsLost) {
   std::string exp = SubmitSleepTrial(cluster, "lost");
   ASSERT_FALSE(exp.empty());
   const std::string id = TrialId(exp, 0);
-  ASSERT_TRUE(WaitFor([&] {
-    Json t = GetTrial(cluster, id);
-    return StatusOf(t) == "RUNNING" && IterationOf(t) >= 7;
-  }, seconds(10))) << cluster.Logs();
+  ASSERT_TRUE(WaitRunningAt(cluster, id, 7)) << cluster.Logs();
 
   cluster.worker(0).Signal(SIGSTOP);
   auto r = cluster.Cli("pause " + id, /*stdout_only=*/true);
@@ -615,58 +605,67 @@ std::map<std::string, std::string> FilesUnder(const std::string& dir) {
   return files;
 }
 
-// Every key/value of every column family, read through RocksDB read-only
-// (the ztune store refuses to open a store with a newer schema).
+// A data directory opened through RocksDB read-only with every column
+// family it lists (the ztune store refuses to open a store with a newer
+// schema, and a read-only open changes nothing). Closed at scope exit.
+class ReadOnlyDb {
+ public:
+  explicit ReadOnlyDb(const std::string& dir) {
+    rocksdb::DBOptions options;
+    std::vector<std::string> names;
+    rocksdb::Status s = rocksdb::DB::ListColumnFamilies(options, dir, &names);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+    for (const auto& n : names) descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions());
+    s = rocksdb::DB::OpenForReadOnly(options, dir, descriptors, &handles_, &db_);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  ~ReadOnlyDb() {
+    if (db_ == nullptr) return;
+    for (auto* h : handles_) EXPECT_TRUE(db_->DestroyColumnFamilyHandle(h).ok());
+    EXPECT_TRUE(db_->Close().ok());
+    delete db_;
+  }
+  ReadOnlyDb(const ReadOnlyDb&) = delete;
+  ReadOnlyDb& operator=(const ReadOnlyDb&) = delete;
+
+  // Null when the open failed (a test failure is recorded).
+  rocksdb::DB* db() const { return db_; }
+  const std::vector<rocksdb::ColumnFamilyHandle*>& families() const { return handles_; }
+
+ private:
+  rocksdb::DB* db_ = nullptr;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+};
+
+// Every key/value of every column family.
 std::map<std::string, std::map<std::string, std::string>> DumpStore(const std::string& dir) {
   std::map<std::string, std::map<std::string, std::string>> dump;
-  rocksdb::DBOptions options;
-  std::vector<std::string> names;
-  rocksdb::Status s = rocksdb::DB::ListColumnFamilies(options, dir, &names);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const auto& n : names) descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions());
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* db = nullptr;
-  s = rocksdb::DB::OpenForReadOnly(options, dir, descriptors, &handles, &db);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  if (!s.ok()) return dump;
-  for (auto* h : handles) {
+  ReadOnlyDb store(dir);
+  if (store.db() == nullptr) return dump;
+  for (auto* h : store.families()) {
     rocksdb::ReadOptions ro;
     ro.verify_checksums = true;
-    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro, h));
+    std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator(ro, h));
     auto& family = dump[h->GetName()];
     for (it->SeekToFirst(); it->Valid(); it->Next()) family[it->key().ToString()] = it->value().ToString();
     EXPECT_TRUE(it->status().ok()) << it->status().ToString();
   }
-  for (auto* h : handles) EXPECT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
-  EXPECT_TRUE(db->Close().ok());
-  delete db;
   return dump;
 }
 
 // The live SST files of column family `family`, by size, largest first.
 std::vector<std::string> SstFilesOf(const std::string& dir, const std::string& family) {
-  rocksdb::DBOptions options;
-  std::vector<std::string> names;
-  EXPECT_TRUE(rocksdb::DB::ListColumnFamilies(options, dir, &names).ok());
-  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const auto& n : names) descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions());
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* db = nullptr;
-  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(options, dir, descriptors, &handles, &db);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  if (!s.ok()) return {};
+  ReadOnlyDb store(dir);
+  if (store.db() == nullptr) return {};
   std::vector<rocksdb::LiveFileMetaData> files;
-  db->GetLiveFilesMetaData(&files);
+  store.db()->GetLiveFilesMetaData(&files);
   std::sort(files.begin(), files.end(),
             [](const auto& a, const auto& b) { return a.size > b.size; });
   std::vector<std::string> out;
   for (const auto& f : files) {
     if (f.column_family_name == family) out.push_back(dir + "/" + fs::path(f.name).filename().string());
   }
-  for (auto* h : handles) EXPECT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
-  EXPECT_TRUE(db->Close().ok());
-  delete db;
   return out;
 }
 
@@ -682,9 +681,7 @@ std::map<std::string, std::string> SstFiles(const std::string& dir) {
 // A data dir written by a real head: an experiment of `n` noop trials, run to
 // the end, head stopped cleanly. The cluster's workers are stopped too.
 void MakeStoreWithData(LocalCluster& cluster, int n) {
-  cluster.StartHead();
-  cluster.StartWorker("w0", 2);
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(cluster.StartHeadAndWorkers({"w0"}, 2)) << cluster.Logs();
   std::string exp = SubmitSpec(cluster, R"({"trainable": "noop", "num_samples": )" + std::to_string(n) +
                                         R"(, "stop": {"training_iteration": 2}})",
                            "noop");
@@ -694,11 +691,17 @@ void MakeStoreWithData(LocalCluster& cluster, int n) {
   cluster.worker(0).Stop();
 }
 
-void ExpectRefused(const HeadRun& run, const std::vector<std::string>& words) {
+// Runs the head on `data_dir` and expects a prompt refusal whose output names
+// each of `words`; reports it on stderr under `label`.
+void ExpectHeadRefuses(const std::string& data_dir, const std::vector<std::string>& words,
+                       const std::string& label) {
+  HeadRun run = RunHead(data_dir);
   EXPECT_NE(run.exit_code, 0) << run.out;
   EXPECT_NE(run.exit_code, 124) << "still running after 30 s:\n" << run.out;
   EXPECT_LT(run.seconds, 5.0) << run.out;
   for (const auto& w : words) EXPECT_TRUE(Contains(run.out, w)) << "'" << w << "' not in:\n" << run.out;
+  std::cerr << "[ " << label << ": exit " << run.exit_code << " after " << run.seconds
+            << " s: " << run.out << "]\n";
 }
 
 // Removes a temp dir at scope exit (kept with ZTUNE_KEEP_TEST_DIRS).
@@ -718,11 +721,8 @@ TEST(StoreErrorsE2ETest, RefusesADirectoryThatIsNotAZtuneStore) {
   std::ofstream(dir + "/photos/cat.jpg") << std::string(1000, 'c');
   const auto before = FilesUnder(dir);
 
-  HeadRun run = RunHead(dir);
-  ExpectRefused(run, {"not a ztune data directory", dir});
+  ExpectHeadRefuses(dir, {"not a ztune data directory", dir}, "not a store");
   EXPECT_EQ(FilesUnder(dir), before) << "the head changed a directory that is not its own";
-  std::cerr << "[ not a store: exit " << run.exit_code << " after " << run.seconds << " s: "
-            << run.out << "]\n";
 }
 
 TEST(StoreErrorsE2ETest, RefusesAStoreWithANewerSchema) {
@@ -741,15 +741,13 @@ TEST(StoreErrorsE2ETest, RefusesAStoreWithANewerSchema) {
   ASSERT_EQ(before.at("trials").size(), 4u);
   ASSERT_EQ(before.at("results").size(), 8u);
 
-  HeadRun run = RunHead(cluster.data_dir());
-  ExpectRefused(run, {"newer", "schema 99", "upgrade ztune", cluster.data_dir()});
+  ExpectHeadRefuses(cluster.data_dir(), {"newer", "schema 99", "upgrade ztune", cluster.data_dir()},
+                    "newer schema");
   EXPECT_EQ(DumpStore(cluster.data_dir()), before) << "the refused store was modified";
   // The offline check refuses it just the same.
   auto check = e2e::Run(std::string(ZTUNE_HEAD_BIN) + " --check --data-dir " + cluster.data_dir());
   EXPECT_NE(check.exit_code, 0) << check.out;
   EXPECT_TRUE(Contains(check.out, "newer")) << check.out;
-  std::cerr << "[ newer schema: exit " << run.exit_code << " after " << run.seconds << " s: "
-            << run.out << "]\n";
 }
 
 TEST(StoreErrorsE2ETest, RefusesAStoreWithADamagedTrialsSst) {
@@ -767,17 +765,14 @@ TEST(StoreErrorsE2ETest, RefusesAStoreWithADamagedTrialsSst) {
   if (HasFatalFailure()) return;
   const auto before = SstFiles(cluster.data_dir());
 
-  HeadRun run = RunHead(cluster.data_dir());
-  ExpectRefused(run, {"corrupt", cluster.data_dir()});
+  const std::string damaged = "damaged sst " + fs::path(ssts.front()).filename().string() + " (" +
+                              std::to_string(fs::file_size(ssts.front())) + " bytes)";
+  ExpectHeadRefuses(cluster.data_dir(), {"corrupt", cluster.data_dir()}, damaged);
   EXPECT_TRUE(SstFiles(cluster.data_dir()) == before)
       << "the SST files of the refused store changed";
   EXPECT_TRUE(fs::exists(ssts.front()));
   // Refused again: nothing was repaired or reset by the first attempt.
-  HeadRun again = RunHead(cluster.data_dir());
-  ExpectRefused(again, {"corrupt"});
-  std::cerr << "[ damaged sst " << fs::path(ssts.front()).filename().string() << " ("
-            << fs::file_size(ssts.front()) << " bytes): exit " << run.exit_code << " after "
-            << run.seconds << " s: " << run.out << "]\n";
+  ExpectHeadRefuses(cluster.data_dir(), {"corrupt"}, damaged + ", again");
 }
 
 }  // namespace

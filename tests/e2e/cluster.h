@@ -113,6 +113,13 @@ class LocalCluster {
     return j.is_discarded() ? Json() : j;
   }
 
+  // Starts the head and one worker of `cpus` CPUs per name; whether they all registered.
+  bool StartHeadAndWorkers(const std::vector<std::string>& names, int cpus) {
+    StartHead();
+    for (const auto& name : names) StartWorker(name, cpus);
+    return WaitForWorkers(names.size());
+  }
+
   bool WaitForWorkers(size_t n) {
     return WaitFor([&] {
       Json w = CliJson("workers");

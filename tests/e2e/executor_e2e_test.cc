@@ -21,19 +21,17 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-double SecondsSince(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// Writes `spec` to a file, submits it, returns the experiment id ("" on failure).
+// SubmitSpec under a fresh file name.
 std::string Submit(LocalCluster& cluster, const std::string& spec) {
   static int n = 0;
-  std::string path = cluster.dir() + "/spec-" + std::to_string(n++) + ".json";
-  std::ofstream(path) << spec;
-  auto r = cluster.Cli("submit " + path, /*stdout_only=*/true);
-  EXPECT_EQ(r.exit_code, 0) << r.out << cluster.Logs();
-  if (r.exit_code != 0) return "";
-  return r.out.substr(0, r.out.find_first_of(" \n"));
+  return SubmitSpec(cluster, spec, "spec-" + std::to_string(n++));
+}
+
+// One `sleep` trial of 0.05 s steps that stops at `iterations`.
+std::string SubmitSleepTrial(LocalCluster& cluster, int iterations) {
+  return Submit(cluster, R"({"trainable": "sleep", "param_space": {"sleep_s": 0.05},
+      "stop": {"training_iteration": )" +
+                             std::to_string(iterations) + "}}");
 }
 
 std::string TrialLog(const LocalCluster& cluster, const std::string& worker,
@@ -58,9 +56,7 @@ std::string LastLine(const std::string& text) {
 // starts ~1 s after the stop, not 30 s) -> that trial runs to TERMINATED.
 TEST(ExecutorE2ETest, ForceCleanupKillsAHungActorAtTheDeadline) {
   LocalCluster cluster("force-cleanup");
-  cluster.StartHead();
-  cluster.StartWorker("a", 1);
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(cluster.StartHeadAndWorkers({"a"}, 1)) << cluster.Logs();
 
   // Trial 0 sleeps 30 s per step (hangs); trial 1 is quick and waits for the CPU.
   std::string exp = Submit(cluster, R"({"trainable": "sleep",
@@ -114,18 +110,12 @@ TEST(ExecutorE2ETest, ForceCleanupKillsAHungActorAtTheDeadline) {
 // step, far before the (default, 600 s) kill deadline -> CPU back at once.
 TEST(ExecutorE2ETest, GracefulStopReleasesResourcesQuickly) {
   LocalCluster cluster("graceful-stop");
-  cluster.StartHead();
-  cluster.StartWorker("a", 1);
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(cluster.StartHeadAndWorkers({"a"}, 1)) << cluster.Logs();
 
-  std::string exp = Submit(cluster, R"({"trainable": "sleep", "param_space": {"sleep_s": 0.05},
-      "stop": {"training_iteration": 1000}})");
+  const std::string exp = SubmitSleepTrial(cluster, 1000);
   ASSERT_FALSE(exp.empty());
   const std::string id = TrialId(exp, 0);
-  ASSERT_TRUE(WaitFor([&] {
-    Json t = GetTrial(cluster, id);
-    return StatusOf(t) == "RUNNING" && IterationOf(t) >= 2;
-  }, seconds(10))) << cluster.Logs();
+  ASSERT_TRUE(WaitRunningAt(cluster, id, 2)) << cluster.Logs();
   EXPECT_EQ(AvailableCpu(Workers(cluster)["a"]), 0.0);
 
   auto t0 = Clock::now();
@@ -152,9 +142,7 @@ TEST(ExecutorE2ETest, GracefulStopReleasesResourcesQuickly) {
 // each trial's log file holds that trial's lines.
 TEST(ExecutorE2ETest, ReuseActorsResetsOneActorForEveryTrial) {
   LocalCluster cluster("reuse");
-  cluster.StartHead();
-  cluster.StartWorker("a", 1);
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(cluster.StartHeadAndWorkers({"a"}, 1)) << cluster.Logs();
 
   std::string exp = Submit(cluster, R"({"trainable": "sleep", "param_space": {"sleep_s": 0.01},
       "num_samples": 4, "stop": {"training_iteration": 3}, "reuse_actors": true})");
@@ -201,9 +189,7 @@ TEST(ExecutorE2ETest, ReuseActorsResetsOneActorForEveryTrial) {
 // handed the first one's actor, ends in ERROR naming reset_config().
 TEST(ExecutorE2ETest, ReuseWithoutResetSupportIsATrialError) {
   LocalCluster cluster("reuse-no-reset");
-  cluster.StartHead();
-  cluster.StartWorker("a", 1);
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(cluster.StartHeadAndWorkers({"a"}, 1)) << cluster.Logs();
 
   std::string exp = Submit(cluster, R"({"trainable": "fail", "param_space": {"fail_at": 1000},
       "num_samples": 2, "stop": {"training_iteration": 2}, "reuse_actors": true})");
@@ -231,18 +217,12 @@ TEST(ExecutorE2ETest, ReuseWithoutResetSupportIsATrialError) {
 // the memory checkpoint to TERMINATED with iterations 1..40 exactly once.
 TEST(ExecutorE2ETest, PauseAndResumeFromTheCli) {
   LocalCluster cluster("pause-resume");
-  cluster.StartHead();
-  cluster.StartWorker("a", 1);
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(cluster.StartHeadAndWorkers({"a"}, 1)) << cluster.Logs();
 
-  std::string exp = Submit(cluster, R"({"trainable": "sleep", "param_space": {"sleep_s": 0.05},
-      "stop": {"training_iteration": 40}})");
+  const std::string exp = SubmitSleepTrial(cluster, 40);
   ASSERT_FALSE(exp.empty());
   const std::string id = TrialId(exp, 0);
-  ASSERT_TRUE(WaitFor([&] {
-    Json t = GetTrial(cluster, id);
-    return StatusOf(t) == "RUNNING" && IterationOf(t) >= 3;
-  }, seconds(10))) << cluster.Logs();
+  ASSERT_TRUE(WaitRunningAt(cluster, id, 3)) << cluster.Logs();
 
   auto r = cluster.Cli("pause " + id);
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -294,9 +274,7 @@ TEST(ExecutorE2ETest, PauseAndResumeFromTheCli) {
 // head's commit of the checkpoint: nobody is declared dead, nothing retried.
 TEST(ExecutorE2ETest, LargeCheckpointsTravelInChunksAndHeartbeatsKeepFlowing) {
   LocalCluster cluster("large-checkpoint");
-  cluster.StartHead();
-  cluster.StartWorker("a", 1);
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(cluster.StartHeadAndWorkers({"a"}, 1)) << cluster.Logs();
   const char* kConfig = R"({"checkpoint_bytes": 67108864})";
   std::string exp = Submit(cluster, std::string(R"({"trainable": "blob", "param_space": )") +
                                         kConfig + R"(, "stop": {"training_iteration": 2},

@@ -14,6 +14,7 @@
 #include "common/protocol/codec.h"
 #include "common/zmq/socket_util.h"
 #include "tests/e2e/cluster.h"
+#include "tests/e2e/peer_messages.h"
 #include "tests/e2e/trial_queries.h"
 
 namespace ztune::e2e {
@@ -83,18 +84,10 @@ class HostileWorker {
   }
   // Whether a REGISTERED arrives within `wait`.
   bool Registered(milliseconds wait) {
-    const auto deadline = std::chrono::steady_clock::now() + wait;
-    while (std::chrono::steady_clock::now() < deadline) {
-      zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, milliseconds(20));
-      auto parts = zmqutil::RecvMultipart(socket_);
-      if (!parts.ok() || parts->empty()) continue;
-      std::vector<std::string> frames;
-      for (const auto& p : *parts) frames.push_back(p.to_string());
-      auto m = protocol::Decode(frames);
-      if (m.ok() && std::holds_alternative<protocol::Registered>(m->body)) return true;
-    }
-    return false;
+    auto got = ReceiveMessages(socket_, wait, [](const protocol::Message& m) {
+      return std::holds_alternative<protocol::Registered>(m.body);
+    });
+    return !got.empty() && std::holds_alternative<protocol::Registered>(got.back().body);
   }
 
  private:
@@ -145,15 +138,11 @@ void SendHostileWorkerInput(zmq::context_t& context, const std::string& endpoint
 
 TEST(HostilePeerE2ETest, TheHeadSurvivesHostilePeersThroughRestartsAndKeepsItsStore) {
   LocalCluster cluster("hostile");
-  cluster.StartHead();
-  cluster.StartWorker("w0", 1);
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
-  const std::string spec_path = cluster.dir() + "/legit.json";
-  std::ofstream(spec_path) << R"({"trainable": "quadratic", "num_samples": 2,
-      "stop": {"training_iteration": 5}})";
-  auto submitted = cluster.Cli("submit " + spec_path, /*stdout_only=*/true);
-  ASSERT_EQ(submitted.exit_code, 0) << submitted.out;
-  const std::string exp = submitted.out.substr(0, submitted.out.find_first_of(" \n"));
+  ASSERT_TRUE(cluster.StartHeadAndWorkers({"w0"}, 1)) << cluster.Logs();
+  const std::string exp = SubmitSpec(cluster, R"({"trainable": "quadratic", "num_samples": 2,
+      "stop": {"training_iteration": 5}})",
+                                     "legit");
+  ASSERT_FALSE(exp.empty());
   ASSERT_TRUE(WaitFinished(cluster, exp, 30)) << cluster.Logs();
 
   zmq::context_t context;

@@ -136,6 +136,11 @@ inline bool WaitFor(const std::function<bool()>& cond,
   return cond();
 }
 
+// Seconds on the steady clock since `t0`.
+inline double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 inline std::string TempDir(const std::string& tag) {
   std::string tmpl = (std::filesystem::temp_directory_path() / ("ztune-" + tag + "-XXXXXX")).string();
   std::vector<char> buf(tmpl.begin(), tmpl.end());
@@ -153,6 +158,13 @@ inline std::string ReadFile(const std::string& path) {
 
 inline bool Contains(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;
+}
+
+// Expects `r` to have exited with `exit_code` and its output to name each of `words`.
+inline void ExpectExit(const CommandResult& r, int exit_code,
+                       const std::vector<std::string>& words) {
+  EXPECT_EQ(r.exit_code, exit_code) << r.out;
+  for (const auto& w : words) EXPECT_TRUE(Contains(r.out, w)) << "'" << w << "' not in:\n" << r.out;
 }
 
 }  // namespace ztune::e2e

@@ -38,10 +38,6 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-double SecondsSince(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 // ---------------------------------------------------------------------------
 // Set-up helpers.
 
@@ -262,19 +258,23 @@ void ExpectNoProcessLeft(const LocalCluster& cluster) {
   EXPECT_TRUE(NoProcessLeft(cluster.dir(), seconds(5), &left)) << Describe(left) << cluster.Logs();
 }
 
-// Ends (SIGKILL) whatever trial process of the cluster is left when a test
-// ends, so that a failing test leaves no orphan behind (a grandchild of a
-// trainable has no PDEATHSIG). Declared after the cluster: runs before the
-// cluster's own teardown kills the workers.
-class LeftoverReaper {
+// This file's cluster (slow heartbeats: Python children start slowly). At
+// teardown, before the workers are stopped, every process started for a trial
+// of this cluster that is still alive is killed with SIGKILL, so that a failing
+// test leaves no orphan behind (a grandchild of a trainable has no PDEATHSIG).
+class ProcessCluster : public LocalCluster {
  public:
-  explicit LeftoverReaper(const LocalCluster& cluster) : dir_(cluster.dir()) {}
-  ~LeftoverReaper() {
-    for (const auto& p : TrialProcesses(dir_)) kill(p.pid, SIGKILL);
+  explicit ProcessCluster(const std::string& tag) : LocalCluster(tag, kTiming) {}
+  ~ProcessCluster() {
+    for (const auto& p : TrialProcesses(dir())) kill(p.pid, SIGKILL);
   }
+};
 
- private:
-  std::string dir_;
+// Every test checks its preconditions first: the SDK and the scripts are where
+// the trainables file says, and the interpreter exists.
+class ProcessTrainableE2ETest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(CheckEnvironment()); }
 };
 
 // Every result of a counter trial (either API): training_iteration 1..n
@@ -350,10 +350,8 @@ int64_t HeaderPid(const std::string& header) {
 // results 1..5 once each with value = start + 5 x increment (exact), the
 // automatic fields filled by the worker (its pid), the export's value; each
 // trial's stdout holds its own step lines 1..5; no process left.
-TEST(ProcessTrainableE2ETest, ClassApiRunsToTheStopCriterion) {
-  ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
-  LocalCluster cluster("proc-class", kTiming);
-  LeftoverReaper reaper(cluster);
+TEST_F(ProcessTrainableE2ETest, ClassApiRunsToTheStopCriterion) {
+  ProcessCluster cluster("proc-class");
   ASSERT_TRUE(StartHostingWorker(cluster, 2));
   const int64_t worker_pid = Workers(cluster)["a"]["pid"].get<int64_t>();
 
@@ -403,10 +401,8 @@ TEST(ProcessTrainableE2ETest, ClassApiRunsToTheStopCriterion) {
 // counter_function, stop at 5 -> TERMINATED; results 1..5 once with the exact
 // value and step == training_iteration; the checkpoint the function reports
 // with every result is taken (should_checkpoint) and kept; no process left.
-TEST(ProcessTrainableE2ETest, FunctionApiRunsToTheStopCriterion) {
-  ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
-  LocalCluster cluster("proc-function", kTiming);
-  LeftoverReaper reaper(cluster);
+TEST_F(ProcessTrainableE2ETest, FunctionApiRunsToTheStopCriterion) {
+  ProcessCluster cluster("proc-function");
   ASSERT_TRUE(StartHostingWorker(cluster, 2));
 
   std::string exp = SubmitSpec(cluster, R"({"trainable": "counter_function",
@@ -450,10 +446,8 @@ TEST(ProcessTrainableE2ETest, FunctionApiRunsToTheStopCriterion) {
 // other worker from the newest checkpoint; the function resumes from
 // get_checkpoint() -> stopped further on: results 1..N exactly once, value
 // exact and step == training_iteration throughout.
-TEST(ProcessTrainableE2ETest, FunctionApiResumesExactlyAfterItsWorkerIsKilled) {
-  ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
-  LocalCluster cluster("proc-function-kill", kTiming);
-  LeftoverReaper reaper(cluster);
+TEST_F(ProcessTrainableE2ETest, FunctionApiResumesExactlyAfterItsWorkerIsKilled) {
+  ProcessCluster cluster("proc-function-kill");
   cluster.StartHead();
   cluster.StartWorker("a", 1, Hosting(cluster));
   cluster.StartWorker("b", 1, Hosting(cluster));
@@ -546,10 +540,8 @@ TEST(ProcessTrainableE2ETest, FunctionApiResumesExactlyAfterItsWorkerIsKilled) {
 // head's memory checkpoint) -> worker b starts, a is stopped -> resume: the
 // trial restores on b (the directory unpacked there) and continues with the
 // exact value; the script's own step numbering continues too.
-TEST(ProcessTrainableE2ETest, PausedClassTrialResumesOnAnotherWorker) {
-  ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
-  LocalCluster cluster("proc-pause-move", kTiming);
-  LeftoverReaper reaper(cluster);
+TEST_F(ProcessTrainableE2ETest, PausedClassTrialResumesOnAnotherWorker) {
+  ProcessCluster cluster("proc-pause-move");
   ASSERT_TRUE(StartHostingWorker(cluster, 1));
 
   std::string exp = SubmitSpec(cluster, R"({"trainable": "counter_class",
@@ -643,10 +635,8 @@ TEST(ProcessTrainableE2ETest, PausedClassTrialResumesOnAnotherWorker) {
 // worker -> one actor, created once and RESET into each next trial (the same
 // child pid in every header); each trial's values follow its own config; each
 // trial's stdout/stderr hold exactly its own lines.
-TEST(ProcessTrainableE2ETest, ReusedActorKeepsEachTrialsOutputApart) {
-  ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
-  LocalCluster cluster("proc-reuse", kTiming);
-  LeftoverReaper reaper(cluster);
+TEST_F(ProcessTrainableE2ETest, ReusedActorKeepsEachTrialsOutputApart) {
+  ProcessCluster cluster("proc-reuse");
   ASSERT_TRUE(StartHostingWorker(cluster, 1));
 
   std::string exp = SubmitSpec(cluster, R"({"trainable": "counter_class",
@@ -704,10 +694,8 @@ TEST(ProcessTrainableE2ETest, ReusedActorKeepsEachTrialsOutputApart) {
 // exception -> each trial fails twice (attempt 1, then its retry from scratch)
 // and ends ERROR with a message naming the cause: the signal, the status and
 // the child's stderr, the exception; every process is gone.
-TEST(ProcessTrainableE2ETest, CrashingChildrenAreErrorsNamingTheCause) {
-  ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
-  LocalCluster cluster("proc-crash", kTiming);
-  LeftoverReaper reaper(cluster);
+TEST_F(ProcessTrainableE2ETest, CrashingChildrenAreErrorsNamingTheCause) {
+  ProcessCluster cluster("proc-crash");
   ASSERT_TRUE(StartHostingWorker(cluster, 3));
 
   std::string exp = SubmitSpec(cluster, R"({"trainable": "misbehave",
@@ -765,16 +753,14 @@ TEST(ProcessTrainableE2ETest, CrashingChildrenAreErrorsNamingTheCause) {
 // (SIGTERM, then SIGKILL after the grace) -> no process left within
 // force_cleanup_s + grace + margin of the ERROR, and the worker's CPUs come
 // back only once the processes are gone.
-TEST(ProcessTrainableE2ETest, HungChildrenAreKilledAfterTheStepTimeout) {
-  ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
+TEST_F(ProcessTrainableE2ETest, HungChildrenAreKilledAfterTheStepTimeout) {
   // A grace well under the head's own 1 s wait for a STOP reply past its
   // deadline (head/executor.cc kStopReplyGraceMs): beyond it the head frees the
   // CPUs before the worker's SIGKILL (the disabled test at the end).
   constexpr double kForceCleanupS = 1, kGraceS = 0.2;
   // Beyond force_cleanup_s + grace: polling, 50 ms heartbeats, a loaded machine.
   constexpr double kMarginS = 2;
-  LocalCluster cluster("proc-hang", kTiming);
-  LeftoverReaper reaper(cluster);
+  ProcessCluster cluster("proc-hang");
   cluster.StartHead();
   cluster.StartWorker("a", 2, Hosting(cluster, kGraceS));
   ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
@@ -858,10 +844,8 @@ TEST(ProcessTrainableE2ETest, HungChildrenAreKilledAfterTheStepTimeout) {
 // A trainable that leaves a `sleep 1000` behind in its process group: while
 // the trial runs, the sleep is there (the scan sees grandchildren) -> stop ->
 // TERMINATED, and the sleep is gone too.
-TEST(ProcessTrainableE2ETest, ALeftoverGrandchildIsEndedWithItsTrial) {
-  ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
-  LocalCluster cluster("proc-leftover", kTiming);
-  LeftoverReaper reaper(cluster);
+TEST_F(ProcessTrainableE2ETest, ALeftoverGrandchildIsEndedWithItsTrial) {
+  ProcessCluster cluster("proc-leftover");
   ASSERT_TRUE(StartHostingWorker(cluster, 1));
 
   std::string exp = SubmitSpec(cluster, R"({"trainable": "misbehave",
@@ -902,10 +886,8 @@ TEST(ProcessTrainableE2ETest, ALeftoverGrandchildIsEndedWithItsTrial) {
 // naming an unknown trainable is refused, listing what the workers offer; a
 // counter_class request only b could hold is infeasible; four counter_class
 // trials all run on a (never on b) and succeed.
-TEST(ProcessTrainableE2ETest, TrialsArePlacedOnlyOnWorkersHostingTheirTrainable) {
-  ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
-  LocalCluster cluster("proc-placement", kTiming);
-  LeftoverReaper reaper(cluster);
+TEST_F(ProcessTrainableE2ETest, TrialsArePlacedOnlyOnWorkersHostingTheirTrainable) {
+  ProcessCluster cluster("proc-placement");
   cluster.StartHead();
   cluster.StartWorker("a", 2, Hosting(cluster));
   cluster.StartWorker("b", 4);
@@ -972,10 +954,8 @@ TEST(ProcessTrainableE2ETest, TrialsArePlacedOnlyOnWorkersHostingTheirTrainable)
 // A worker with --gpus 2 -> two concurrent {CPU 1, GPU 1} trials see disjoint
 // CUDA_VISIBLE_DEVICES "0" and "1"; four concurrent {GPU 0.5} trials share the
 // devices two by two; a CPU-only trial sees an empty (set) variable.
-TEST(ProcessTrainableE2ETest, TrialsSeeTheirBundlesGpusInCudaVisibleDevices) {
-  ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
-  LocalCluster cluster("proc-gpu", kTiming);
-  LeftoverReaper reaper(cluster);
+TEST_F(ProcessTrainableE2ETest, TrialsSeeTheirBundlesGpusInCudaVisibleDevices) {
+  ProcessCluster cluster("proc-gpu");
   cluster.StartHead();
   cluster.StartWorker("g", 6, Hosting(cluster, 0.5, {"--gpus", "2"}));
   ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
@@ -1055,10 +1035,8 @@ TEST(ProcessTrainableE2ETest, TrialsSeeTheirBundlesGpusInCudaVisibleDevices) {
 // stdout/stderr hold two headers (attempts 1 and 2) each followed by its own
 // lines only, counting from 1 again; the other trial's files one header and
 // only its lines.
-TEST(ProcessTrainableE2ETest, PerTrialOutputFilesGetAHeaderPerAttempt) {
-  ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
-  LocalCluster cluster("proc-logs", kTiming);
-  LeftoverReaper reaper(cluster);
+TEST_F(ProcessTrainableE2ETest, PerTrialOutputFilesGetAHeaderPerAttempt) {
+  ProcessCluster cluster("proc-logs");
   ASSERT_TRUE(StartHostingWorker(cluster, 2));
 
   std::string exp = SubmitSpec(cluster, R"({"trainable": "counter_class",
@@ -1185,10 +1163,8 @@ TEST(ProcessTrainableE2ETest, PerTrialOutputFilesGetAHeaderPerAttempt) {
 // 3) and SIGKILL at it, and answers the STOP only once the group is empty,
 // so a 1-CPU worker's next trial never runs beside the killed trial's child
 // (it did, for two seconds, when the SIGTERM came only at the deadline).
-TEST(ProcessTrainableE2ETest, ANextTrialWaitsUntilAKilledChildWithALongGraceIsGone) {
-  ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
-  LocalCluster cluster("proc-long-grace", kTiming);
-  LeftoverReaper reaper(cluster);
+TEST_F(ProcessTrainableE2ETest, ANextTrialWaitsUntilAKilledChildWithALongGraceIsGone) {
+  ProcessCluster cluster("proc-long-grace");
   cluster.StartHead();
   cluster.StartWorker("a", 1, Hosting(cluster, 3));
   ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
@@ -1222,10 +1198,8 @@ TEST(ProcessTrainableE2ETest, ANextTrialWaitsUntilAKilledChildWithALongGraceIsGo
 // line (it used to be glued to the partial line). Deterministic here: the
 // program prints "no newline" before it becomes misbehave.py (exit 3 at step
 // 1, max_failures 1: two attempts).
-TEST(ProcessTrainableE2ETest, EveryHeaderStartsOnALineOfItsOwn) {
-  ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
-  LocalCluster cluster("proc-header-line", kTiming);
-  LeftoverReaper reaper(cluster);
+TEST_F(ProcessTrainableE2ETest, EveryHeaderStartsOnALineOfItsOwn) {
+  ProcessCluster cluster("proc-header-line");
   const std::string root = RepoRoot();
   Json file = {{"no_newline",
                 {{"argv",
@@ -1267,10 +1241,8 @@ CommandResult Logs(const LocalCluster& cluster, const std::string& args) {
 // Every attempt, one attempt, stderr, each trial only its own bytes (the
 // worker's files byte for byte), --follow on a finished trial, and refusals.
 // misbehave exit3 at step 2 with max_failures 1 gives two attempts for sure.
-TEST(ProcessTrainableE2ETest, LogsShowEachAttemptsOutputThroughTheHead) {
-  ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
-  LocalCluster cluster("proc-logs-cli", kTiming);
-  LeftoverReaper reaper(cluster);
+TEST_F(ProcessTrainableE2ETest, LogsShowEachAttemptsOutputThroughTheHead) {
+  ProcessCluster cluster("proc-logs-cli");
   ASSERT_TRUE(StartHostingWorker(cluster, 2));
   const std::string failing = SubmitSpec(cluster, R"({"trainable": "misbehave",
       "param_space": {"mode": "exit3", "at_step": 2},
@@ -1330,10 +1302,8 @@ TEST(ProcessTrainableE2ETest, LogsShowEachAttemptsOutputThroughTheHead) {
 // --follow started with the submission (the trial may not have started yet)
 // shows the output as it grows and ends when the trial has finished, with
 // everything the trial printed.
-TEST(ProcessTrainableE2ETest, LogsFollowARunningTrialToItsEnd) {
-  ASSERT_NO_FATAL_FAILURE(CheckEnvironment());
-  LocalCluster cluster("proc-logs-follow", kTiming);
-  LeftoverReaper reaper(cluster);
+TEST_F(ProcessTrainableE2ETest, LogsFollowARunningTrialToItsEnd) {
+  ProcessCluster cluster("proc-logs-follow");
   ASSERT_TRUE(StartHostingWorker(cluster, 1));
   const std::string exp = SubmitSpec(cluster, R"({"trainable": "counter_class",
       "param_space": {"start": 0}, "stop": {"training_iteration": 300}})",
@@ -1351,11 +1321,9 @@ TEST(ProcessTrainableE2ETest, LogsFollowARunningTrialToItsEnd) {
 
 // A built-in trainable writes no stdout: the refusal says so. Once its worker
 // is gone, the refusal says where the output stays.
-TEST(ProcessTrainableE2ETest, LogsOfABuiltInTrainableOrAGoneWorkerSayWhy) {
-  LocalCluster cluster("proc-logs-refusals", kTiming);
-  cluster.StartHead();
-  cluster.StartWorker("a", 1);
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+TEST_F(ProcessTrainableE2ETest, LogsOfABuiltInTrainableOrAGoneWorkerSayWhy) {
+  ProcessCluster cluster("proc-logs-refusals");
+  ASSERT_TRUE(cluster.StartHeadAndWorkers({"a"}, 1)) << cluster.Logs();
   const std::string exp = SubmitSpec(cluster, R"({"trainable": "quadratic",
       "param_space": {"lr": 0.1}, "stop": {"training_iteration": 2}})",
                                      "spec");

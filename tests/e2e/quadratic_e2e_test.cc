@@ -62,10 +62,7 @@ std::vector<std::vector<std::string>> ParseCsv(const std::string& text) {
 
 TEST(QuadraticE2ETest, SixteenTrialsOnTwoWorkersAgreeWithTheStore) {
   LocalCluster cluster("quadratic");
-  cluster.StartHead();
-  cluster.StartWorker("a", 2);
-  cluster.StartWorker("b", 2);
-  ASSERT_TRUE(cluster.WaitForWorkers(2)) << cluster.Logs();
+  ASSERT_TRUE(cluster.StartHeadAndWorkers({"a", "b"}, 2)) << cluster.Logs();
 
   std::string spec_path = cluster.dir() + "/spec.json";
   std::ofstream(spec_path) << R"({

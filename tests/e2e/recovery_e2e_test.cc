@@ -101,9 +101,7 @@ TEST(RecoveryE2ETest, TrialsOfAWorkerThatNeverReturnsRestartFromCheckpoints) {
 // consistent.
 TEST(RecoveryE2ETest, AHeadMigratesASchemaOneStore) {
   LocalCluster cluster("schema-1");
-  cluster.StartHead();
-  cluster.StartWorker("a", 2);
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(cluster.StartHeadAndWorkers({"a"}, 2)) << cluster.Logs();
   // Each trial fails once at iteration 3 and retries from its checkpoint.
   const std::string exp = SubmitSpec(cluster, R"({"trainable": "fail", "num_samples": 2,
       "param_space": {"fail_at": 3}, "max_failures": 1,

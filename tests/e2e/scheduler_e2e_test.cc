@@ -121,10 +121,8 @@ std::string RunSequentially(LocalCluster& cluster, const std::string& spec, cons
   if (exp.empty()) return exp;
   if (crash) {
     const std::string victim = TrialId(exp, crash_trial);
-    EXPECT_TRUE(WaitFor([&] {
-      const Json t = GetTrial(cluster, victim);
-      return StatusOf(t) == "RUNNING" && IterationOf(t) >= crash_iteration;
-    })) << cluster.Logs();
+    EXPECT_TRUE(WaitRunningAt(cluster, victim, crash_iteration, std::chrono::seconds(30)))
+        << cluster.Logs();
     cluster.head().Kill(SIGKILL);
     cluster.StartHead({"--reattach-grace-ms", "10000"});
   }

@@ -13,6 +13,7 @@
 #include "common/security/curve_socket.h"
 #include "common/zmq/socket_util.h"
 #include "tests/e2e/cluster.h"
+#include "tests/e2e/peer_messages.h"
 #include "tests/e2e/tcp_proxy.h"
 #include "tests/e2e/trial_queries.h"
 
@@ -42,9 +43,7 @@ int PortOf(const std::string& endpoint) {
 // key's fingerprint once however often it comes back, and serves on.
 TEST(SecurityE2ETest, UnknownKeysNoKeysAndAWrongHeadKeyAreRefusedAndTheHeadServesOn) {
   LocalCluster cluster("sec-refuse");
-  cluster.StartHead();
-  cluster.StartWorker("w0", 1);
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(cluster.StartHeadAndWorkers({"w0"}, 1)) << cluster.Logs();
   const std::string stranger = cluster.keys().MakeStrangerKey("stranger");
 
   for (int i = 0; i < 3; ++i) {
@@ -103,9 +102,7 @@ TEST(SecurityE2ETest, EachRoleDoesWhatItMayAndNothingElse) {
   const std::string reader = keys.AddClient("reader", "read");
   const std::string alice = keys.AddClient("alice", "submit");
   const std::string bob = keys.AddClient("bob", "submit");
-  cluster.StartHead();
-  cluster.StartWorker("w0", 2);
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(cluster.StartHeadAndWorkers({"w0"}, 2)) << cluster.Logs();
   const std::string spec = cluster.dir() + "/long.json";
   std::ofstream(spec) << R"({"trainable": "sleep", "num_samples": 1,
       "param_space": {"sleep_s": 0.01}, "stop": {"training_iteration": 100000}})";
@@ -195,24 +192,6 @@ TEST(SecurityE2ETest, RevokedKeysLoseAccessAtTheNextReload) {
   EXPECT_TRUE(workers["w0"]["alive"].get<bool>());
 }
 
-// What a peer receives within `wait` (each message decoded; undecodable ones
-// are kept as a Disconnect with reason "undecodable").
-std::vector<protocol::Message> Drain(zmq::socket_t& s, milliseconds wait) {
-  std::vector<protocol::Message> got;
-  const auto deadline = std::chrono::steady_clock::now() + wait;
-  while (std::chrono::steady_clock::now() < deadline) {
-    zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, milliseconds(20));
-    auto parts = zmqutil::RecvMultipart(s);
-    if (!parts.ok() || parts->empty()) continue;
-    std::vector<std::string> frames;
-    for (auto& p : *parts) frames.push_back(p.to_string());
-    auto m = protocol::Decode(frames);
-    got.push_back(m.ok() ? *m : protocol::Message{protocol::Disconnect{"undecodable"}, {}});
-  }
-  return got;
-}
-
 // A head and one worker "w0" running a one-trial `sleep` experiment of
 // `iterations` steps, past its third.
 struct Victim {
@@ -221,9 +200,7 @@ struct Victim {
   std::string worker_id;
 };
 void StartVictim(LocalCluster& cluster, int iterations, Victim* v) {
-  cluster.StartHead();
-  cluster.StartWorker("w0", 1);
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(cluster.StartHeadAndWorkers({"w0"}, 1)) << cluster.Logs();
   v->experiment_id = SubmitSpec(cluster,
                                 R"({"trainable": "sleep", "num_samples": 1,
       "param_space": {"sleep_s": 0.02}, "stop": {"training_iteration": )" +
@@ -247,9 +224,7 @@ TEST(SecurityE2ETest, APeerTakingAWorkersIdGetsNothingAndStoresNothing) {
   const std::string stranger = cluster.keys().MakeStrangerKey("stranger");
   Victim victim;
   ASSERT_NO_FATAL_FAILURE(StartVictim(cluster, 80, &victim));
-  const std::string& exp = victim.experiment_id;
-  const std::string& trial = victim.trial_id;
-  const std::string& victim_id = victim.worker_id;
+  const auto& [exp, trial, victim_id] = victim;
 
   zmq::context_t context;
   struct Attacker {
@@ -288,7 +263,7 @@ TEST(SecurityE2ETest, APeerTakingAWorkersIdGetsNothingAndStoresNothing) {
   }
   for (size_t i = 0; i < sockets.size(); ++i) {
     SCOPED_TRACE(attackers[i].what);
-    for (const auto& m : Drain(*sockets[i], milliseconds(1000))) {
+    for (const auto& m : ReceiveMessages(*sockets[i], milliseconds(1000))) {
       // At most "you are not registered": nothing of a trial, no REGISTERED.
       EXPECT_TRUE(std::holds_alternative<protocol::Disconnect>(m.body))
           << protocol::CommandName(m.body);
@@ -319,9 +294,7 @@ TEST(SecurityE2ETest, AfterAHeadCrashAWorkersIdStillBelongsToItsKey) {
   const std::string mallory = cluster.keys().AddWorker("mallory");
   Victim victim;
   ASSERT_NO_FATAL_FAILURE(StartVictim(cluster, 60, &victim));
-  const std::string& exp = victim.experiment_id;
-  const std::string& trial = victim.trial_id;
-  const std::string& victim_id = victim.worker_id;
+  const auto& [exp, trial, victim_id] = victim;
 
   cluster.worker(0).Signal(SIGSTOP);
   cluster.head().Kill(SIGKILL);
@@ -342,7 +315,7 @@ TEST(SecurityE2ETest, AfterAHeadCrashAWorkersIdStillBelongsToItsKey) {
   claimed.attempt = 1;
   reg.live_actors = {claimed};
   ASSERT_TRUE(zmqutil::SendFrames(s, protocol::Encode(protocol::Message{reg, {}})).ok());
-  for (const auto& m : Drain(s, milliseconds(1000))) {
+  for (const auto& m : ReceiveMessages(s, milliseconds(1000))) {
     EXPECT_TRUE(std::holds_alternative<protocol::Disconnect>(m.body))
         << protocol::CommandName(m.body);
   }

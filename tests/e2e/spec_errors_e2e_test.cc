@@ -10,9 +10,7 @@ namespace {
 
 TEST(SpecErrorsE2ETest, RejectsBadSpecsThenRunsAValidOne) {
   LocalCluster cluster("spec-errors");
-  cluster.StartHead();
-  cluster.StartWorker("a", 2);
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(cluster.StartHeadAndWorkers({"a"}, 2)) << cluster.Logs();
 
   std::string infeasible = cluster.dir() + "/infeasible.json";
   std::ofstream(infeasible) << R"({"trainable": "quadratic",

@@ -21,10 +21,7 @@ using std::chrono::seconds;
 
 TEST(StallE2ETest, AHeadStoppedForFiveSecondsFailsNoTrial) {
   LocalCluster cluster("stall-sigstop");
-  cluster.StartHead();
-  cluster.StartWorker("w0", 2);
-  cluster.StartWorker("w1", 2);
-  ASSERT_TRUE(cluster.WaitForWorkers(2)) << cluster.Logs();
+  ASSERT_TRUE(cluster.StartHeadAndWorkers({"w0", "w1"}, 2)) << cluster.Logs();
   const int64_t kIterations = 150;
   std::string exp = SubmitSpec(cluster, R"({"trainable": "sleep", "num_samples": 6,
       "param_space": {"sleep_s": 0.02}, "stop": {"training_iteration": 150},
@@ -99,10 +96,7 @@ class Pollers {
 
 TEST(StallE2ETest, FiftyPollingClientsFailNoTrial) {
   LocalCluster cluster("stall-pollers");
-  cluster.StartHead();
-  cluster.StartWorker("w0", 2);
-  cluster.StartWorker("w1", 2);
-  ASSERT_TRUE(cluster.WaitForWorkers(2)) << cluster.Logs();
+  ASSERT_TRUE(cluster.StartHeadAndWorkers({"w0", "w1"}, 2)) << cluster.Logs();
   std::string exp = SubmitSpec(cluster, R"({"trainable": "sleep", "num_samples": 100,
       "param_space": {"sleep_s": 0.01}, "stop": {"training_iteration": 10}})", "pollers");
   ASSERT_FALSE(exp.empty());

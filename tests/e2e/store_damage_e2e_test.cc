@@ -12,6 +12,7 @@
 #include <string>
 
 #include "tests/e2e/cluster.h"
+#include "tests/e2e/trial_queries.h"
 #include "tests/storage/damage_util.h"
 
 namespace ztune::e2e {
@@ -21,16 +22,13 @@ namespace fs = std::filesystem;
 
 TEST(StoreDamageE2ETest, HeadRefusesDamagedWalAndSalvageMakesItServeAgain) {
   LocalCluster cluster("store-damage");
-  cluster.StartHead();
-  cluster.StartWorker("a", 2);
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
-  const std::string spec = cluster.dir() + "/spec.json";
-  std::ofstream(spec) << R"({"trainable": "quadratic", "param_space": {"lr": 0.1},
-      "num_samples": 2, "stop": {"training_iteration": 60}})";
-  auto r = cluster.Cli("submit " + spec, /*stdout_only=*/true);
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  const std::string exp = r.out.substr(0, r.out.find_first_of(" \n"));
-  r = cluster.Cli("wait " + exp + " --timeout 60");
+  ASSERT_TRUE(cluster.StartHeadAndWorkers({"a"}, 2)) << cluster.Logs();
+  const std::string exp =
+      SubmitSpec(cluster, R"({"trainable": "quadratic", "param_space": {"lr": 0.1},
+      "num_samples": 2, "stop": {"training_iteration": 60}})",
+                 "spec");
+  ASSERT_FALSE(exp.empty());
+  auto r = cluster.Cli("wait " + exp + " --timeout 60");
   ASSERT_EQ(r.exit_code, 0) << r.out << cluster.Logs();
   cluster.head().Kill(SIGKILL);
   cluster.worker(0).Kill(SIGKILL);
@@ -54,28 +52,15 @@ TEST(StoreDamageE2ETest, HeadRefusesDamagedWalAndSalvageMakesItServeAgain) {
   const std::string head = std::string(ZTUNE_HEAD_BIN) + " --data-dir " + cluster.data_dir();
   r = e2e::Run("timeout 30 " + head +
                " --worker-endpoint tcp://127.0.0.1:* --client-endpoint tcp://127.0.0.1:*");
-  EXPECT_EQ(r.exit_code, 3) << r.out;
-  EXPECT_TRUE(Contains(r.out, "data directory " + cluster.data_dir() + " is corrupt")) << r.out;
-  EXPECT_TRUE(Contains(r.out, "checksum mismatch")) << r.out;
-  EXPECT_TRUE(Contains(r.out, "--salvage")) << r.out;
-  r = e2e::Run("timeout 30 " + head + " --check");
-  EXPECT_EQ(r.exit_code, 3) << r.out;
-  EXPECT_TRUE(Contains(r.out, "is corrupt")) << r.out;
-
-  r = e2e::Run("timeout 60 " + head + " --salvage");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_TRUE(Contains(r.out, "salvaged")) << r.out;
-  EXPECT_TRUE(Contains(r.out, "copied, untouched, to " + cluster.data_dir() + ".damaged-"))
-      << r.out;
-  EXPECT_TRUE(Contains(r.out, "method: point-in-time")) << r.out;
-  EXPECT_TRUE(Contains(r.out, "commits replayed")) << r.out;
-
-  r = e2e::Run("timeout 60 " + head + " --check");
-  EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_TRUE(Contains(r.out, "consistent")) << r.out;
-  r = e2e::Run("timeout 60 " + head + " --salvage");
-  EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_TRUE(Contains(r.out, "nothing to salvage")) << r.out;
+  ExpectExit(
+      r, 3,
+      {"data directory " + cluster.data_dir() + " is corrupt", "checksum mismatch", "--salvage"});
+  ExpectExit(e2e::Run("timeout 30 " + head + " --check"), 3, {"is corrupt"});
+  ExpectExit(e2e::Run("timeout 60 " + head + " --salvage"), 0,
+             {"salvaged", "copied, untouched, to " + cluster.data_dir() + ".damaged-",
+              "method: point-in-time", "commits replayed"});
+  ExpectExit(e2e::Run("timeout 60 " + head + " --check"), 0, {"consistent"});
+  ExpectExit(e2e::Run("timeout 60 " + head + " --salvage"), 0, {"nothing to salvage"});
 
   cluster.StartHead();
   Json experiments = cluster.CliJson("experiments");

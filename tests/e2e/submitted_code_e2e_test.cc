@@ -181,9 +181,7 @@ TEST(SubmittedCodeE2ETest, RunsOnAWorkerThatNeverSawItAndIsStoredOnce) {
 
 TEST(SubmittedCodeE2ETest, IsRefusedWhileNoWorkerRunsSubmittedCode) {
   LocalCluster cluster("submitted-code-off", kTiming);
-  cluster.StartHead();
-  cluster.StartWorker("plain", 2);
-  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  ASSERT_TRUE(cluster.StartHeadAndWorkers({"plain"}, 2)) << cluster.Logs();
   WriteProject(cluster);
   auto r = cluster.Cli("submit " + WriteSpec(cluster, "spec", /*with_path=*/true));
   EXPECT_EQ(r.exit_code, 1) << r.out;

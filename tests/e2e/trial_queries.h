@@ -2,6 +2,7 @@
 // the e2e tests. Test-thread only.
 #pragma once
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -70,6 +71,17 @@ inline void ExpectResultsOneToN(const LocalCluster& cluster, const std::string& 
     EXPECT_EQ(results[i - 1]["training_iteration"], i) << id;
     EXPECT_EQ(results[i - 1]["trial_id"], id);
   }
+}
+
+// Waits until trial `id` is RUNNING at `iteration` or later (false on timeout).
+inline bool WaitRunningAt(const LocalCluster& cluster, const std::string& id, int64_t iteration,
+                          std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  return WaitFor(
+      [&] {
+        const Json t = GetTrial(cluster, id);
+        return StatusOf(t) == "RUNNING" && IterationOf(t) >= iteration;
+      },
+      timeout);
 }
 
 // Submits `spec` (written to <dir>/<name>.json); returns the experiment id, "" on failure.
