@@ -16,24 +16,14 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/fakes/temp_dir.h"
+
 namespace ztune::security {
 namespace {
 
 class CurveKeysTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    // Only Z85 characters ('/', '.', letters, digits): the 40-character path
-    // test needs a directory whose path is itself Z85 text.
-    std::string tmpl = "/tmp/zkeys.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-
-  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string Path(const std::string& name) const { return tmp_.Sub(name); }
 
   static KeyPair NewPair() {
     auto pair = GenerateKeyPair();
@@ -61,7 +51,10 @@ class CurveKeysTest : public ::testing::Test {
     ASSERT_EQ(::chmod(path.c_str(), mode), 0) << path;
   }
 
-  std::string dir_;
+  // Only Z85 characters ('/', '.', letters, digits): the 40-character path
+  // test needs a directory whose path is itself Z85 text.
+  testing::TempDir tmp_{"zkeys."};
+  const std::string& dir_ = tmp_.path();
 };
 
 TEST_F(CurveKeysTest, GeneratedPairRoundTripsThroughItsFiles) {

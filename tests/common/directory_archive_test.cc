@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "common/checkpoint/checkpoint_envelope.h"
+#include "tests/fakes/temp_dir.h"
 
 namespace ztune::checkpoint {
 namespace {
@@ -46,26 +47,7 @@ std::string Reseal(std::string body_with_old_crc) {
   return body_with_old_crc;
 }
 
-// A fresh directory under the system temp dir, removed with the test.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = (fs::temp_directory_path() /
-             ("ztune-archive-test-" + std::to_string(getpid()) + "-" + std::to_string(++counter)))
-                .string();
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 class DirectoryArchiveTest : public ::testing::Test {
  protected:

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "common/security/curve_keys.h"
+#include "tests/fakes/temp_dir.h"
 
 namespace ztune::head {
 namespace {
@@ -39,17 +40,7 @@ PublicKey KeyWithHash() {
 
 class AccessListsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = "/tmp/ztune_access_lists_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-
-  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string Path(const std::string& name) const { return tmp_.Sub(name); }
   static void Write(const std::string& path, const std::string& text) {
     std::ofstream(path, std::ios::trunc) << text;
   }
@@ -60,7 +51,8 @@ class AccessListsTest : public ::testing::Test {
     return text.str();
   }
 
-  std::string dir_;
+  testing::TempDir tmp_{"ztune_access_lists_test."};
+  const std::string& dir_ = tmp_.path();
 };
 
 TEST_F(AccessListsTest, KeyWithHashIsAValidKeyButNoKeyStartsWithHash) {

@@ -21,7 +21,7 @@
 
 #include "storage/rocksdb_store.h"
 #include "tests/storage/child_process.h"
-#include "tests/storage/temp_dir.h"
+#include "tests/fakes/temp_dir.h"
 
 namespace ztune::storage {
 namespace {
@@ -47,7 +47,7 @@ class CrashAtomicityTest : public ::testing::TestWithParam<KillPlan> {};
 
 TEST_P(CrashAtomicityTest, BatchesAreWholeOrAbsentWhenWriterIsKilled) {
   const KillPlan plan = GetParam();
-  testutil::TempDir tmp;
+  testing::TempDir tmp;
   const std::string dir = tmp.Sub("db");
 
   long max_reported = -1;

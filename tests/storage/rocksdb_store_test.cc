@@ -18,13 +18,13 @@
 #include "storage/keys.h"
 #include "tests/fakes/file_damage.h"
 #include "tests/storage/child_process.h"
-#include "tests/storage/temp_dir.h"
+#include "tests/fakes/temp_dir.h"
 
 namespace ztune::storage {
 namespace {
 
 namespace fs = std::filesystem;
-using testutil::TempDir;
+using testing::TempDir;
 
 std::unique_ptr<RocksDbStore> OpenOrDie(const std::string& dir) {
   auto r = RocksDbStore::Open(dir);

@@ -16,7 +16,7 @@
 #include "storage/keys.h"
 #include "storage/rocksdb_store.h"
 #include "storage/store.h"
-#include "tests/storage/temp_dir.h"
+#include "tests/fakes/temp_dir.h"
 
 namespace ztune::storage {
 namespace {
@@ -39,7 +39,7 @@ struct RocksDbBackend {
     return Status::Ok();
   }
   Store& store() { return *store_; }
-  testutil::TempDir dir_;
+  testing::TempDir dir_;
   std::unique_ptr<RocksDbStore> store_;
 };
 

@@ -20,17 +20,17 @@
 #include "storage/keys.h"
 #include "storage/rocksdb_store.h"
 #include "tests/storage/damage_util.h"
-#include "tests/storage/temp_dir.h"
+#include "tests/fakes/temp_dir.h"
 
 namespace ztune::storage {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::TempDir;
 using testutil::FilesIn;
 using testutil::LogRecord;
 using testutil::LogRecords;
 using testutil::ReadAll;
-using testutil::TempDir;
 using testutil::WriteAll;
 
 bool Contains(const std::string& haystack, const std::string& needle) {

@@ -19,13 +19,13 @@
 
 #include "storage/keys.h"
 #include "storage/rocksdb_store.h"
-#include "tests/storage/temp_dir.h"
+#include "tests/fakes/temp_dir.h"
 
 namespace ztune::storage {
 namespace {
 
 namespace fs = std::filesystem;
-using testutil::TempDir;
+using testing::TempDir;
 
 constexpr uint64_t kMiB = 1 << 20;
 

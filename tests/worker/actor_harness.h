@@ -14,31 +14,13 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/fakes/temp_dir.h"
 #include "worker/actor_runner.h"
 #include "worker/trainable_registry.h"
 
 namespace ztune::worker {
 
-// A fresh, empty directory under the system temp dir, removed on destruction.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = (std::filesystem::temp_directory_path() /
-             ("ztune-worker-test-" + std::to_string(getpid()) + "-" + std::to_string(++counter)))
-                .string();
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 class ActorHarness {
  public:

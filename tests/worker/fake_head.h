@@ -17,6 +17,7 @@
 
 #include "common/protocol/codec.h"
 #include "common/zmq/socket_util.h"
+#include "worker/worker_options.h"
 
 namespace ztune::worker {
 
@@ -38,6 +39,22 @@ class FakeHead {
     auto ep = zmqutil::LastEndpoint(router_);
     EXPECT_TRUE(ep.ok());
     endpoint_ = *ep;
+  }
+
+  // Options of a worker "w" in `work_dir` that talks to this head with its
+  // heartbeat and liveness: 2 CPUs, reconnects within 200 ms, 2 s to shut
+  // down; a test changes what it needs.
+  WorkerOptions WorkerOptionsFor(const std::string& work_dir) const {
+    WorkerOptions o;
+    o.head_endpoint = endpoint_;
+    o.name = "w";
+    o.work_dir = work_dir;
+    o.resources = {{"CPU", 2}};
+    o.heartbeat_ms = heartbeat_ms_;
+    o.liveness = liveness_;
+    o.max_backoff_ms = 200;
+    o.shutdown_grace_ms = 2000;
+    return o;
   }
 
   const std::string& endpoint() const { return endpoint_; }

@@ -147,14 +147,7 @@ class ProcessActorRuntimeTest : public ::testing::Test {
  protected:
   void Start(int64_t shutdown_grace_ms = 2000) {
     head_ = std::make_unique<FakeHead>(context_, kHeartbeatMs, 6);
-    WorkerOptions o;
-    o.head_endpoint = head_->endpoint();
-    o.name = "w";
-    o.work_dir = dir_.path();
-    o.resources = {{"CPU", 2}};
-    o.heartbeat_ms = kHeartbeatMs;
-    o.liveness = 6;
-    o.max_backoff_ms = 200;
+    WorkerOptions o = head_->WorkerOptionsFor(dir_.path());
     o.shutdown_grace_ms = shutdown_grace_ms;
     worker_ = std::make_unique<RunningWorker>(context_, o, RegisterChildren);
     auto reg = head_->WaitFor<Register>();

@@ -244,15 +244,7 @@ class SubmittedCodeWorkerTest : public ::testing::Test {
  protected:
   void Start(bool allow) {
     head_ = std::make_unique<FakeHead>(context_, kHeartbeatMs, 10);
-    WorkerOptions o;
-    o.head_endpoint = head_->endpoint();
-    o.name = "w";
-    o.work_dir = dir_.path();
-    o.resources = {{"CPU", 2}};
-    o.heartbeat_ms = kHeartbeatMs;
-    o.liveness = 10;
-    o.max_backoff_ms = 200;
-    o.shutdown_grace_ms = 2000;
+    WorkerOptions o = head_->WorkerOptionsFor(dir_.path());
     o.allow_submitted_code = allow;
     o.python = "/usr/bin/python3";
     o.python_path = RepoRoot() + "/python";

@@ -30,15 +30,9 @@ class WorkerRuntimeTest : public ::testing::Test {
   // else; the silent-head test uses its own, shorter one.
   void Start(int64_t liveness = 6) {
     head_ = std::make_unique<FakeHead>(context_, kHeartbeatMs, liveness);
-    WorkerOptions o;
-    o.head_endpoint = head_->endpoint();
-    o.name = "w";
-    o.work_dir = dir_.path();
+    WorkerOptions o = head_->WorkerOptionsFor(dir_.path());
     o.resources = {{"CPU", 2}, {"GPU", 1}, {"memory", 8e9}};
     o.gpu_ids = {0};
-    o.heartbeat_ms = kHeartbeatMs;
-    o.liveness = liveness;
-    o.max_backoff_ms = 200;
     o.shutdown_grace_ms = 1000;
     worker_ = std::make_unique<RunningWorker>(context_, o);
     auto reg = head_->WaitFor<Register>();
@@ -577,14 +571,8 @@ TEST_F(WorkerRuntimeTest, ReRegistersWhenTheHeadSaysDisconnect) {
 TEST_F(WorkerRuntimeTest, KeepsRegisteringUntilRegisteredAndHoldsReplies) {
   head_ = std::make_unique<FakeHead>(context_, kHeartbeatMs, 6);
   head_->auto_register = false;
-  WorkerOptions o;
-  o.head_endpoint = head_->endpoint();
-  o.name = "w";
-  o.work_dir = dir_.path();
+  WorkerOptions o = head_->WorkerOptionsFor(dir_.path());
   o.resources = {{"CPU", 1}};
-  o.heartbeat_ms = kHeartbeatMs;
-  o.liveness = 6;
-  o.max_backoff_ms = 200;
   worker_ = std::make_unique<RunningWorker>(context_, o);
   auto first = head_->WaitFor<Register>();
   ASSERT_TRUE(first.has_value());

@@ -1,5 +1,5 @@
-// A unique directory under /tmp for one test, removed with everything in it
-// when the object dies. Test-thread only.
+// A unique, empty directory under /tmp for one test, removed with everything
+// in it when the object dies. Test-thread only.
 #pragma once
 
 #include <cstdlib>
@@ -7,12 +7,14 @@
 #include <string>
 #include <system_error>
 
-namespace ztune::storage::testutil {
+namespace ztune::testing {
 
 class TempDir {
  public:
-  TempDir() {
-    std::string tmpl = "/tmp/ztune_storage_test.XXXXXX";
+  // The directory is /tmp/<prefix>XXXXXX (mkdtemp adds letters and digits
+  // only, so a Z85-safe prefix gives a Z85-safe path).
+  explicit TempDir(const std::string& prefix = "ztune_test.") {
+    std::string tmpl = "/tmp/" + prefix + "XXXXXX";
     const char* made = ::mkdtemp(tmpl.data());
     if (made == nullptr) std::abort();  // no /tmp: nothing sensible to test
     path_ = made;
@@ -32,4 +34,4 @@ class TempDir {
   std::string path_;
 };
 
-}  // namespace ztune::storage::testutil
+}  // namespace ztune::testing
