@@ -14,7 +14,7 @@
 #include "common/protocol/codec.h"
 #include "common/zmq/socket_util.h"
 #include "tests/e2e/cluster.h"
-#include "tests/e2e/peer_messages.h"
+#include "tests/fakes/peer_messages.h"
 #include "tests/e2e/trial_queries.h"
 
 namespace ztune::e2e {
@@ -84,10 +84,9 @@ class HostileWorker {
   }
   // Whether a REGISTERED arrives within `wait`.
   bool Registered(milliseconds wait) {
-    auto got = ReceiveMessages(socket_, wait, [](const protocol::Message& m) {
+    return testing::ReceiveUntil(socket_, wait, [](const protocol::Message& m) {
       return std::holds_alternative<protocol::Registered>(m.body);
     });
-    return !got.empty() && std::holds_alternative<protocol::Registered>(got.back().body);
   }
 
  private:

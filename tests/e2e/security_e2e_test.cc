@@ -13,7 +13,7 @@
 #include "common/security/curve_socket.h"
 #include "common/zmq/socket_util.h"
 #include "tests/e2e/cluster.h"
-#include "tests/e2e/peer_messages.h"
+#include "tests/fakes/peer_messages.h"
 #include "tests/e2e/tcp_proxy.h"
 #include "tests/e2e/trial_queries.h"
 
@@ -263,7 +263,7 @@ TEST(SecurityE2ETest, APeerTakingAWorkersIdGetsNothingAndStoresNothing) {
   }
   for (size_t i = 0; i < sockets.size(); ++i) {
     SCOPED_TRACE(attackers[i].what);
-    for (const auto& m : ReceiveMessages(*sockets[i], milliseconds(1000))) {
+    for (const auto& m : testing::ReceiveMessages(*sockets[i], milliseconds(1000))) {
       // At most "you are not registered": nothing of a trial, no REGISTERED.
       EXPECT_TRUE(std::holds_alternative<protocol::Disconnect>(m.body))
           << protocol::CommandName(m.body);
@@ -315,7 +315,7 @@ TEST(SecurityE2ETest, AfterAHeadCrashAWorkersIdStillBelongsToItsKey) {
   claimed.attempt = 1;
   reg.live_actors = {claimed};
   ASSERT_TRUE(zmqutil::SendFrames(s, protocol::Encode(protocol::Message{reg, {}})).ok());
-  for (const auto& m : ReceiveMessages(s, milliseconds(1000))) {
+  for (const auto& m : testing::ReceiveMessages(s, milliseconds(1000))) {
     EXPECT_TRUE(std::holds_alternative<protocol::Disconnect>(m.body))
         << protocol::CommandName(m.body);
   }

@@ -17,6 +17,7 @@
 #include "common/zmq/socket_util.h"
 #include "storage/fault_injecting_store.h"
 #include "storage/in_memory_store.h"
+#include "tests/fakes/peer_messages.h"
 
 namespace ztune::head {
 namespace {
@@ -48,53 +49,95 @@ constexpr int64_t kHeartbeatMs = 100;
 constexpr int64_t kLiveness = 6;
 constexpr int64_t kCommitMs = 20 * kHeartbeatMs;
 
-TEST(HeadServerTest, HeartbeatsKeepGoingWhileACommitIsSlow) {
-  zmq::context_t context;
-  SlowStore store;
-  HeadServerOptions options;
-  options.worker_endpoint = "tcp://127.0.0.1:*";
-  options.client_endpoint = "tcp://127.0.0.1:*";
-  options.runner.heartbeat_ms = kHeartbeatMs;
-  options.runner.liveness = kLiveness;
-  HeadServer server(context, store, options);
-  ASSERT_TRUE(server.Start().ok());
-  std::atomic<bool> stop{false};
-  std::thread loop([&] { server.Run(stop).IgnoreError(); });
+// What `s` receives within `wait_ms`, or until `until` holds for a message.
+std::vector<protocol::Message> Receive(
+    zmq::socket_t& s, int64_t wait_ms,
+    const std::function<bool(const protocol::Message&)>& until = nullptr) {
+  return testing::ReceiveMessages(s, std::chrono::milliseconds(wait_ms), until);
+}
 
-  zmq::socket_t worker(context, zmq::socket_type::dealer);
-  ASSERT_TRUE(zmqutil::SetBytesOption(worker, ZMQ_ROUTING_ID, "w-1").ok());
-  ASSERT_TRUE(zmqutil::SetIntOption(worker, ZMQ_LINGER, 0).ok());
-  ASSERT_TRUE(zmqutil::Connect(worker, server.worker_endpoint()).ok());
+// Whether a message for which `pred` holds arrives on `s` within `wait_ms`.
+bool ReceiveUntil(zmq::socket_t& s, int64_t wait_ms,
+                  const std::function<bool(const protocol::Message&)>& pred) {
+  return testing::ReceiveUntil(s, std::chrono::milliseconds(wait_ms), pred);
+}
+
+bool IsRegistered(const protocol::Message& m) {
+  return std::holds_alternative<protocol::Registered>(m.body);
+}
+
+void SendRegister(zmq::socket_t& s, const std::string& worker_id, uint64_t incarnation = 1) {
   protocol::Register reg;
-  reg.worker_id = "w-1";
+  reg.worker_id = worker_id;
+  reg.incarnation = incarnation;
+  reg.pid = 4242;
+  reg.host = "test-host";
   reg.resources = {{"CPU", 1}};
   reg.trainables = {"noop"};
-  ASSERT_TRUE(zmqutil::SendFrames(worker, protocol::Encode({reg, {}})).ok());
+  ASSERT_TRUE(zmqutil::SendFrames(s, protocol::Encode({reg, {}})).ok());
+}
 
-  // Receives one message within `timeout_ms`; std::nullopt otherwise.
-  auto receive = [&](int64_t timeout_ms) -> std::optional<protocol::Message> {
-    zmq::pollitem_t item{worker.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms));
-    auto parts = zmqutil::RecvMultipart(worker);
-    if (!parts.ok() || parts->empty()) return std::nullopt;
-    std::vector<std::string_view> views;
-    for (const auto& p : *parts) views.emplace_back(static_cast<const char*>(p.data()), p.size());
-    auto m = protocol::Decode(std::span<const std::string_view>(views));
-    if (!m.ok()) return std::nullopt;
-    return std::move(m).value();
-  };
-  bool registered = false;
-  for (auto deadline = Clock::now() + std::chrono::seconds(10); !registered && Clock::now() < deadline;) {
-    auto m = receive(kHeartbeatMs);
-    registered = m && std::holds_alternative<protocol::Registered>(m->body);
+// A head on loopback with its loop on a thread, on `store` (its own
+// in-memory store when null); stopped and joined at scope exit (stats() and
+// run_status() may be read only after Stop()).
+class RunningHead {
+ public:
+  explicit RunningHead(HeadServerOptions options, storage::Store* store = nullptr)
+      : server_(context_, store != nullptr ? *store : own_store_, Prepare(options)) {
+    status_ = server_.Start();
+    if (status_.ok()) loop_ = std::thread([this] { run_status_ = server_.Run(stop_); });
   }
-  ASSERT_TRUE(registered);
+  ~RunningHead() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (loop_.joinable()) loop_.join();
+  }
+  const Status& start_status() const { return status_; }
+  const Status& run_status() const { return run_status_; }
+  HeadServer& server() { return server_; }
+  zmq::context_t& context() { return context_; }
+
+  zmq::socket_t Dealer(const std::string& endpoint, const std::string& routing_id = "") {
+    zmq::socket_t s(context_, zmq::socket_type::dealer);
+    EXPECT_TRUE(zmqutil::SetIntOption(s, ZMQ_LINGER, 0).ok());
+    if (!routing_id.empty()) {
+      EXPECT_TRUE(zmqutil::SetBytesOption(s, ZMQ_ROUTING_ID, routing_id).ok());
+    }
+    EXPECT_TRUE(zmqutil::Connect(s, endpoint).ok());
+    return s;
+  }
+
+ private:
+  static HeadServerOptions Prepare(HeadServerOptions o) {
+    o.worker_endpoint = "tcp://127.0.0.1:*";
+    o.client_endpoint = "tcp://127.0.0.1:*";
+    o.runner.heartbeat_ms = kHeartbeatMs;
+    return o;
+  }
+
+  zmq::context_t context_;
+  storage::InMemoryStore own_store_;
+  HeadServer server_;
+  Status status_;
+  Status run_status_;
+  std::atomic<bool> stop_{false};
+  std::thread loop_;
+};
+
+TEST(HeadServerTest, HeartbeatsKeepGoingWhileACommitIsSlow) {
+  SlowStore store;
+  HeadServerOptions options;
+  options.runner.liveness = kLiveness;
+  RunningHead head(options, &store);
+  ASSERT_TRUE(head.start_status().ok()) << head.start_status().ToString();
+  HeadServer& server = head.server();
+  zmq::socket_t worker = head.Dealer(server.worker_endpoint(), "w-1");
+  ASSERT_NO_FATAL_FAILURE(SendRegister(worker, "w-1"));
+  ASSERT_TRUE(ReceiveUntil(worker, 10'000, IsRegistered));
 
   // Every commit from now takes 20 heartbeat intervals; a submission commits.
   store.delay_ms = kCommitMs;
-  zmq::socket_t client(context, zmq::socket_type::dealer);
-  ASSERT_TRUE(zmqutil::SetIntOption(client, ZMQ_LINGER, 0).ok());
-  ASSERT_TRUE(zmqutil::Connect(client, server.client_endpoint()).ok());
+  zmq::socket_t client = head.Dealer(server.client_endpoint());
   const auto submitted = Clock::now();
   ASSERT_TRUE(zmqutil::SendFrames(client, {protocol::kVersion,
                                            R"({"op": "submit", "rid": 1, "spec": {"trainable": "noop",
@@ -113,7 +156,9 @@ TEST(HeadServerTest, HeartbeatsKeepGoingWhileACommitIsSlow) {
       ASSERT_TRUE(zmqutil::SendFrames(worker, protocol::Encode({protocol::Heartbeat{}, {}})).ok());
       last_sent = Clock::now();
     }
-    if (receive(10)) heard.push_back(Clock::now());
+    if (ReceiveUntil(worker, 10, [](const protocol::Message&) { return true; })) {
+      heard.push_back(Clock::now());
+    }
     auto reply = zmqutil::RecvMultipart(client);
     if (!answered && reply.ok() && !reply->empty()) {
       answered = true;
@@ -122,8 +167,7 @@ TEST(HeadServerTest, HeartbeatsKeepGoingWhileACommitIsSlow) {
       EXPECT_EQ(r.value("ok", false), true) << r.dump();
     }
   }
-  stop = true;
-  loop.join();
+  head.Stop();
   ASSERT_TRUE(answered) << "the submission was never answered";
   const auto commit_took =
       std::chrono::duration_cast<std::chrono::milliseconds>(answered_at - submitted).count();
@@ -146,20 +190,9 @@ TEST(HeadServerTest, HeartbeatsKeepGoingWhileACommitIsSlow) {
 // Issue 8's reproductions on the client endpoint: each gets an error reply,
 // and the head answers the next valid request.
 TEST(HeadServerTest, HostileClientRequestsGetErrorsAndTheHeadLivesOn) {
-  zmq::context_t context;
-  storage::InMemoryStore store;
-  HeadServerOptions options;
-  options.worker_endpoint = "tcp://127.0.0.1:*";
-  options.client_endpoint = "tcp://127.0.0.1:*";
-  options.runner.heartbeat_ms = kHeartbeatMs;
-  HeadServer server(context, store, options);
-  ASSERT_TRUE(server.Start().ok());
-  std::atomic<bool> stop{false};
-  std::thread loop([&] { server.Run(stop).IgnoreError(); });
-
-  zmq::socket_t client(context, zmq::socket_type::dealer);
-  ASSERT_TRUE(zmqutil::SetIntOption(client, ZMQ_LINGER, 0).ok());
-  ASSERT_TRUE(zmqutil::Connect(client, server.client_endpoint()).ok());
+  RunningHead head(HeadServerOptions{});
+  ASSERT_TRUE(head.start_status().ok()) << head.start_status().ToString();
+  zmq::socket_t client = head.Dealer(head.server().client_endpoint());
   // Sends one request and returns the parsed reply (null on timeout).
   auto ask = [&](const std::string& request) -> Json {
     if (!zmqutil::SendFrames(client, {protocol::kVersion, request}).ok()) return Json();
@@ -199,8 +232,7 @@ TEST(HeadServerTest, HostileClientRequestsGetErrorsAndTheHeadLivesOn) {
   Json fine = ask(R"({"op": "experiments", "rid": 2})");
   EXPECT_EQ(fine.value("ok", false), true) << fine.dump();
   EXPECT_EQ(fine["rid"], 2);
-  stop = true;
-  loop.join();
+  head.Stop();
 }
 
 }  // namespace
@@ -214,30 +246,11 @@ namespace {
 // clear error, answers reads, and goes on by itself once space is back: the
 // held submission is then committed and answered.
 TEST(HeadServerTest, AFullDiskRefusesNewWorkServesReadsAndResumesByItself) {
-  zmq::context_t context;
   storage::InMemoryStore base;
   storage::FaultInjectingStore store(base);
-  HeadServerOptions options;
-  options.worker_endpoint = "tcp://127.0.0.1:*";
-  options.client_endpoint = "tcp://127.0.0.1:*";
-  options.runner.heartbeat_ms = kHeartbeatMs;
-  HeadServer server(context, store, options);
-  ASSERT_TRUE(server.Start().ok());
-  std::atomic<bool> stop{false};
-  Status run_status;
-  std::thread loop([&] { run_status = server.Run(stop); });
-  struct Joiner {
-    std::atomic<bool>& stop;
-    std::thread& loop;
-    ~Joiner() {
-      stop = true;
-      if (loop.joinable()) loop.join();
-    }
-  } joiner{stop, loop};
-
-  zmq::socket_t client(context, zmq::socket_type::dealer);
-  ASSERT_TRUE(zmqutil::SetIntOption(client, ZMQ_LINGER, 0).ok());
-  ASSERT_TRUE(zmqutil::Connect(client, server.client_endpoint()).ok());
+  RunningHead head(HeadServerOptions{}, &store);
+  ASSERT_TRUE(head.start_status().ok()) << head.start_status().ToString();
+  zmq::socket_t client = head.Dealer(head.server().client_endpoint());
   auto send = [&](const Json& request) {
     ASSERT_TRUE(zmqutil::SendFrames(client, {protocol::kVersion, request.dump()}).ok());
   };
@@ -282,9 +295,8 @@ TEST(HeadServerTest, AFullDiskRefusesNewWorkServesReadsAndResumesByItself) {
   EXPECT_TRUE(got->has_value()) << "answered but not stored";
   send(Json{{"op", "submit"}, {"rid", 4}, {"spec", spec}});
   EXPECT_EQ(reply_to(4).value("ok", false), true) << "work is taken again";
-  stop = true;
-  loop.join();
-  EXPECT_TRUE(run_status.ok()) << run_status.ToString();
+  head.Stop();
+  EXPECT_TRUE(head.run_status().ok()) << head.run_status().ToString();
 }
 
 }  // namespace
@@ -292,86 +304,6 @@ TEST(HeadServerTest, AFullDiskRefusesNewWorkServesReadsAndResumesByItself) {
 
 namespace ztune::head {
 namespace {
-
-// A head on loopback with its loop on a thread; stopped and joined at scope
-// exit (stats() may be read only after Stop()).
-class RunningHead {
- public:
-  explicit RunningHead(HeadServerOptions options) : server_(context_, store_, Prepare(options)) {
-    status_ = server_.Start();
-    if (status_.ok()) loop_ = std::thread([this] { server_.Run(stop_).IgnoreError(); });
-  }
-  ~RunningHead() { Stop(); }
-  void Stop() {
-    stop_ = true;
-    if (loop_.joinable()) loop_.join();
-  }
-  const Status& start_status() const { return status_; }
-  HeadServer& server() { return server_; }
-  zmq::context_t& context() { return context_; }
-
-  zmq::socket_t Dealer(const std::string& endpoint, const std::string& routing_id = "") {
-    zmq::socket_t s(context_, zmq::socket_type::dealer);
-    EXPECT_TRUE(zmqutil::SetIntOption(s, ZMQ_LINGER, 0).ok());
-    if (!routing_id.empty()) {
-      EXPECT_TRUE(zmqutil::SetBytesOption(s, ZMQ_ROUTING_ID, routing_id).ok());
-    }
-    EXPECT_TRUE(zmqutil::Connect(s, endpoint).ok());
-    return s;
-  }
-
- private:
-  static HeadServerOptions Prepare(HeadServerOptions o) {
-    o.worker_endpoint = "tcp://127.0.0.1:*";
-    o.client_endpoint = "tcp://127.0.0.1:*";
-    o.runner.heartbeat_ms = kHeartbeatMs;
-    return o;
-  }
-
-  zmq::context_t context_;
-  storage::InMemoryStore store_;
-  HeadServer server_;
-  Status status_;
-  std::atomic<bool> stop_{false};
-  std::thread loop_;
-};
-
-// Every decodable message `s` receives within `wait_ms`, or until `until`
-// returns true for one.
-std::vector<protocol::Message> Receive(
-    zmq::socket_t& s, int64_t wait_ms,
-    const std::function<bool(const protocol::Message&)>& until = nullptr) {
-  std::vector<protocol::Message> got;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(wait_ms);
-  while (Clock::now() < deadline) {
-    zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::chrono::milliseconds(10));
-    auto parts = zmqutil::RecvMultipart(s);
-    if (!parts.ok() || parts->empty()) continue;
-    std::vector<std::string_view> views;
-    for (const auto& p : *parts) views.emplace_back(static_cast<const char*>(p.data()), p.size());
-    auto m = protocol::Decode(std::span<const std::string_view>(views));
-    if (!m.ok()) continue;
-    got.push_back(std::move(m).value());
-    if (until && until(got.back())) break;
-  }
-  return got;
-}
-
-bool IsRegistered(const protocol::Message& m) {
-  return std::holds_alternative<protocol::Registered>(m.body);
-}
-
-void SendRegister(zmq::socket_t& s, const std::string& worker_id, uint64_t incarnation = 1) {
-  protocol::Register reg;
-  reg.worker_id = worker_id;
-  reg.incarnation = incarnation;
-  reg.pid = 4242;
-  reg.host = "test-host";
-  reg.resources = {{"CPU", 1}};
-  reg.trainables = {"noop"};
-  ASSERT_TRUE(zmqutil::SendFrames(s, protocol::Encode({reg, {}})).ok());
-}
 
 // A worker that judged the head silent reconnects on a new connection with
 // the next incarnation; REGISTERs its old connection queued meanwhile can be
@@ -386,9 +318,9 @@ TEST(HeadServerTest, ALateRegisterOfAnEarlierIncarnationDoesNotTakeTheRouteBack)
   zmq::socket_t old_conn = head.Dealer(head.server().worker_endpoint(), "conn-old");
   zmq::socket_t new_conn = head.Dealer(head.server().worker_endpoint(), "conn-new");
   SendRegister(old_conn, "w-1", 1);
-  ASSERT_FALSE(Receive(old_conn, 10'000, IsRegistered).empty());
+  ASSERT_TRUE(ReceiveUntil(old_conn, 10'000, IsRegistered));
   SendRegister(new_conn, "w-1", 2);
-  ASSERT_FALSE(Receive(new_conn, 10'000, IsRegistered).empty());
+  ASSERT_TRUE(ReceiveUntil(new_conn, 10'000, IsRegistered));
   Receive(old_conn, 2 * kHeartbeatMs);  // heartbeats sent before the switch
 
   SendRegister(old_conn, "w-1", 1);
@@ -403,7 +335,7 @@ TEST(HeadServerTest, ALateRegisterOfAnEarlierIncarnationDoesNotTakeTheRouteBack)
 
   // A REGISTER of a newer incarnation still moves the route (a reconnect).
   SendRegister(old_conn, "w-1", 3);
-  EXPECT_FALSE(Receive(old_conn, 10'000, IsRegistered).empty());
+  EXPECT_TRUE(ReceiveUntil(old_conn, 10'000, IsRegistered));
 }
 
 // A client connection that sends faster than its budget gets refusals that
@@ -480,8 +412,8 @@ TEST(HeadServerTest, AWorkerOverItsBudgetIsToldToRegisterAgainAndComesBack) {
   zmq::socket_t quiet = head.Dealer(head.server().worker_endpoint(), "conn-quiet");
   SendRegister(flooder, "w-flood");
   SendRegister(quiet, "w-quiet");
-  ASSERT_FALSE(Receive(flooder, 10'000, IsRegistered).empty());
-  ASSERT_FALSE(Receive(quiet, 10'000, IsRegistered).empty());
+  ASSERT_TRUE(ReceiveUntil(flooder, 10'000, IsRegistered));
+  ASSERT_TRUE(ReceiveUntil(quiet, 10'000, IsRegistered));
 
   // Ten bursts' worth at once: far more than refills while they are read.
   const auto heartbeat = protocol::Encode({protocol::Heartbeat{}, {}});
@@ -500,7 +432,7 @@ TEST(HeadServerTest, AWorkerOverItsBudgetIsToldToRegisterAgainAndComesBack) {
   bool back = false;
   for (auto deadline = Clock::now() + std::chrono::seconds(10); !back && Clock::now() < deadline;) {
     SendRegister(flooder, "w-flood");
-    back = !Receive(flooder, kHeartbeatMs, IsRegistered).empty();
+    back = ReceiveUntil(flooder, kHeartbeatMs, IsRegistered);
   }
   EXPECT_TRUE(back) << "the worker could not register again once its budget refilled";
   // The quiet worker kept its connection all along: it heard heartbeats and

@@ -193,6 +193,16 @@ class ProcessActorRuntimeTest : public ::testing::Test {
     return true;
   }
 
+  // Creates `trial`'s actor (request 1) as a child that ignores SIGTERM once
+  // its step runs, and starts that step (TRAIN request 2, which hangs).
+  // Returns its process group once the step runs, -1 if it did not start.
+  pid_t StartHungStep(const std::string& trial) {
+    const pid_t pgid = Create(1, trial, "child", Json{{"fail_at", 1}, {"mode", "ignore_sigterm"}});
+    if (pgid <= 0) return -1;
+    head_->Send(Train{2, trial, 1, 1, 60});
+    return PumpUntil([&] { return IgnoresSigterm(pgid); }) ? pgid : -1;
+  }
+
   // What a test learns about an answer at the moment it arrives.
   struct Arrival {
     bool seen = false;
@@ -304,11 +314,8 @@ TEST_F(ProcessActorRuntimeTest, AKilledActorIsAnsweredOnlyOnceItsGroupIsEmpty) {
   constexpr int64_t kKillAfterMs = 100;
   Start();
   const std::string trial = NewTrial();
-  const pid_t pgid = Create(1, trial, "child", Json{{"fail_at", 1}, {"mode", "ignore_sigterm"}});
-  ASSERT_GT(pgid, 0);
-  head_->Send(Train{2, trial, 1, 1, 60});
-  // The step runs, and the child ignores SIGTERM from now on.
-  ASSERT_TRUE(PumpUntil([&] { return IgnoresSigterm(pgid); })) << "the step did not start";
+  const pid_t pgid = StartHungStep(trial);
+  ASSERT_GT(pgid, 0) << "the step did not start";
 
   const auto t0 = Clock::now();
   head_->Send(Stop{3, trial, 1, kKillAfterMs});
@@ -382,10 +389,8 @@ TEST_F(ProcessActorRuntimeTest, ShutdownWithAHungProcessActorLeavesNoProcess) {
   constexpr int64_t kShutdownGraceMs = 200;
   Start(kShutdownGraceMs);
   const std::string trial = NewTrial();
-  const pid_t pgid = Create(1, trial, "child", Json{{"fail_at", 1}, {"mode", "ignore_sigterm"}});
-  ASSERT_GT(pgid, 0);
-  head_->Send(Train{2, trial, 1, 1, 60});
-  ASSERT_TRUE(PumpUntil([&] { return IgnoresSigterm(pgid); })) << "the step did not start";
+  const pid_t pgid = StartHungStep(trial);
+  ASSERT_GT(pgid, 0) << "the step did not start";
 
   const auto t0 = Clock::now();
   Status s = worker_->Stop();

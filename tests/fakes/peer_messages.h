@@ -11,7 +11,7 @@
 #include "common/protocol/codec.h"
 #include "common/zmq/socket_util.h"
 
-namespace ztune::e2e {
+namespace ztune::testing {
 
 // Receives on `s` until `stop` holds for a message or `wait` passes; returns
 // what arrived, in order, each decoded (an undecodable one is kept as a
@@ -35,4 +35,12 @@ inline std::vector<protocol::Message> ReceiveMessages(
   return got;
 }
 
-}  // namespace ztune::e2e
+// Whether a message for which `pred` holds arrives on `s` within `wait`
+// (what arrives before it is dropped).
+inline bool ReceiveUntil(zmq::socket_t& s, std::chrono::milliseconds wait,
+                         const std::function<bool(const protocol::Message&)>& pred) {
+  const std::vector<protocol::Message> got = ReceiveMessages(s, wait, pred);
+  return !got.empty() && pred(got.back());
+}
+
+}  // namespace ztune::testing
