@@ -78,6 +78,16 @@ Result<AllowedKey> KeyOf(const std::string& word, const std::string& where) {
   return AllowedKey{*key, key->Fingerprint(), ClientRole::kRead};
 }
 
+// Adds `entry` to `out`, refusing a key listed twice (at `where`).
+Status AddOnce(AllowedKey entry, const std::string& where,
+               std::map<std::string, AllowedKey, std::less<>>* out) {
+  if (out->contains(entry.key.z85())) {
+    return Status::InvalidArgument(where + ": key " + entry.key.Fingerprint() + " is listed twice");
+  }
+  out->emplace(entry.key.z85(), std::move(entry));
+  return Status::Ok();
+}
+
 }  // namespace
 
 const char* ClientRoleName(ClientRole role) {
@@ -101,12 +111,7 @@ Status AccessLists::ParseWorkers(std::string_view text, const std::string& what,
                      [&](const std::vector<std::string>& words, const std::string& where) {
                        ASSIGN_OR_RETURN(AllowedKey entry, KeyOf(words[0], where));
                        if (words.size() > 1) entry.name = JoinFrom(words, 1);
-                       if (out->contains(entry.key.z85())) {
-                         return Status::InvalidArgument(where + ": key " + entry.key.Fingerprint() +
-                                                        " is listed twice");
-                       }
-                       out->emplace(entry.key.z85(), std::move(entry));
-                       return Status::Ok();
+                       return AddOnce(std::move(entry), where, out);
                      });
 }
 
@@ -125,12 +130,7 @@ Status AccessLists::ParseClients(std::string_view text, const std::string& what,
         }
         entry.role = *role;
         if (words.size() > 2) entry.name = JoinFrom(words, 2);
-        if (out->contains(entry.key.z85())) {
-          return Status::InvalidArgument(where + ": key " + entry.key.Fingerprint() +
-                                         " is listed twice");
-        }
-        out->emplace(entry.key.z85(), std::move(entry));
-        return Status::Ok();
+        return AddOnce(std::move(entry), where, out);
       });
 }
 

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,7 +69,7 @@ struct HeadServerOptions {
 struct HeadStats {
   uint64_t turns = 0;
   uint64_t commits = 0;
-  uint64_t messages_in = 0;
+  uint64_t messages_in = 0;  // on both sockets
   uint64_t malformed = 0;
   uint64_t unknown_senders = 0;
   uint64_t slow_store_operations = 0;  // longer than one heartbeat interval
@@ -129,8 +130,19 @@ class HeadServer final : public CommandSink {
     std::string key;
   };
 
+  // Receives up to a turn's bound of messages waiting on `socket` (named
+  // `name` in errors) and hands each, all frames with the routing id first,
+  // to `handle`.
+  void DrainSocket(zmq::socket_t& socket, const char* name,
+                   const std::function<void(std::vector<zmq::message_t>&)>& handle);
   void DrainWorkers();
   void DrainClients();
+  // One client message: checked (caller, frames, version, size, budget,
+  // JSON) and refused with a reply, or held, relayed or queued.
+  void HandleClientMessage(std::vector<zmq::message_t>& parts);
+  // Answers a request over its connection's budget (unparsed) with a retry hint.
+  void RefuseOverBudget(const std::string& identity, const std::string& key, uint64_t bytes,
+                        bool delimited);
   // `key`: the connection's authenticated key (Z85), "" when plain.
   void HandleWorkerFrames(const std::string& routing_id, const std::string& key,
                           std::span<const std::string_view> frames);

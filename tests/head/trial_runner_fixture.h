@@ -101,6 +101,17 @@ class TrialRunnerTest : public ::testing::Test {
     ASSERT_GE(runner_->FindTrial(id)->iteration, n);
   }
 
+  // One worker "w1" (1 CPU) and one quadratic trial that stops at `stop`,
+  // run until it has stored `n` results; returns its experiment.
+  std::string StartQuadraticTrialAt(int64_t stop, int64_t n) {
+    fleet_->Register("w1", 1);
+    std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": )" +
+                             std::to_string(stop) + "}}");
+    runner_->Tick();
+    RunUntilIteration(runner_->FindExperiment(exp)->trial_ids[0], n);
+    return exp;
+  }
+
   // Runs head turns (Tick, commit, then each answer handled on its own,
   // heartbeats) until `done()` or `max_turns`, and returns the phases trial
   // `id` went through: its phase before the first turn, then each change.

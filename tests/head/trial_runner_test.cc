@@ -833,11 +833,8 @@ TEST_F(TrialRunnerTest, RestartWithPendingTrialsAndStagedGroupsEndsConsistent) {
 // sends the TRAIN again with the same rid, and the trial goes on: no failure,
 // every iteration once.
 TEST_F(TrialRunnerTest, ATrainLostInAReconnectIsSentAgainWithTheSameRid) {
-  fleet_->Register("w1", 1);
-  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 6}})");
-  runner_->Tick();
+  const std::string exp = StartQuadraticTrialAt(6, 2);
   const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
-  RunUntilIteration(id, 2);
   fleet_->Turn();
   uint64_t lost_rid = 0;
   for (const auto& sent : sink_.TakeAll()) {  // lost on the wire
@@ -882,11 +879,8 @@ TEST_F(TrialRunnerTest, AStartLostInAReconnectStartsAgainWithoutAFailure) {
 // an overloaded machine): its workers are judged by what arrives afterwards,
 // not declared dead for the head's own silence.
 TEST_F(TrialRunnerTest, AHeadStallDoesNotKillItsWorkers) {
-  fleet_->Register("w1", 1);
-  std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 5}})");
-  runner_->Tick();
+  const std::string exp = StartQuadraticTrialAt(5, 2);
   const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
-  RunUntilIteration(id, 2);
   clock_.AdvanceMs(5000);  // stalled: no Tick, nothing read
   runner_->Tick();
   EXPECT_NE(runner_->registry().FindAlive("w1"), nullptr);
