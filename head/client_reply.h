@@ -5,6 +5,8 @@
 // functions; any thread.
 #pragma once
 
+#include <string>
+
 #include "common/json.h"
 #include "common/status.h"
 
@@ -15,5 +17,8 @@ void SetReplyRid(Json& reply, const Json& rid);
 
 // {"rid", "ok": false, "error": {"code", "message"}}; no "rid" when null.
 Json ClientErrorReply(const Json& rid, const Status& status);
+
+// A document field that is null rather than "" when there is nothing to say.
+inline Json NullIfEmpty(const std::string& s) { return s.empty() ? Json() : Json(s); }
 
 }  // namespace ztune::head

@@ -1,0 +1,105 @@
+// The documents ClientService answers with (docs/client-protocol.md): a
+// worker, the cluster's resources, an experiment, a trial. Built from the
+// runner's state on the head's loop thread.
+#include "head/client_reply.h"
+#include "head/client_service.h"
+
+namespace ztune::head {
+
+Json ClientService::Workers() const {
+  Json list = Json::array();
+  for (const auto& [id, w] : runner_.registry().workers()) {
+    list.push_back(Json{{"worker_id", id},
+                        {"name", w.name},
+                        {"host", w.host},
+                        {"pid", w.pid},
+                        {"alive", w.alive},
+                        {"resources_total", w.total.ToJson()},
+                        {"resources_available",
+                         w.alive ? runner_.ledger().AvailableOf(id).ToJson() : Json::object()},
+                        {"gpu_ids", w.gpu_ids},
+                        {"trainables", w.trainables},
+                        {"actors", runner_.ActorsOn(id)},
+                        {"last_seen_ms_ago", SteadyClock().NowMs() - w.last_seen}});
+  }
+  return Json{{"workers", list}};
+}
+
+Json ClientService::ResourcesDoc() const {
+  ResourceSet total = runner_.ledger().Total();
+  ResourceSet used = runner_.groups().OccupiedResources();
+  Json t = total.ToJson();
+  Json u = used.ToJson();
+  for (const char* k : {"CPU", "GPU"}) {
+    if (!t.contains(k)) t[k] = 0;
+    if (!u.contains(k)) u[k] = 0;
+  }
+  for (auto it = t.begin(); it != t.end(); ++it) {
+    if (!u.contains(it.key())) u[it.key()] = 0;
+  }
+  return Json{{"used", u}, {"total", t}};
+}
+
+Json ClientService::ExperimentDoc(const Experiment& e) const {
+  Json counts = Json::object();
+  for (auto s : {TrialStatus::kPending, TrialStatus::kRunning, TrialStatus::kPaused,
+                 TrialStatus::kTerminated, TrialStatus::kError}) {
+    auto it = e.counts.find(s);
+    counts[TrialStatusName(s)] = it == e.counts.end() ? 0 : it->second;
+  }
+  Json best;
+  if (const Trial* b = runner_.book().BestTrial(e)) {
+    best = Json{{"trial_id", b->trial_id},
+                {"metric", e.spec.metric},
+                {"value", *FindFlatKey(b->last_result, e.spec.metric)},
+                {"iteration", b->iteration},
+                {"config", b->config}};
+  }
+  return Json{
+      {"experiment_id", e.experiment_id},
+      {"name", e.spec.name},
+      {"trainable", e.spec.TrainableLabel()},
+      {"status", e.finished ? "TERMINATED" : "RUNNING"},
+      {"metric", NullIfEmpty(e.spec.metric)},
+      {"mode", NullIfEmpty(e.spec.mode)},
+      {"created_at", e.created_at},
+      {"total_trials", e.TotalTrials()},
+      {"trial_counts", counts},
+      {"finished", e.finished},
+      {"stopped", e.stopped},
+      {"best_trial", best},
+      {"owner", e.owner.key.empty() ? Json() : Json{{"name", e.owner.name}, {"key", e.owner.key}}},
+      {"spec", e.spec.ToJson()}};
+}
+
+Json ClientService::TrialDoc(const Trial& t) const {
+  const Experiment* e = runner_.FindExperiment(t.experiment_id);
+  Json cps = Json::array();
+  for (const auto& c : t.checkpoints) {
+    cps.push_back(Json{{"id", c.id}, {"iteration", c.iteration}, {"storage", "persistent"}});
+  }
+  return Json{{"trial_id", t.trial_id},
+              {"experiment_id", t.experiment_id},
+              {"status", TrialStatusName(t.status)},
+              {"phase", TrialPhaseName(t.phase)},
+              {"config", t.config},
+              {"num_failures", t.num_failures},
+              {"attempt", t.attempt},
+              {"iteration", t.iteration},
+              {"last_result", t.last_result},
+              {"worker", NullIfEmpty(runner_.WorkerNameOf(t))},
+              {"error", NullIfEmpty(t.error)},
+              {"error_log", t.error_log},
+              {"resources", e == nullptr ? Json() : e->spec.resources.ToJson()},
+              {"checkpoints", cps},
+              {"num_restores", t.num_restores},
+              {"held", t.held},
+              {"restore_from", NullIfEmpty(t.restore_from)},
+              {"exports", t.exports},
+              {"scheduler", t.scheduler_state},
+              {"exploits", ExploitsToJson(t.exploits)},
+              {"start_time", t.start_time == 0 ? Json() : Json(t.start_time)},
+              {"end_time", t.end_time == 0 ? Json() : Json(t.end_time)}};
+}
+
+}  // namespace ztune::head
