@@ -72,6 +72,13 @@ class TrialRunnerTest : public ::testing::Test {
     return r.ok() ? (*r)["experiment_id"].get<std::string>() : "";
   }
 
+  // Commits what the runner has not stored yet, as the head's turn does.
+  void CommitRunner() {
+    storage::WriteBatch batch;
+    runner_->FlushTo(batch);
+    ASSERT_TRUE(store_.Commit(batch).ok());
+  }
+
   int64_t CountStatus(const std::string& exp, TrialStatus s) {
     const Experiment* e = runner_->FindExperiment(exp);
     auto it = e->counts.find(s);

@@ -1032,9 +1032,7 @@ TEST_F(TrialRunnerTest, ClientReadsArePaged) {
 TEST_F(TrialRunnerTest, CreateActorLeavesOnlyAfterTheCommitThatStoresItsAttempt) {
   fleet_->Register("w1", 1);
   std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 3}})");
-  storage::WriteBatch submitted;
-  runner_->FlushTo(submitted);
-  ASSERT_TRUE(store_.Commit(submitted).ok());
+  ASSERT_NO_FATAL_FAILURE(CommitRunner());
   for (int i = 0; i < 50 && sink_.Count<protocol::CreateActor>() == 0; ++i) runner_->Tick();
   ASSERT_EQ(sink_.Count<protocol::CreateActor>(), 1u);
   for (const auto& sent : sink_.sent) {
@@ -1058,9 +1056,7 @@ TEST_F(TrialRunnerTest, CreateActorLeavesOnlyAfterTheCommitThatStoresItsAttempt)
 TEST_F(TrialRunnerTest, AnAttemptAWorkerReportsIsNeverNamedAgain) {
   fleet_->Register("w1", 1);
   std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 3}})");
-  storage::WriteBatch submitted;
-  runner_->FlushTo(submitted);
-  ASSERT_TRUE(store_.Commit(submitted).ok());
+  ASSERT_NO_FATAL_FAILURE(CommitRunner());
   CrashHead();
   runner_->Tick();
   const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
@@ -1087,9 +1083,7 @@ TEST_F(TrialRunnerTest, AStartLostInACrashFailsNoTrial) {
   std::string exp = Submit(R"({"trainable": "quadratic", "num_samples": 2,
       "stop": {"training_iteration": 4}})");
   // The submission is durable before the client hears of it.
-  storage::WriteBatch submitted;
-  runner_->FlushTo(submitted);
-  ASSERT_TRUE(store_.Commit(submitted).ok());
+  ASSERT_NO_FATAL_FAILURE(CommitRunner());
   for (int i = 0; i < 50 && fleet_->creates == 0; ++i) {
     runner_->Tick();
     if (sink_.Count<protocol::CreateActor>() > 0) break;

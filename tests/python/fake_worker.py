@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(os.path.dirname(TESTS_DIR))
@@ -275,3 +276,38 @@ def write_script(directory, name, text):
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
     return path
+
+
+class FakeWorkerTestCase(unittest.TestCase):
+    """A test case that runs trainable scripts under a FakeWorker.
+
+    `scripts` (name -> script text) are written once per class into a
+    temporary directory as NAME.py, and each path is set as the class
+    attribute NAME. `worker()` starts `script` (default: the first of
+    `scripts`) and closes it at the end of the test.
+    """
+
+    scripts = {}
+    script = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls._dir = tempfile.TemporaryDirectory(prefix="ztune-sdk-%s-" % cls.__name__)
+        for name, text in cls.scripts.items():
+            setattr(cls, name, write_script(cls._dir.name, name + ".py", text))
+        if cls.script is None and cls.scripts:
+            cls.script = getattr(cls, next(iter(cls.scripts)))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._dir.cleanup()
+
+    def worker(self, script=None, **kwargs):
+        w = FakeWorker(script or self.script, **kwargs)
+        self.addCleanup(w.close)
+        return w
+
+    def tempdir(self):
+        d = tempfile.TemporaryDirectory(prefix="ztune-sdk-ckpt-")
+        self.addCleanup(d.cleanup)
+        return d.name

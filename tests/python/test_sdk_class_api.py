@@ -3,11 +3,10 @@ scripts in tests/python/trainables/ that the C++ end-to-end tests run."""
 
 import os
 import sys
-import tempfile
 import textwrap
 import unittest
 
-from fake_worker import FakeWorker, trainable_path, write_script
+from fake_worker import FakeWorkerTestCase, trainable_path
 
 PROBE = textwrap.dedent('''
     import json, os
@@ -65,25 +64,8 @@ PROBE = textwrap.dedent('''
 ''')
 
 
-class ScriptsTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls._dir = tempfile.TemporaryDirectory(prefix="ztune-sdk-class-")
-        cls.probe = write_script(cls._dir.name, "probe.py", PROBE)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._dir.cleanup()
-
-    def worker(self, script, **kwargs):
-        w = FakeWorker(script, **kwargs)
-        self.addCleanup(w.close)
-        return w
-
-    def tempdir(self):
-        d = tempfile.TemporaryDirectory(prefix="ztune-sdk-ckpt-")
-        self.addCleanup(d.cleanup)
-        return d.name
+class ScriptsTest(FakeWorkerTestCase):
+    scripts = {"probe": PROBE}
 
 
 class ClassApiTest(ScriptsTest):

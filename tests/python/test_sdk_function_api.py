@@ -2,11 +2,10 @@
 loop, and tests/python/trainables/counter_function.py."""
 
 import os
-import tempfile
 import textwrap
 import unittest
 
-from fake_worker import FakeWorker, trainable_path, write_script
+from fake_worker import FakeWorkerTestCase, trainable_path
 
 # One script, many behaviours chosen by config["mode"]. Markers written into
 # the trial directory show when the function started and ended.
@@ -83,26 +82,8 @@ def read_lines(path):
         return f.read().splitlines()
 
 
-class FunctionApiTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls._dir = tempfile.TemporaryDirectory(prefix="ztune-sdk-function-")
-        cls.probe = write_script(cls._dir.name, "probe.py", PROBE)
-        cls.wrong = write_script(cls._dir.name, "wrong.py", CLASS_CALLING_REPORT)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._dir.cleanup()
-
-    def worker(self, script=None, **kwargs):
-        w = FakeWorker(script or self.probe, **kwargs)
-        self.addCleanup(w.close)
-        return w
-
-    def tempdir(self):
-        d = tempfile.TemporaryDirectory(prefix="ztune-sdk-ckpt-")
-        self.addCleanup(d.cleanup)
-        return d.name
+class FunctionApiTest(FakeWorkerTestCase):
+    scripts = {"probe": PROBE, "wrong": CLASS_CALLING_REPORT}
 
     def marks(self, w, name):
         return read_lines(os.path.join(w.trial_dir, name))
@@ -257,18 +238,8 @@ class FunctionApiTest(unittest.TestCase):
                          "part of the class API: subclass ztune.Trainable)")
 
 
-class CounterFunctionTest(unittest.TestCase):
+class CounterFunctionTest(FakeWorkerTestCase):
     script = trainable_path("counter_function.py")
-
-    def worker(self, **kwargs):
-        w = FakeWorker(self.script, **kwargs)
-        self.addCleanup(w.close)
-        return w
-
-    def tempdir(self):
-        d = tempfile.TemporaryDirectory(prefix="ztune-sdk-ckpt-")
-        self.addCleanup(d.cleanup)
-        return d.name
 
     def test_reports_with_a_checkpoint_every_step(self):
         w = self.worker()

@@ -10,12 +10,11 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import textwrap
 import unittest
 from unittest import mock
 
-from fake_worker import SDK_DIR, FakeWorker, sdk_env, write_script
+from fake_worker import SDK_DIR, FakeWorkerTestCase, sdk_env
 
 if SDK_DIR not in sys.path:  # CTest sets PYTHONPATH; this is for a bare run
     sys.path.insert(0, SDK_DIR)
@@ -89,20 +88,8 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-class ScriptTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls._dir = tempfile.TemporaryDirectory(prefix="ztune-sdk-scripts-")
-        cls.script = write_script(cls._dir.name, "probe.py", SCRIPT)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._dir.cleanup()
-
-    def worker(self, **kwargs):
-        w = FakeWorker(self.script, **kwargs)
-        self.addCleanup(w.close)
-        return w
+class ScriptTest(FakeWorkerTestCase):
+    scripts = {"probe": SCRIPT}
 
 
 class HelloAndLifecycleTest(ScriptTest):

@@ -212,32 +212,47 @@ class ProcessActorRuntimeTest : public ::testing::Test {
   // Receives until the REPLY to `stop_rid` and the RESULT batch of
   // `train_rid` (0: none expected) have arrived, noting for each the time
   // and whether the group was gone at that moment.
-  void AwaitAnswers(uint64_t stop_rid, uint64_t train_rid, pid_t pgid, Clock::time_point t0,
-                    Reply& reply, Arrival& reply_at, ResultBatch& batch, Arrival& batch_at) {
-    const auto deadline = Clock::now() + milliseconds(10'000);
+  // The answers to a STOP (and to the TRAIN in flight, if any), each with
+  // what was true when it arrived.
+  struct StopAnswers {
+    Reply reply;
+    Arrival reply_at;
+    ResultBatch batch;
+    Arrival batch_at;
+  };
+
+  // Sends STOP (rid 3, deadline `kill_after_ms`) to `trial`'s actor, process
+  // group `pgid`, and waits for its reply and, when `train_rid` is not 0, for
+  // the answer to that TRAIN; times are from the STOP's sending.
+  StopAnswers StopAndAwait(const std::string& trial, pid_t pgid, int64_t kill_after_ms,
+                           uint64_t train_rid) {
+    constexpr uint64_t kStopRid = 3;
+    StopAnswers a;
     for (const auto& m : head_->others) {  // answers already set aside
       if (auto* b = std::get_if<ResultBatch>(&m.body); b && train_rid != 0 && b->rid == train_rid) {
         ADD_FAILURE() << "the TRAIN was answered before the STOP was sent: " << b->error;
       }
     }
-    while ((!reply_at.seen || (train_rid != 0 && !batch_at.seen)) && Clock::now() < deadline) {
+    const auto t0 = Clock::now();
+    head_->Send(Stop{kStopRid, trial, 1, kill_after_ms});
+    const auto deadline = t0 + milliseconds(10'000);
+    while ((!a.reply_at.seen || (train_rid != 0 && !a.batch_at.seen)) && Clock::now() < deadline) {
       auto m = head_->Recv(milliseconds(50));
       if (!m) continue;
       const bool gone = GroupGone(pgid);
-      if (auto* r = std::get_if<Reply>(&m->body); r && r->rid == stop_rid) {
-        reply = *r;
-        reply_at = {true, MsSince(t0), gone};
+      if (auto* r = std::get_if<Reply>(&m->body); r && r->rid == kStopRid) {
+        a.reply = *r;
+        a.reply_at = {true, MsSince(t0), gone};
       } else if (auto* b = std::get_if<ResultBatch>(&m->body); b && b->rid == train_rid) {
-        batch = *b;
-        batch_at = {true, MsSince(t0), gone};
+        a.batch = *b;
+        a.batch_at = {true, MsSince(t0), gone};
       } else {
         head_->others.push_back(std::move(*m));
       }
     }
-    ASSERT_TRUE(reply_at.seen) << "no reply to the STOP";
-    if (train_rid != 0) {
-      ASSERT_TRUE(batch_at.seen) << "no answer to the TRAIN";
-    }
+    EXPECT_TRUE(a.reply_at.seen) << "no reply to the STOP";
+    EXPECT_TRUE(train_rid == 0 || a.batch_at.seen) << "no answer to the TRAIN";
+    return a;
   }
 
   void TearDown() override {
@@ -291,12 +306,7 @@ TEST_F(ProcessActorRuntimeTest, TrainsAndStopsWithTheGroupGoneByTheStopReply) {
   }
   head_->Send(Ack{trial, 1, 3});
 
-  const auto t0 = Clock::now();
-  head_->Send(Stop{3, trial, 1, 5000});
-  Reply reply;
-  ResultBatch unused;
-  Arrival reply_at, unused_at;
-  AwaitAnswers(3, 0, pgid, t0, reply, reply_at, unused, unused_at);
+  const auto [reply, reply_at, unused, unused_at] = StopAndAwait(trial, pgid, 5000, 0);
   EXPECT_TRUE(reply.ok) << reply.error;
   EXPECT_TRUE(reply_at.group_gone) << "STOP answered while process group " << pgid << " lived";
   // A cooperative child exits on `stop`: no grace period is waited.
@@ -317,12 +327,7 @@ TEST_F(ProcessActorRuntimeTest, AKilledActorIsAnsweredOnlyOnceItsGroupIsEmpty) {
   const pid_t pgid = StartHungStep(trial);
   ASSERT_GT(pgid, 0) << "the step did not start";
 
-  const auto t0 = Clock::now();
-  head_->Send(Stop{3, trial, 1, kKillAfterMs});
-  Reply reply;
-  ResultBatch batch;
-  Arrival reply_at, batch_at;
-  AwaitAnswers(3, 2, pgid, t0, reply, reply_at, batch, batch_at);
+  const auto [reply, reply_at, batch, batch_at] = StopAndAwait(trial, pgid, kKillAfterMs, 2);
 
   EXPECT_FALSE(reply.ok);
   EXPECT_EQ(reply.error,
@@ -365,12 +370,7 @@ TEST_F(ProcessActorRuntimeTest, AStopDeadlineShorterThanTheGraceSendsSigtermAtOn
     return ReadFile(out_file).find("out " + trial + " 1\n") != std::string::npos;
   })) << "the step did not start";
 
-  const auto t0 = Clock::now();
-  head_->Send(Stop{3, trial, 1, kKillAfterMs});
-  Reply reply;
-  ResultBatch batch;
-  Arrival reply_at, batch_at;
-  AwaitAnswers(3, 2, pgid, t0, reply, reply_at, batch, batch_at);
+  const auto [reply, reply_at, batch, batch_at] = StopAndAwait(trial, pgid, kKillAfterMs, 2);
   EXPECT_TRUE(reply_at.group_gone);
   EXPECT_TRUE(batch_at.group_gone);
   EXPECT_TRUE(batch.failed);
