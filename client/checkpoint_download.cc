@@ -49,27 +49,54 @@ Result<Json> Download(const CommandContext& ctx, const std::string& trial_id,
   return first;
 }
 
-Status PrepareDirectory(const std::string& dir) {
+// `dir` must be new, or an empty directory: nothing is overwritten. Checked
+// before the download; created only once there is something to write.
+Status CheckDirectory(const std::string& dir) {
   std::error_code ec;
-  if (fs::exists(dir, ec)) {
-    if (!fs::is_directory(dir, ec))
-      return Status::InvalidArgument(dir + " exists and is not a directory");
-    if (!fs::is_empty(dir, ec)) {
-      return Status::InvalidArgument(
-          dir + " is not empty (nothing is overwritten; choose a new directory)");
-    }
-    return Status::Ok();
+  if (!fs::exists(dir, ec)) return Status::Ok();
+  if (!fs::is_directory(dir, ec))
+    return Status::InvalidArgument(dir + " exists and is not a directory");
+  if (!fs::is_empty(dir, ec)) {
+    return Status::InvalidArgument(
+        dir + " is not empty (nothing is overwritten; choose a new directory)");
   }
+  return Status::Ok();
+}
+
+// Writes the checkpoint's data into `dir` (created if new): a packed
+// directory unpacked, other bytes as checkpoint.bin. On failure nothing the
+// command made is left: the directory is removed if it created it, emptied
+// otherwise.
+Status WriteCheckpoint(std::string_view data, const std::string& dir, bool directory) {
+  std::error_code ec;
+  const bool existed = fs::exists(dir, ec);
   fs::create_directories(dir, ec);
   if (ec) return Status::IOError("cannot create " + dir + ": " + ec.message());
-  return Status::Ok();
+  Status s = Status::Ok();
+  if (directory) {
+    s = checkpoint::UnpackDirectory(data, dir);
+  } else {
+    const fs::path file = fs::path(dir) / "checkpoint.bin";
+    std::ofstream out(file, std::ios::binary);
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
+    out.close();
+    if (!out) s = Status::IOError("cannot write " + file.string());
+  }
+  if (!s.ok()) {
+    if (existed) {
+      for (const auto& entry : fs::directory_iterator(dir, ec)) fs::remove_all(entry.path(), ec);
+    } else {
+      fs::remove_all(dir, ec);
+    }
+  }
+  return s;
 }
 
 }  // namespace
 
 int RunCheckpoint(const CommandContext& ctx, const std::string& trial_id,
                   std::optional<int64_t> iteration, const std::string& out_dir, bool json) {
-  if (Status s = PrepareDirectory(out_dir); !s.ok()) {
+  if (Status s = CheckDirectory(out_dir); !s.ok()) {
     ctx.err << "error: " << s.message() << "\n";
     return kExitUsage;
   }
@@ -84,18 +111,15 @@ int RunCheckpoint(const CommandContext& ctx, const std::string& trial_id,
   }
   // A process trainable's checkpoint is a packed directory; anything else is
   // the opaque bytes of a built-in trainable's Save.
-  std::string kind = "directory";
-  if (Status s = checkpoint::UnpackDirectory(envelope->data, out_dir); !s.ok()) {
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(out_dir, ec)) fs::remove_all(entry.path(), ec);
-    kind = "bytes";
-    std::ofstream out(fs::path(out_dir) / "checkpoint.bin", std::ios::binary);
-    out.write(envelope->data.data(), static_cast<std::streamsize>(envelope->data.size()));
-    out.close();
-    if (!out) {
-      ctx.err << "error: cannot write " << (fs::path(out_dir) / "checkpoint.bin").string() << "\n";
-      return kExitUsage;
+  const bool directory = checkpoint::IsDirectoryArchive(envelope->data);
+  const std::string kind = directory ? "directory" : "bytes";
+  if (Status s = WriteCheckpoint(envelope->data, out_dir, directory); !s.ok()) {
+    if (s.code() == StatusCode::kCorruption) {
+      ctx.err << "error: checkpoint of " << trial_id << " is damaged: " << s.message() << "\n";
+    } else {
+      ctx.err << "error: " << s.message() << "\n";
     }
+    return kExitUsage;
   }
   Json summary{{"trial_id", trial_id},
                {"iteration", envelope->iteration},

@@ -181,6 +181,10 @@ Result<std::string> PackDirectory(const std::string& dir, uint64_t max_bytes,
   return out;
 }
 
+bool IsDirectoryArchive(std::string_view bytes) {
+  return bytes.substr(0, kMagicLen) == std::string_view(kMagic, kMagicLen);
+}
+
 Status UnpackDirectory(std::string_view bytes, const std::string& dir) {
   auto corrupt = [](const std::string& why) {
     return Status::Corruption("checkpoint directory archive: " + why);

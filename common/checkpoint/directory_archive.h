@@ -44,6 +44,10 @@ using PackFilter = std::function<bool(const std::string& rel_path, bool is_dir)>
 Result<std::string> PackDirectory(const std::string& dir, uint64_t max_bytes,
                                   const PackFilter& leave_out, const std::string& what);
 
+// Whether `bytes` start as a packed directory does (its magic): what a
+// process trainable saved, as opposed to a built-in trainable's own bytes.
+bool IsDirectoryArchive(std::string_view bytes);
+
 // Unpacks `bytes` into `dir`, which must exist and be empty. Corruption
 // (naming what is wrong: magic, version, checksum, truncation, a path that
 // is absolute or escapes, a duplicate or unsorted entry) before anything is

@@ -755,8 +755,8 @@ TEST_F(ProcessTrainableE2ETest, CrashingChildrenAreErrorsNamingTheCause) {
 // back only once the processes are gone.
 TEST_F(ProcessTrainableE2ETest, HungChildrenAreKilledAfterTheStepTimeout) {
   // A grace well under the head's own 1 s wait for a STOP reply past its
-  // deadline (head/executor.cc kStopReplyGraceMs): beyond it the head frees the
-  // CPUs before the worker's SIGKILL (the disabled test at the end).
+  // deadline (head/executor.cc kStopReplyGraceMs); a longer one is the case of
+  // ANextTrialWaitsUntilAKilledChildWithALongGraceIsGone.
   constexpr double kForceCleanupS = 1, kGraceS = 0.2;
   // Beyond force_cleanup_s + grace: polling, 50 ms heartbeats, a loaded machine.
   constexpr double kMarginS = 2;

@@ -19,6 +19,7 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import unittest
 
@@ -30,6 +31,7 @@ EXAMPLE_DIR = os.path.join(REPO_DIR, "examples", "digits")
 SCRIPT = os.path.join(EXAMPLE_DIR, "train_digits.py")
 TRAINABLES = os.path.join(EXAMPLE_DIR, "trainables.json")
 SPEC = os.path.join(EXAMPLE_DIR, "spec.json")
+SPEC_PBT = os.path.join(EXAMPLE_DIR, "spec-pbt.json")
 
 MISSING_ML = [m for m in ("numpy", "sklearn") if importlib.util.find_spec(m) is None]
 SKIP_ML = ("needs %s (Debian: python3-numpy python3-sklearn; scripts/install-deps.sh)"
@@ -175,6 +177,7 @@ class DigitsClusterTest(unittest.TestCase):
             # The committed file as is: its relative cwd and PYTHONPATH are
             # resolved against examples/digits/.
             c.start_worker_with_trainables(name, 1, TRAINABLES)
+        cls.admin_key = admin_key
         cls.client = Client(c.client_endpoint, client_key=admin_key, head_key=c.head_pub_file,
                             timeout_s=CLIENT_TIMEOUT_S)
         cls.addClassCleanup(cls.client.close)
@@ -252,6 +255,115 @@ class DigitsClusterTest(unittest.TestCase):
         self.assertEqual(best["value"], max(accuracies.values()))
         self.assertEqual(accuracies[best["trial_id"]], best["value"])
         self.assertEqual(best["iteration"], 3)
+
+    def cli(self, *args):
+        """Runs the ztune CLI as the admin client; (exit code, stdout + stderr)."""
+        c = self.cluster
+        out = subprocess.run([client_cluster.CLI_BIN, "--head", c.client_endpoint,
+                              "--key", self.admin_key, "--head-key", c.head_pub_file, *args],
+                             capture_output=True, text=True, timeout=60)
+        return out.returncode, out.stdout + out.stderr
+
+    def run_to_end(self, spec, name):
+        exp = self.client.submit(spec, name=name)
+        final = self.client.wait(exp, poll_s=0.1, timeout_s=EXPERIMENT_DEADLINE_S)
+        self.assertEqual(final["status"], "TERMINATED", self.cluster.logs())
+        self.assertEqual(final["trial_counts"]["ERROR"], 0, self.cluster.logs())
+        return exp
+
+    def test_ztune_checkpoint_writes_the_directory_the_trainable_saved(self):
+        spec = self.short_spec()
+        spec["param_space"]["lr"] = 0.05
+        exp = self.run_to_end(spec, "digits-checkpoint")
+        (trial,) = self.client.trials(exp)
+        tid = trial["trial_id"]
+        out_dir = tempfile.mkdtemp(prefix="ztune-digits-ckpt-")
+        self.addCleanup(shutil.rmtree, out_dir, True)
+
+        # The newest kept checkpoint (iteration 3), as the trainable saved it:
+        # state.json and model.npz, which the trainable loads outside ztune.
+        newest = os.path.join(out_dir, "newest")
+        code, out = self.cli("checkpoint", tid, "-o", newest)
+        self.assertEqual(code, 0, out)
+        self.assertIn("at iteration 3", out)
+        self.assertEqual(sorted(os.listdir(newest)), ["model.npz", "state.json"])
+        with open(os.path.join(newest, "state.json")) as f:
+            state = json.load(f)
+        self.assertEqual(state["epoch"], 3)
+        self.assertEqual(state["last"]["accuracy"], trial["last_result"]["accuracy"])
+        import numpy as np
+        with np.load(os.path.join(newest, "model.npz"), allow_pickle=False) as z:
+            self.assertEqual(z["W1"].shape, (64, trial["config"]["hidden"]))
+            self.assertEqual(z["W2"].shape, (trial["config"]["hidden"], 10))
+
+        # --iteration picks an older kept one.
+        older = os.path.join(out_dir, "older")
+        code, out = self.cli("checkpoint", tid, "--iteration", "2", "-o", older, "--json")
+        self.assertEqual(code, 0, out)
+        doc = json.loads(out)
+        self.assertEqual((doc["iteration"], doc["kind"], doc["trainable"]),
+                         (2, "directory", "digits"))
+        with open(os.path.join(older, "state.json")) as f:
+            self.assertEqual(json.load(f)["epoch"], 2)
+
+        # Refusals: an iteration not kept (exit 1, listing what is), and a
+        # directory that is not empty (exit 2): nothing is overwritten.
+        code, out = self.cli("checkpoint", tid, "--iteration", "1", "-o",
+                             os.path.join(out_dir, "none"))
+        self.assertEqual(code, 1, out)
+        self.assertIn("2, 3", out)
+        self.assertFalse(os.path.exists(os.path.join(out_dir, "none")))
+        def state_text():
+            with open(os.path.join(newest, "state.json")) as f:
+                return f.read()
+        before = state_text()
+        code, out = self.cli("checkpoint", tid, "-o", newest)
+        self.assertEqual(code, 2, out)
+        self.assertEqual(state_text(), before)
+
+    def test_pbt_clones_a_donors_weights_and_epoch(self):
+        """examples/digits/spec-pbt.json, cut down: 4 trials x 6 epochs, PBT every 2."""
+        with open(SPEC_PBT) as f:
+            spec = json.load(f)
+        self.assertEqual(spec["scheduler"]["type"], "pbt")
+        # Synchronous: every trial stops at each perturbation point (2 and 4)
+        # with a stored checkpoint until all four are there, so that the
+        # bottom quarter (the slowest learner) clones the top one every time.
+        # (Asynchronous PBT clones only when a donor reached the point before
+        # the bottom trial did: on two slots, a matter of timing.)
+        spec["param_space"]["lr"] = {"grid_search": [0.1, 0.0005, 0.05, 0.002]}
+        spec["param_space"]["hidden"] = 16
+        spec.update(num_samples=1, stop={"training_iteration": 6})
+        spec["scheduler"].update(perturbation_interval=2, synch=True)
+        exp = self.run_to_end(spec, "digits-pbt")
+        trials = self.client.trials(exp)
+        self.assertEqual(len(trials), 4)
+        clones = [t for t in trials if t.get("exploits")]
+        self.assertTrue(clones, [(t["config"]["lr"], t["last_result"]) for t in trials])
+        slowest = min(trials, key=lambda t: t["exploits"][0]["old_config"]["lr"]
+                      if t.get("exploits") else t["config"]["lr"])
+        # One clone per sync point (the bottom quarter of four is one trial),
+        # the first by the slowest learner.
+        self.assertEqual(slowest["exploits"][0]["donor_iteration"], 2, slowest)
+        self.assertEqual(sorted(x["donor_iteration"] for t in trials for x in t.get("exploits", [])),
+                         [2, 4], clones)
+        for t in trials:
+            tid = t["trial_id"]
+            results = self.client.results(tid)
+            # Every iteration once, also across a clone (the donor's history up
+            # to the clone point, then the trial's own).
+            self.assertEqual([r["training_iteration"] for r in results], list(range(1, 7)), tid)
+            self.assertEqual(t["status"], "TERMINATED")
+            if t.get("exploits"):
+                # The donor's checkpoint was restored: its epoch counter (the
+                # trainable's own state) goes on from the donor's iteration.
+                # (A later clone rewrites what an earlier one left: the last.)
+                x = t["exploits"][-1]
+                after = results[x["donor_iteration"]]
+                self.assertEqual(after["training_iteration"], x["donor_iteration"] + 1)
+                self.assertEqual(after["epoch"], x["donor_iteration"] + 1, (tid, x))
+                self.assertEqual(x["new_config"]["hidden"], 16)
+                self.assertNotEqual(x["donor"], tid)
 
 
 if __name__ == "__main__":
