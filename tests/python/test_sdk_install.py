@@ -33,7 +33,7 @@ class OfflineInstallTest(unittest.TestCase):
         python = os.path.join(venv, "bin", "python")
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         install = subprocess.run(
-            [python, "-m", "pip", "install", "--no-index", "--no-build-isolation", src],
+            [python, "-m", "pip", "install", "--no-index", src],
             capture_output=True, text=True, timeout=300, env=env)
         self.assertEqual(install.returncode, 0, install.stdout + install.stderr)
 
