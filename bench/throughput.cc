@@ -15,12 +15,19 @@
 // With one trial (shape 1xN) every result is one round trip head -> worker ->
 // head, so us_per_result is the mean single-step latency.
 //
+// --latency (shapes of one trial only): the noop trainable reports the
+// worker's steady clock at each step, and the run also prints the step
+// cycle (from one step's start to the next's: the result's way to the head,
+// its handling and commit, the next TRAIN's way back) as p50/p99/mean in us,
+// the figure ../shared/bench/limit --latency measures for the floor.
+//
 // --security curve,insecure runs every shape with CURVE (keys made as an
 // operator makes them, tests/fakes/cluster_keys.h) and with plain TCP, one
 // after the other per shape, so that both see the same machine state.
 //
 //   throughput [--shapes 100x100,1000x10,10000x1] [--cpus-per-worker 16] [--buffer 1]
-//              [--security curve,insecure]
+//              [--security curve,insecure] [--latency]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -47,8 +54,31 @@ struct Shape {
   int64_t iterations;
 };
 
+// The step cycles of trial `trial_id` (us between consecutive steps' starts,
+// from the step_clock_ns its noop results carry): p50, p99, mean.
+Json StepCycles(ztune::client::HeadClient& client, const std::string& trial_id) {
+  std::vector<int64_t> clocks;
+  for (Json offset = 0; !offset.is_null();) {
+    auto page = client.Call("results", Json{{"trial_id", trial_id}, {"offset", offset}});
+    if (!page.ok()) return Json{{"error", page.status().ToString()}};
+    for (const auto& r : (*page)["results"]) clocks.push_back(r.value("step_clock_ns", int64_t{0}));
+    offset = (*page).value("next_offset", Json());
+  }
+  std::vector<double> us;
+  for (size_t i = 1; i < clocks.size(); ++i) us.push_back((clocks[i] - clocks[i - 1]) / 1e3);
+  if (us.empty()) return Json{{"error", "fewer than 2 results"}};
+  double sum = 0;
+  for (double u : us) sum += u;
+  std::sort(us.begin(), us.end());
+  return Json{{"steps", us.size()},
+              {"p50_us", us[us.size() / 2]},
+              {"p99_us", us[us.size() * 99 / 100]},
+              {"mean_us", sum / us.size()}};
+}
+
 // `limits`: the head's default budgets per connection, or none (all flags 0).
-Json RunShape(const Shape& shape, int cpus_per_worker, int64_t buffer, bool curve, bool limits) {
+Json RunShape(const Shape& shape, int cpus_per_worker, int64_t buffer, bool curve, bool limits,
+              bool latency) {
   std::string dir = ztune::bench::MakeTempDir("throughput");
   std::string endpoints = dir + "/endpoints.json";
   std::optional<ztune::testing::ClusterKeys> keys;
@@ -107,6 +137,7 @@ Json RunShape(const Shape& shape, int cpus_per_worker, int64_t buffer, bool curv
             {"num_samples", shape.trials},
             {"stop", {{"training_iteration", shape.iterations}}},
             {"result_buffer_length", buffer}};
+  if (latency) spec["param_space"] = Json{{"report_step_clock", true}};
   double cpu_before = ztune::bench::ProcessCpuSeconds(head.pid());
   auto t0 = std::chrono::steady_clock::now();
   auto submitted = client.Call("submit", Json{{"spec", spec}});
@@ -140,6 +171,7 @@ Json RunShape(const Shape& shape, int cpus_per_worker, int64_t buffer, bool curv
            {"head_cpu_us_per_trial", 1e6 * head_cpu / shape.trials},
            {"wall_us_per_trial_per_slot", 1e6 * seconds * 2 * cpus_per_worker / shape.trials},
            {"terminated", last["trial_counts"]["TERMINATED"]}};
+  if (latency) out["step_cycle"] = StepCycles(client, exp + "_00000");
   workers.clear();
   head.Stop();
   std::filesystem::remove_all(dir);
@@ -168,6 +200,9 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  bool latency = false;
+  app.add_flag("--latency", latency,
+               "also measure the step cycle (p50/p99 us; shapes of one trial only)");
   CLI11_PARSE(app, argc, argv);
   std::vector<Shape> shapes;
   std::string rest = shapes_arg;
@@ -180,13 +215,18 @@ int main(int argc, char** argv) {
       return 2;
     }
     shapes.push_back({std::stoll(item.substr(0, x)), std::stoll(item.substr(x + 1))});
+    if (latency && shapes.back().trials != 1) {
+      std::cerr << "--latency needs shapes of one trial (1xN), got '" << item << "'\n";
+      return 2;
+    }
   }
   Json runs = Json::array();
   for (int64_t b : buffers) {
     for (const auto& s : shapes) {
       for (const auto& mode : security) {
         for (const auto& limit : limits) {
-          runs.push_back(RunShape(s, cpus_per_worker, b, mode == "curve", limit == "on"));
+          runs.push_back(
+              RunShape(s, cpus_per_worker, b, mode == "curve", limit == "on", latency));
         }
       }
     }

@@ -35,14 +35,27 @@ uint64_t GetU64(std::string_view in, size_t pos) {
 class NoopTrainable : public Trainable {
  public:
   Status Setup(const Json& config, const TrialContext&) override {
-    return CheckConfigObject(config);
+    RETURN_IF_ERROR(CheckConfigObject(config));
+    ASSIGN_OR_RETURN(report_step_clock_, ConfigBool(config, "report_step_clock", false));
+    return Status::Ok();
   }
-  Result<Json> Step(const TrialContext&) override { return Json::object(); }
+  // With report_step_clock, each result carries the worker's steady clock
+  // (ns) at its step: consecutive differences are the step cycle as the
+  // worker sees it (bench/throughput --latency).
+  Result<Json> Step(const TrialContext&) override {
+    if (!report_step_clock_) return Json::object();
+    return Json{{"step_clock_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                      std::chrono::steady_clock::now().time_since_epoch())
+                                      .count()}};
+  }
   Result<std::string> Save(const TrialContext&) override { return std::string(); }
   Status Restore(std::string_view, const TrialContext&) override { return Status::Ok(); }
-  bool ResetConfig(const Json& new_config, const TrialContext&) override {
-    return CheckConfigObject(new_config).ok();
+  bool ResetConfig(const Json& new_config, const TrialContext& ctx) override {
+    return Setup(new_config, ctx).ok();
   }
+
+ private:
+  bool report_step_clock_ = false;
 };
 
 // ---- quadratic (and fail, which extends it) ----
