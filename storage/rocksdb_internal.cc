@@ -5,6 +5,7 @@
 #include <rocksdb/cache.h>
 #include <rocksdb/convenience.h>
 #include <rocksdb/filter_policy.h>
+#include <rocksdb/slice_transform.h>
 #include <rocksdb/snapshot.h>
 #include <rocksdb/sst_file_reader.h>
 #include <rocksdb/table.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -35,6 +37,24 @@ bool IsLockError(const rocksdb::Status& s) {
   return msg.find("lock hold by current process") != std::string::npos ||
          msg.find("While lock file") != std::string::npos;
 }
+
+// The trial a results or checkpoints key belongs to: its TrialPrefix (the
+// trial id and its NUL). Keys of one trial arrive in increasing order (each
+// result after the previous one), so the memtable keeps an insert position
+// per trial (memtable_insert_with_hint_prefix_extractor) instead of
+// searching its skiplist from the top for each: that search was the head's
+// largest single cost at one result per commit.
+class TrialPrefixTransform final : public rocksdb::SliceTransform {
+ public:
+  const char* Name() const override { return "ztune.TrialPrefix"; }
+  rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
+    const void* nul = std::memchr(key.data(), '\0', key.size());
+    return rocksdb::Slice(key.data(), static_cast<const char*>(nul) - key.data() + 1);
+  }
+  bool InDomain(const rocksdb::Slice& key) const override {
+    return std::memchr(key.data(), '\0', key.size()) != nullptr;
+  }
+};
 
 rocksdb::CompressionType PickCompression(rocksdb::CompressionType wanted) {
   const auto supported = rocksdb::GetSupportedCompressions();
@@ -150,6 +170,11 @@ rocksdb::ColumnFamilyOptions MakeFamilyOptions(Family f) {
   o.compression = PickCompression(rocksdb::kLZ4Compression);
   o.bottommost_compression = PickCompression(rocksdb::kZSTD);
   o.write_buffer_size = 32 * kMiB;
+  if (f == Family::kResults || f == Family::kCheckpoints) {
+    static const std::shared_ptr<const rocksdb::SliceTransform> by_trial =
+        std::make_shared<TrialPrefixTransform>();
+    o.memtable_insert_with_hint_prefix_extractor = by_trial;
+  }
   if (f == Family::kCheckpoints) {
     // Checkpoints are large opaque bytes: keep them out of the LSM tree so
     // compactions do not rewrite them, and reclaim the space of deleted
