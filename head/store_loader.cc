@@ -81,6 +81,11 @@ Status LoadTrials(storage::Store& store, LoadedStore& out) {
     return true;
   }));
   RETURN_IF_ERROR(damaged);
+  // A finished trial's record was written with its last result; a live one's
+  // results may have gone on without it.
+  for (Trial& t : out.trials) {
+    if (!IsFinished(t.status)) RETURN_IF_ERROR(ReadStoredProgress(store, t));
+  }
   std::sort(out.trials.begin(), out.trials.end(),
             [](const Trial& a, const Trial& b) { return a.seq < b.seq; });
   return Status::Ok();

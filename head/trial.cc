@@ -193,6 +193,20 @@ Json Trial::ToJson() const {
   return j;
 }
 
+Status CheckStoredLastResult(const Json& r, const std::string& what) {
+  // The runner reads these flags of the last result with value<bool>(): a
+  // damaged record holding anything else threw out of a head restart
+  // (found by tests/fuzz/fuzz_store_records). Results are checked on the
+  // way in, so only damage gets here.
+  if (!r.is_object()) return Status::Corruption(what + " is not an object");
+  for (const char* flag : {"done", "should_checkpoint"}) {
+    if (r.contains(flag) && !r[flag].is_boolean()) {
+      return Status::Corruption(what + "." + flag + " is not a boolean");
+    }
+  }
+  return Status::Ok();
+}
+
 Result<Trial> Trial::FromJson(const Json& j) {
   try {
     Trial t;
@@ -205,19 +219,8 @@ Result<Trial> Trial::FromJson(const Json& j) {
     t.num_failures = StoredInt<int64_t>(j.at("num_failures"));
     t.iteration = StoredInt<int64_t>(j.at("iteration"));
     t.last_result = j.at("last_result");
-    // The runner reads these flags of the last result with value<bool>(): a
-    // damaged record holding anything else threw out of a head restart
-    // (found by tests/fuzz/fuzz_store_records). Results are checked on the
-    // way in, so only damage gets here.
-    if (!t.last_result.is_null() && !t.last_result.is_object()) {
-      return Status::Corruption("trial record: last_result is not an object");
-    }
-    for (const char* flag : {"done", "should_checkpoint"}) {
-      if (t.last_result.is_object() && t.last_result.contains(flag) &&
-          !t.last_result[flag].is_boolean()) {
-        return Status::Corruption(std::string("trial record: last_result.") + flag +
-                                  " is not a boolean");
-      }
+    if (!t.last_result.is_null()) {
+      RETURN_IF_ERROR(CheckStoredLastResult(t.last_result, "trial record: last_result"));
     }
     if (j.contains("checkpoints")) {  // schema 1: inline
       for (const auto& c : j["checkpoints"]) {

@@ -46,6 +46,10 @@ TrialId TrialIdFor(const std::string& experiment_id, uint64_t index);
 // The index k of an id TrialIdFor(experiment_id, k); nullopt for any other text.
 std::optional<uint64_t> TrialIndexOf(const std::string& experiment_id, const TrialId& id);
 
+// Corruption naming `what` unless `r`, a stored last result, is an object whose
+// `done` and `should_checkpoint` (when present) are booleans.
+Status CheckStoredLastResult(const Json& r, const std::string& what);
+
 Json PlacementToJson(const Placement& p);
 Result<Placement> PlacementFromJson(const Json& j);
 
@@ -73,7 +77,7 @@ Json ExploitsToJson(const std::vector<ExploitRecord>& exploits);
 
 struct Trial {
   // A trial keeps the hosts of its newest attempts only (a PBT trial may be
-  // restarted thousands of times; its record is written at every result).
+  // restarted thousands of times; its record is written at every restart).
   static constexpr size_t kMaxAttemptHosts = 64;
   // Likewise its newest exploits (the scheduler state counts them all).
   static constexpr size_t kMaxExploits = 64;

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 #include "common/check.h"
 #include "head/experiment_spec.h"
 #include "head/trial_records.h"
@@ -80,6 +82,7 @@ Trial& TrialBook::AddLoadedTrial(Trial t, bool changed) {
   e.trial_ids.push_back(id);
   Count(e, it->second.status, +1);
   if (changed) MarkDirty(it->second);
+  if (verify_records_) written_[id] = RecordWithoutProgress(it->second);
   return it->second;
 }
 
@@ -122,9 +125,31 @@ void TrialBook::WriteDirty(storage::WriteBatch& batch) {
   }
   dirty_experiments_.clear();
   for (const auto& id : dirty_trials_) {
-    if (const Trial* t = FindTrial(id)) PutTrialRecord(batch, *t);
+    const Trial* t = FindTrial(id);
+    if (t == nullptr) continue;
+    PutTrialRecord(batch, *t);
+    if (verify_records_) written_[id] = RecordWithoutProgress(*t);
   }
+  for (const auto& id : progressed_) {
+    const Trial* t = FindTrial(id);
+    if (t == nullptr || dirty_trials_.count(id)) continue;
+    auto it = written_.find(id);
+    CHECK(it != written_.end());  // added or loaded, and so recorded, before any result
+    if (it->second != RecordWithoutProgress(*t)) {
+      spdlog::critical("trial {}: its record changed without MarkDirty (stored: {}; now: {})", id,
+                       it->second, RecordWithoutProgress(*t));
+      CHECK(it->second == RecordWithoutProgress(*t));
+    }
+  }
+  progressed_.clear();
   dirty_trials_.clear();
+}
+
+std::string TrialBook::RecordWithoutProgress(const Trial& t) {
+  Json j = t.ToJson();
+  j.erase("iteration");
+  j.erase("last_result");
+  return j.dump();
 }
 
 const Trial* TrialBook::BestTrial(const Experiment& e) const {

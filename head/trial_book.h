@@ -65,18 +65,36 @@ class TrialBook {
   int64_t num_running() const { return num_running_; }
 
   // ---- the turn ----
+  // The trial's record changed: WriteDirty rewrites it.
   void MarkDirty(const Trial& t) { dirty_trials_.insert(t.trial_id); }
+  // Only the trial's progress (iteration, last_result) changed: its results
+  // went into the batch under their own keys and the record is not rewritten
+  // (a restart reads the progress back from them: ReadStoredProgress). With
+  // VerifyRecords, WriteDirty checks that nothing else of the record changed.
+  void NoteProgress(const Trial& t) {
+    if (verify_records_) progressed_.insert(t.trial_id);
+  }
+  // Strict invariants (tests): a change to a trial's record that was not
+  // marked dirty, and would be lost at a restart, aborts at the next
+  // WriteDirty after results of that trial (one record dump per such trial).
+  void VerifyRecords() { verify_records_ = true; }
   void MarkDirty(const Experiment& e) { dirty_experiments_.insert(e.experiment_id); }
   // Puts every changed record into `batch` and forgets the changes.
   void WriteDirty(storage::WriteBatch& batch);
 
  private:
   void Count(Experiment& e, TrialStatus s, int delta);
+  static std::string RecordWithoutProgress(const Trial& t);
 
   std::map<std::string, Experiment> experiments_;
   std::unordered_map<TrialId, Trial> trials_;
   std::unordered_set<TrialId> dirty_trials_;
   std::unordered_set<std::string> dirty_experiments_;
+  bool verify_records_ = false;
+  std::unordered_set<TrialId> progressed_;  // NoteProgress since the last WriteDirty
+  // VerifyRecords: each trial's record as last written or loaded, without its
+  // progress.
+  std::unordered_map<TrialId, std::string> written_;
   uint64_t next_seq_ = 1;
   uint64_t next_experiment_ = 1;
   int64_t num_pending_ = 0;  // trials in PENDING (Ray's max_pending_trials bound)

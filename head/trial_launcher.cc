@@ -82,7 +82,9 @@ void TrialLauncher::StartOnCachedActor(Trial& t, const CachedActor& actor) {
 
 std::string* TrialLauncher::CheckpointFor(Trial& t, std::string& storage) {
   const Trial* source = t.restore_from.empty() ? nullptr : p_.book.FindTrial(t.restore_from);
-  return p_.checkpoints.ForStart(t, source, storage);
+  std::string* checkpoint = p_.checkpoints.ForStart(t, source, storage);
+  if (checkpoint != nullptr) p_.book.MarkDirty(t);  // num_restores counted it
+  return checkpoint;
 }
 
 void TrialLauncher::OnCreateReply(Trial& t, const protocol::Reply& reply) {

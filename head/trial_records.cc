@@ -1,5 +1,6 @@
 #include "head/trial_records.h"
 
+#include <cstdint>
 #include <optional>
 #include <utility>
 
@@ -121,6 +122,29 @@ Status ScanTrials(storage::Store& store, const std::function<bool(StoredTrial&)>
     return true;
   }));
   if (go_on) flush();
+  return Status::Ok();
+}
+
+Status ReadStoredProgress(storage::Store& store, Trial& t) {
+  ASSIGN_OR_RETURN(std::optional<storage::Store::Entry> newest,
+                   store.Last(storage::Family::kResults, storage::TrialPrefix(t.trial_id)));
+  if (!newest) return Status::Ok();
+  const std::optional<uint64_t> iteration = storage::KeySuffixNumber(newest->key);
+  if (!iteration || *iteration > static_cast<uint64_t>(INT64_MAX)) {
+    return Status::Corruption("malformed result key of trial " + t.trial_id);
+  }
+  if (static_cast<int64_t>(*iteration) <= t.iteration) return Status::Ok();
+  const std::string what = "result " + std::to_string(*iteration) + " of trial " + t.trial_id;
+  Result<Json> r = ParseJson(newest->value);
+  if (!r.ok()) return Status::Corruption(what + " is not JSON: " + r.status().message());
+  RETURN_IF_ERROR(CheckStoredLastResult(*r, what));
+  auto it = r->find("training_iteration");
+  if (it == r->end() || !it->is_number_integer() ||
+      it->get<int64_t>() != static_cast<int64_t>(*iteration)) {
+    return Status::Corruption(what + " does not name its iteration (training_iteration)");
+  }
+  t.iteration = static_cast<int64_t>(*iteration);
+  t.last_result = std::move(r).value();
   return Status::Ok();
 }
 

@@ -1,10 +1,11 @@
 // How a Trial is stored in the trials family (docs/storage.md, "Trials"): its
 // record (Trial::ToJson: everything but the lists that grow) and one child
-// record per retained checkpoint and per error_log entry. A result rewrites
-// the trial record only, whose size does not grow with the trial's life
-// (rewriting both lists with every result made a trial with many retained
-// checkpoints quadratic). Schema-1 records held the lists inline; they are
-// still read, and ScanTrials says which trials need moving.
+// record per retained checkpoint and per error_log entry. A state change
+// rewrites the trial record only, whose size does not grow with the trial's
+// life (rewriting both lists with every write made a trial with many retained
+// checkpoints quadratic); results are written without it (ReadStoredProgress).
+// Schema-1 records held the lists inline; they are still read, and ScanTrials
+// says which trials need moving.
 //
 // Pure functions of a WriteBatch or a Store; no state, no thread affinity.
 #pragma once
@@ -33,6 +34,14 @@ void PutErrorRecord(storage::WriteBatch& batch, const TrialId& trial_id, uint64_
 // Every child record of `t`: moves a schema-1 trial, whose record held its
 // lists inline, to the current layout (with PutTrialRecord in the same batch).
 void PutChildRecords(storage::WriteBatch& batch, const Trial& t);
+
+// A trial's progress as stored: a batch of results is committed without the
+// trial record (which a state change writes), so a trial that is not finished
+// may have results past the record's `iteration`. Sets `t.iteration` and
+// `t.last_result` from its newest stored result when that is newer; leaves a
+// trial without newer results as it is. Corruption naming the trial when the
+// newest result is damaged (not an object, or not the iteration of its key).
+Status ReadStoredProgress(storage::Store& store, Trial& t);
 
 // A trial's stored results in iteration order (keys sort by big-endian
 // iteration); Corruption naming the trial when one is not a JSON object.

@@ -27,6 +27,7 @@ TrialRunner::TrialRunner(storage::Store& store, CommandSink& sink, const Clock& 
       scheduler_(scheduler != nullptr ? std::move(scheduler) : std::make_unique<SchedulerSet>()),
       peer_warnings_(clock) {
   RecomputeMaxPending();
+  if (options_.strict_invariants) book_.VerifyRecords();
   lifecycle_.set_exploit_applier([this](Trial& t, const Exploit& x) { ApplyExploit(t, x); });
   scheduler_->set_checkpoint_lookup([this](const TrialId& id, int64_t iteration) {
     const Trial* t = book_.FindTrial(id);

@@ -177,6 +177,11 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id,
   // STOP without asking it); its first STOP or PAUSE ends the batch there.
   bool pause = false;
   std::optional<Exploit> exploit;
+  // What of the trial's record the scheduler may change with a result; the
+  // record is rewritten only if it did (the results are stored by themselves).
+  const Json scheduler_state_before = t->scheduler_state;
+  const bool checkpoint_requested_before = t->checkpoint_requested;
+  const bool pause_requested_before = t->pause_requested;
   for (size_t i = 0; i < accepted.size(); ++i) {
     if (accepted[i].second.value("done", false)) break;
     const SchedulerDecision d = scheduler_->OnTrialResult(*t, accepted[i].second);
@@ -209,6 +214,11 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id,
     break;
   }
   if (pause) t->pause_requested = true;  // a scheduler's pause: queued again, not held
+  if (t->pause_requested != pause_requested_before ||
+      t->checkpoint_requested != checkpoint_requested_before ||
+      t->scheduler_state != scheduler_state_before) {
+    book_.MarkDirty(*t);
+  }
   if (error.empty() && !accepted.empty()) {
     for (auto& [iteration, result] : accepted) {
       batch_.Put(storage::Family::kResults, storage::ResultKey(t->trial_id, iteration),
@@ -216,7 +226,7 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id,
     }
     t->iteration = accepted.back().first;
     t->last_result = std::move(accepted.back().second);
-    book_.MarkDirty(*t);
+    book_.NoteProgress(*t);
   }
   if (max_seq > 0) acks_[{worker_id, t->trial_id, t->attempt}] = max_seq;
   if (!error.empty()) {

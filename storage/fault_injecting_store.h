@@ -41,6 +41,9 @@ class FaultInjectingStore final : public Store {
   Result<std::optional<std::string>> Get(Family f, std::string_view key) override;
   Status Scan(Family f, std::string_view prefix,
               const std::function<bool(std::string_view, std::string_view)>& fn) override;
+  Result<std::optional<Entry>> Last(Family f, std::string_view prefix) override {
+    return base_.Last(f, prefix);
+  }
 
  private:
   Store& base_;

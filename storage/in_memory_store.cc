@@ -1,5 +1,7 @@
 #include "storage/in_memory_store.h"
 
+#include <iterator>
+
 namespace ztune::storage {
 
 Status InMemoryStore::Commit(const WriteBatch& batch) {
@@ -27,6 +29,16 @@ Status InMemoryStore::Scan(Family f, std::string_view prefix,
     if (!fn(it->first, it->second)) break;
   }
   return Status::Ok();
+}
+
+Result<std::optional<Store::Entry>> InMemoryStore::Last(Family f, std::string_view prefix) {
+  const Map& m = map(f);
+  const std::string upper = PrefixSuccessor(prefix);
+  auto end = upper.empty() ? m.end() : m.lower_bound(upper);
+  if (end == m.begin()) return std::optional<Entry>();
+  auto last = std::prev(end);
+  if (!last->first.starts_with(prefix)) return std::optional<Entry>();
+  return std::optional<Entry>(Entry{last->first, last->second});
 }
 
 size_t InMemoryStore::Count(Family f) const { return map(f).size(); }

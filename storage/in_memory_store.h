@@ -34,6 +34,7 @@ class InMemoryStore final : public Store {
   // during the call; `fn` must not Commit to this store. Never fails.
   Status Scan(Family f, std::string_view prefix,
               const std::function<bool(std::string_view, std::string_view)>& fn) override;
+  Result<std::optional<Entry>> Last(Family f, std::string_view prefix) override;
 
   // Number of keys in family `f`.
   size_t Count(Family f) const;

@@ -279,25 +279,6 @@ Result<std::optional<std::string>> RocksDbStore::Get(Family f, std::string_view 
   }
 }
 
-namespace {
-
-// The smallest string greater than every string with prefix `prefix`, or ""
-// if there is none (the prefix is empty or all 0xff bytes).
-std::string PrefixSuccessor(std::string_view prefix) {
-  std::string s(prefix);
-  while (!s.empty()) {
-    auto& last = reinterpret_cast<unsigned char&>(s.back());
-    if (last != 0xff) {
-      ++last;
-      return s;
-    }
-    s.pop_back();
-  }
-  return s;
-}
-
-}  // namespace
-
 Status RocksDbStore::Scan(Family f, std::string_view prefix,
                           const std::function<bool(std::string_view, std::string_view)>& fn) {
   try {
@@ -317,6 +298,27 @@ Status RocksDbStore::Scan(Family f, std::string_view prefix,
     return FromRocks(it->status(), dir_, std::string("scan of ") + FamilyName(f));
   } catch (const std::exception& e) {
     return FromException(dir_, "scan", e.what());
+  }
+}
+
+Result<std::optional<Store::Entry>> RocksDbStore::Last(Family f, std::string_view prefix) {
+  try {
+    const std::string upper = PrefixSuccessor(prefix);
+    const rocksdb::Slice upper_slice(upper);
+    rocksdb::ReadOptions ro;
+    ro.verify_checksums = true;
+    if (!upper.empty()) ro.iterate_upper_bound = &upper_slice;
+    std::unique_ptr<rocksdb::Iterator> it(db_->db().NewIterator(ro, handle(f)));
+    // With the upper bound set, SeekToLast lands on the last key below it.
+    it->SeekToLast();
+    std::optional<Entry> last;
+    if (it->Valid() && ToView(it->key()).starts_with(prefix)) {
+      last.emplace(Entry{it->key().ToString(), it->value().ToString()});
+    }
+    RETURN_IF_ERROR(FromRocks(it->status(), dir_, std::string("seek in ") + FamilyName(f)));
+    return last;
+  } catch (const std::exception& e) {
+    return FromException(dir_, "seek", e.what());
   }
 }
 

@@ -181,6 +181,7 @@ class RocksDbStore final : public Store {
   // it by trial prefix. Corruption / IOError as Get.
   Status Scan(Family f, std::string_view prefix,
               const std::function<bool(std::string_view, std::string_view)>& fn) override;
+  Result<std::optional<Entry>> Last(Family f, std::string_view prefix) override;
 
   // Full offline check: verifies the checksum of every block of every SST
   // file and reads every checkpoint value (blob records carry their own

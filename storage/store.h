@@ -16,6 +16,11 @@
 
 namespace ztune::storage {
 
+// The smallest string greater than every string starting with `prefix`, or ""
+// if there is none (the prefix is empty or all 0xff bytes): the exclusive upper
+// bound of a prefix's keys.
+std::string PrefixSuccessor(std::string_view prefix);
+
 // One column family per record kind (docs/storage.md).
 enum class Family { kMeta = 0, kExperiments, kTrials, kResults, kCheckpoints };
 inline constexpr int kNumFamilies = 5;
@@ -78,6 +83,15 @@ class Store {
   // until `fn` returns false.
   virtual Status Scan(Family f, std::string_view prefix,
                       const std::function<bool(std::string_view, std::string_view)>& fn) = 0;
+
+  // The last key starting with `prefix` and its value, std::nullopt if there
+  // is none. The default scans the prefix; stores that can seek backwards
+  // override it (a trial's newest result at load, whatever its length).
+  struct Entry {
+    std::string key;
+    std::string value;
+  };
+  virtual Result<std::optional<Entry>> Last(Family f, std::string_view prefix);
 };
 
 }  // namespace ztune::storage

@@ -90,6 +90,35 @@ TEST_F(StoreCheckTest, ReportsAGapInResults) {
       << report->ToText();
 }
 
+// A batch of results is committed without the trial record: a live trial's
+// record may be behind its results, never ahead; a finished trial's record
+// holds its last iteration.
+TEST_F(StoreCheckTest, ALiveTrialsRecordMayBeBehindItsResultsOnly) {
+  auto record = store_.Get(storage::Family::kTrials, trial_);
+  ASSERT_TRUE(record.ok() && record->has_value());
+  const Json stored = Json::parse(**record);
+  auto check_with = [&](const char* status, int64_t iteration) {
+    Json t = stored;
+    t["status"] = status;
+    t["iteration"] = iteration;
+    storage::WriteBatch b;
+    b.Put(storage::Family::kTrials, trial_, t.dump());
+    Apply(std::move(b));
+    auto report = CheckStore(store_);
+    EXPECT_TRUE(report.ok());
+    return report.ok() ? report->ToText() : report.status().ToString();
+  };
+  const std::string says = "records iteration";
+  EXPECT_EQ(check_with("PAUSED", 7).find(says), std::string::npos) << "behind: results went on";
+  EXPECT_NE(check_with("PAUSED", 11)
+                .find("(PAUSED) records iteration 11 but its stored results "
+                      "end at 10"),
+            std::string::npos);
+  EXPECT_NE(check_with("TERMINATED", 7).find("(TERMINATED) records iteration 7"),
+            std::string::npos);
+  EXPECT_EQ(check_with("TERMINATED", 10).find(says), std::string::npos);
+}
+
 TEST_F(StoreCheckTest, ReportsMissingAndOrphanedCheckpoints) {
   storage::WriteBatch b;
   b.Delete(storage::Family::kCheckpoints, storage::CheckpointKey(trial_, 1));

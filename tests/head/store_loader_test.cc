@@ -123,6 +123,43 @@ TEST(StoreLoaderTest, ASchemaOneStoreNamesTheTrialsWhoseListsMove) {
 }
 
 // Each kind of damage is refused with the record named, never loaded as less.
+// Results are committed without the trial record: a live trial's progress is
+// its newest stored result; a finished trial's record was written with its
+// last result and is taken as it is (no read of its results).
+TEST(StoreLoaderTest, ALiveTrialsProgressIsItsNewestStoredResult) {
+  storage::InMemoryStore store;
+  PutExperiment(store, MakeExperiment("e0001", 3, 3));
+  Trial running = MakeTrial("e0001", "e0001_00000", 1);
+  running.status = TrialStatus::kRunning;
+  running.iteration = 2;
+  running.last_result = Json{{"training_iteration", 2}, {"loss", 2.0}};
+  Trial paused = MakeTrial("e0001", "e0001_00001", 2);
+  paused.status = TrialStatus::kPaused;
+  Trial finished = MakeTrial("e0001", "e0001_00002", 3);
+  finished.status = TrialStatus::kTerminated;
+  finished.iteration = 1;
+  finished.last_result = Json{{"training_iteration", 1}, {"done", true}};
+  for (const Trial* t : {&running, &paused, &finished}) PutTrial(store, *t);
+  for (int64_t i = 1; i <= 5; ++i) {
+    Put(store, storage::Family::kResults, storage::ResultKey(running.trial_id, i),
+        Json{{"training_iteration", i}, {"loss", 1.0 / i}}.dump());
+  }
+  Put(store, storage::Family::kResults, storage::ResultKey(paused.trial_id, 1),
+      Json{{"training_iteration", 1}, {"should_checkpoint", true}}.dump());
+  // Damage under a finished trial's key is not read at load (--check sees it).
+  Put(store, storage::Family::kResults, storage::ResultKey(finished.trial_id, 2), "{");
+
+  auto loaded = LoadStore(store);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_EQ(loaded->trials.size(), 3u);
+  EXPECT_EQ(loaded->trials[0].iteration, 5);
+  EXPECT_EQ(loaded->trials[0].last_result, (Json{{"training_iteration", 5}, {"loss", 0.2}}));
+  EXPECT_EQ(loaded->trials[1].iteration, 1);
+  EXPECT_EQ(loaded->trials[1].last_result.value("should_checkpoint", false), true);
+  EXPECT_EQ(loaded->trials[2].iteration, 1);
+  EXPECT_EQ(loaded->trials[2].last_result, finished.last_result);
+}
+
 TEST(StoreLoaderTest, DamageIsRefusedNamingTheRecord) {
   struct Case {
     const char* name;
@@ -158,6 +195,23 @@ TEST(StoreLoaderTest, DamageIsRefusedNamingTheRecord) {
       {"trial not JSON",
        [](storage::Store& s) { Put(s, storage::Family::kTrials, "e0001_00005", "[1,"); },
        "trials record 'e0001_00005'"},
+      {"a live trial's newest result not JSON",
+       [](storage::Store& s) {
+         Put(s, storage::Family::kResults, storage::ResultKey("e0001_00000", 1), "{");
+       },
+       "result 1 of trial e0001_00000 is not JSON"},
+      {"a live trial's newest result under another iteration's key",
+       [](storage::Store& s) {
+         Put(s, storage::Family::kResults, storage::ResultKey("e0001_00000", 2),
+             R"({"training_iteration": 3})");
+       },
+       "result 2 of trial e0001_00000 does not name its iteration"},
+      {"a live trial's newest result with a flag that is not a boolean",
+       [](storage::Store& s) {
+         Put(s, storage::Family::kResults, storage::ResultKey("e0001_00000", 1),
+             R"({"training_iteration": 1, "done": 1})");
+       },
+       "result 1 of trial e0001_00000.done is not a boolean"},
   };
   for (const Case& c : cases) {
     storage::InMemoryStore store;

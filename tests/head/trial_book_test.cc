@@ -98,6 +98,34 @@ TEST(TrialBookTest, WriteDirtyWritesEachChangedRecordOnceAndForgetsThem) {
   EXPECT_EQ(Written(book, storage::Family::kTrials), (std::vector<std::string>{"e0001_00000"}));
 }
 
+// Progress alone rewrites no record; under VerifyRecords a record change that
+// was not marked dirty (lost at a restart, since only results are written)
+// aborts at the next WriteDirty after the trial's results.
+TEST(TrialBookTest, ProgressWritesNoRecordAndAnUnmarkedChangeAborts) {
+  for (const bool verify : {false, true}) {
+    TrialBook book;
+    if (verify) book.VerifyRecords();
+    Experiment& e = book.AddExperiment(Exp(book.NextExperimentId()));
+    Trial& t = book.AddTrial(e, Json::object());
+    EXPECT_EQ(Written(book, storage::Family::kTrials), std::vector<std::string>{t.trial_id});
+    t.iteration = 1;
+    t.last_result = Json{{"training_iteration", 1}};
+    book.NoteProgress(t);
+    EXPECT_TRUE(Written(book, storage::Family::kTrials).empty()) << "verify " << verify;
+    t.num_failures = 1;  // marked: written, and the new baseline
+    book.MarkDirty(t);
+    book.NoteProgress(t);
+    EXPECT_EQ(Written(book, storage::Family::kTrials), std::vector<std::string>{t.trial_id});
+    t.num_restores = 1;  // not marked
+    book.NoteProgress(t);
+    if (verify) {
+      EXPECT_DEATH(Written(book, storage::Family::kTrials), "");  // CHECK logs to stdout
+    } else {
+      EXPECT_TRUE(Written(book, storage::Family::kTrials).empty());
+    }
+  }
+}
+
 TEST(TrialBookTest, LookupsOfUnknownIdsAreNullAndTheCheckedOnesAbort) {
   TrialBook book;
   EXPECT_EQ(book.FindTrial("nope"), nullptr);

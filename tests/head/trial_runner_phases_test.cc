@@ -164,12 +164,13 @@ TEST_F(TrialRunnerPhasesTest, AReattachedTrialThatWasDoneReleasesItsActor) {
   {
     // Its last stored result said done (a head that stored it and crashed
     // before ending the trial).
-    auto record = store_.Get(storage::Family::kTrials, id);
-    ASSERT_TRUE(record.ok() && record->has_value());
-    Json j = Json::parse(**record);
-    j["last_result"]["done"] = true;
+    const std::string key = storage::ResultKey(id, 3);
+    auto stored = store_.Get(storage::Family::kResults, key);
+    ASSERT_TRUE(stored.ok() && stored->has_value());
+    Json j = Json::parse(**stored);
+    j["done"] = true;
     storage::WriteBatch b;
-    b.Put(storage::Family::kTrials, id, j.dump());
+    b.Put(storage::Family::kResults, key, j.dump());
     ASSERT_TRUE(store_.Commit(b).ok());
   }
   Reset();

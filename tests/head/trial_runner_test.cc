@@ -1238,3 +1238,49 @@ TEST_F(TrialRunnerTest, AResultWithNonBooleanFlagsFailsItsTrialAndIsAcknowledged
 
 }  // namespace
 }  // namespace ztune::head
+
+namespace ztune::head {
+namespace {
+
+// A result batch stores its results and not the trial record (which repeats
+// the last result; rewriting it with every result was a quarter of the head's
+// loop time at buffer 1). The record is written at state changes; a restarted
+// head reads a live trial's progress back from its newest stored result, and
+// the trial goes on from there with every iteration stored once.
+TEST_F(TrialRunnerTest, ResultsAreStoredWithoutTheTrialRecordAndARestartReadsThemBack) {
+  const std::string exp = StartQuadraticTrialAt(/*stop=*/12, /*n=*/5);
+  const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
+  Commit();
+  const int64_t reached = runner_->FindTrial(id)->iteration;
+  const Json last = runner_->FindTrial(id)->last_result;
+  ASSERT_GE(reached, 5);
+  auto record = store_.Get(storage::Family::kTrials, id);
+  ASSERT_TRUE(record.ok() && record->has_value());
+  const Json stored = Json::parse(**record);
+  EXPECT_EQ(stored["status"], "RUNNING");
+  EXPECT_EQ(stored["iteration"], 0) << "written when the trial started, not with its results";
+  EXPECT_EQ(StoredResults(id).size(), static_cast<size_t>(reached));
+
+  CrashHead();
+  const Trial* t = runner_->FindTrial(id);
+  EXPECT_EQ(t->iteration, reached);
+  EXPECT_EQ(t->last_result, last);
+  fleet_->Reregister("w1", 1);
+  RunToEnd(exp);
+  t = runner_->FindTrial(id);
+  EXPECT_EQ(t->status, TrialStatus::kTerminated);
+  EXPECT_EQ(t->iteration, 12);
+  const std::vector<Json> results = StoredResults(id);
+  ASSERT_EQ(results.size(), 12u);
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_EQ(results[i]["training_iteration"], static_cast<int64_t>(i + 1));
+  }
+  // The finished trial's record holds its last result: a restart reads none.
+  record = store_.Get(storage::Family::kTrials, id);
+  ASSERT_TRUE(record.ok() && record->has_value());
+  EXPECT_EQ(Json::parse(**record)["iteration"], 12);
+  EXPECT_EQ(Json::parse(**record)["last_result"], results.back());
+}
+
+}  // namespace
+}  // namespace ztune::head

@@ -51,6 +51,29 @@ struct PassThroughFaultInjectingBackend {
   FaultInjectingStore faulty_{base_};
 };
 
+// A store that implements only what Store requires: Last is Store's default,
+// built on Scan.
+class ScanOnlyStore final : public Store {
+ public:
+  Status Commit(const WriteBatch& batch) override { return base_.Commit(batch); }
+  Result<std::optional<std::string>> Get(Family f, std::string_view key) override {
+    return base_.Get(f, key);
+  }
+  Status Scan(Family f, std::string_view prefix,
+              const std::function<bool(std::string_view, std::string_view)>& fn) override {
+    return base_.Scan(f, prefix, fn);
+  }
+
+ private:
+  InMemoryStore base_;
+};
+
+struct DefaultLastBackend {
+  Status Init() { return Status::Ok(); }
+  Store& store() { return store_; }
+  ScanOnlyStore store_;
+};
+
 template <typename Backend>
 class StoreConformanceTest : public ::testing::Test {
  protected:
@@ -91,12 +114,13 @@ struct BackendNames {
   static std::string GetName(int) {
     if (std::is_same_v<T, InMemoryBackend>) return "InMemory";
     if (std::is_same_v<T, RocksDbBackend>) return "RocksDb";
+    if (std::is_same_v<T, DefaultLastBackend>) return "DefaultLast";
     return "FaultInjectingPassThrough";
   }
 };
 
-using Backends =
-    ::testing::Types<InMemoryBackend, RocksDbBackend, PassThroughFaultInjectingBackend>;
+using Backends = ::testing::Types<InMemoryBackend, RocksDbBackend, PassThroughFaultInjectingBackend,
+                                  DefaultLastBackend>;
 TYPED_TEST_SUITE(StoreConformanceTest, Backends, BackendNames);
 
 TYPED_TEST(StoreConformanceTest, GetReturnsNulloptWhenKeyIsAbsent) {
@@ -284,6 +308,59 @@ TYPED_TEST(StoreConformanceTest, ScanWorksWhenPrefixEndsInFfBytes) {
   ASSERT_EQ(fe.size(), 2u);
   EXPECT_EQ(fe[0].second, "1");
   EXPECT_EQ(fe[1].second, "5");
+}
+
+TYPED_TEST(StoreConformanceTest, LastIsTheNewestKeyOfAPrefixAndNothingOutsideIt) {
+  WriteBatch b;
+  for (const char* trial : {"t1", "t10", "t2"}) {
+    for (uint64_t i = 1; i <= 3; ++i) {
+      b.Put(Family::kResults, ResultKey(trial, i), std::string(trial) + "#" + std::to_string(i));
+    }
+  }
+  // Iteration 256 sorts after 3 only as a big-endian number.
+  b.Put(Family::kResults, ResultKey("t1", 256), "t1#256");
+  b.Put(Family::kResults, ResultKey("t2", 3), "t2#3 overwritten");
+  b.Delete(Family::kResults, ResultKey("t10", 3));
+  b.Put(Family::kTrials, "t3", "another family");
+  this->Commit(b);
+
+  auto last = [&](std::string_view prefix) -> std::optional<Store::Entry> {
+    auto r = this->store().Last(Family::kResults, prefix);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : std::nullopt;
+  };
+  std::optional<Store::Entry> t1 = last(TrialPrefix("t1"));
+  ASSERT_TRUE(t1.has_value());
+  EXPECT_EQ(t1->key, ResultKey("t1", 256));
+  EXPECT_EQ(t1->value, "t1#256");
+  std::optional<Store::Entry> t10 = last(TrialPrefix("t10"));
+  ASSERT_TRUE(t10.has_value());
+  EXPECT_EQ(t10->value, "t10#2") << "a deleted key is not the last";
+  std::optional<Store::Entry> t2 = last(TrialPrefix("t2"));
+  ASSERT_TRUE(t2.has_value());
+  EXPECT_EQ(t2->value, "t2#3 overwritten");
+  EXPECT_FALSE(last(TrialPrefix("t3")).has_value()) << "only the trials family has t3";
+  EXPECT_FALSE(last(TrialPrefix("t0")).has_value());
+  std::optional<Store::Entry> whole = last("");
+  ASSERT_TRUE(whole.has_value());
+  EXPECT_EQ(whole->value, "t2#3 overwritten") << "the empty prefix: the family's last key";
+}
+
+TYPED_TEST(StoreConformanceTest, LastWorksWhenPrefixEndsInFfBytes) {
+  WriteBatch b;
+  b.Put(Family::kResults, "\xff\xff", "1");
+  b.Put(Family::kResults, "\xff\xff\xff", "2");
+  b.Put(Family::kResults, "\xfe\xff\xff", "3");
+  this->Commit(b);
+  auto ff = this->store().Last(Family::kResults, "\xff\xff");
+  ASSERT_TRUE(ff.ok() && ff->has_value());
+  EXPECT_EQ((*ff)->value, "2");
+  auto fe = this->store().Last(Family::kResults, "\xfe");
+  ASSERT_TRUE(fe.ok() && fe->has_value());
+  EXPECT_EQ((*fe)->value, "3");
+  auto none = this->store().Last(Family::kResults, "\xfd");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
 }
 
 TYPED_TEST(StoreConformanceTest, ValuesRoundTripWhenBinaryOrLarge) {
