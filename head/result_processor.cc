@@ -1,6 +1,7 @@
 #include "head/result_processor.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace ztune::head {
 namespace {
@@ -53,11 +54,11 @@ std::string MissingSchedulerKey(const Json& result, const ExperimentSpec& spec, 
 
 BatchOutcome ResultProcessor::Process(const TrialId& trial_id, int64_t last_iteration,
                                       int64_t resume_iteration, const ExperimentSpec& spec,
-                                      const std::vector<protocol::ResultRecord>& results) {
+                                      std::vector<protocol::ResultRecord> results) {
   BatchOutcome out;
   int64_t last = last_iteration;
-  for (const auto& rec : results) {
-    const Json& in = rec.result;
+  for (auto& rec : results) {
+    Json& in = rec.result;
     auto it_iter = in.is_object() ? in.find("training_iteration") : in.end();
     if (!in.is_object() || it_iter == in.end() || !it_iter->is_number_integer()) {
       out.error = "result without an integer training_iteration";
@@ -86,7 +87,7 @@ BatchOutcome ResultProcessor::Process(const TrialId& trial_id, int64_t last_iter
     if (!out.error.empty()) break;
     out.error = MissingSchedulerKey(in, spec, iteration);
     if (!out.error.empty()) break;
-    Json result = in;
+    Json result = std::move(in);
     result["trial_id"] = trial_id;
     const bool done = Done(result, spec, iteration, &out.error);
     if (!out.error.empty()) break;

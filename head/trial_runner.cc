@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -220,13 +221,25 @@ void TrialRunner::FlushTo(storage::WriteBatch& batch) {
     }
   }
   batch_.Clear();
+  // One ACK per worker (acks_ is ordered by worker first).
+  std::optional<std::pair<WorkerId, protocol::Ack>> pending;
+  auto send = [&] {
+    if (pending) {
+      sink_.SendToWorker(pending->first, protocol::Message{std::move(pending->second), {}},
+                         SendTiming::kAfterCommit);
+    }
+    pending.reset();
+  };
   for (const auto& [k, seq] : acks_) {
-    protocol::Ack ack;
-    ack.trial_id = std::get<1>(k);
-    ack.attempt = std::get<2>(k);
-    ack.seq = seq;
-    sink_.SendToWorker(std::get<0>(k), protocol::Message{ack, {}}, SendTiming::kAfterCommit);
+    const auto& [worker, trial_id, attempt] = k;
+    if (pending && pending->first == worker) {
+      pending->second.more.push_back(protocol::AckEntry{trial_id.str(), attempt, seq});
+      continue;
+    }
+    send();
+    pending.emplace(worker, protocol::Ack{trial_id.str(), attempt, seq, {}});
   }
+  send();
   acks_.clear();
 }
 

@@ -113,7 +113,7 @@ class TrialRunner {
   // Takes the payload (a checkpoint can be large): moved into the store's
   // batch or the trial's memory checkpoint, never copied on the loop thread.
   void HandleReply(const WorkerId& worker_id, const protocol::Reply& reply, std::string payload);
-  void HandleResultBatch(const WorkerId& worker_id, const protocol::ResultBatch& batch);
+  void HandleResultBatch(const WorkerId& worker_id, protocol::ResultBatch batch);
 
   // ---- client requests ----
   // TrialControl's: what clients may change (see there). A submitted

@@ -132,8 +132,7 @@ void TrialRunner::HandleReply(const WorkerId& worker_id, const protocol::Reply& 
 
 // ---------------------------------------------------------------- results
 
-void TrialRunner::HandleResultBatch(const WorkerId& worker_id,
-                                    const protocol::ResultBatch& batch) {
+void TrialRunner::HandleResultBatch(const WorkerId& worker_id, protocol::ResultBatch batch) {
   registry_.Touch(worker_id);
   uint64_t max_seq = 0;
   for (const auto& r : batch.results) max_seq = std::max(max_seq, r.seq);
@@ -167,7 +166,7 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id,
   if (!mismatch.empty()) peer_warnings_.Warn(mismatch + "; its results are kept as a replay");
   Experiment& e = book_.ExperimentOf(*t);
   BatchOutcome outcome = ResultProcessor::Process(t->trial_id, t->iteration, t->resume_iteration,
-                                                  e.spec, batch.results);
+                                                  e.spec, std::move(batch.results));
   bool stop = outcome.stop;
   bool checkpoint = outcome.checkpoint;
   const std::string& error = outcome.error;

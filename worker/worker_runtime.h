@@ -172,6 +172,7 @@ class WorkerRuntime {
   // Tells the head to stop sending the payload of `rid`.
   void CancelIncomingPayload(uint64_t rid);
   void HandleAck(const protocol::Ack& m);
+  void HandleAckEntry(const protocol::AckEntry& m);
   // What REGISTER advertises: the registry's names, and
   // protocol::kSubmittedPythonTrainable with --allow-submitted-code.
   std::vector<std::string> HostedTrainables() const;

@@ -124,6 +124,10 @@ void WorkerRuntime::HandleActorCommand(protocol::Message message) {
 }
 
 void WorkerRuntime::HandleAck(const protocol::Ack& m) {
+  protocol::ForEachAck(m, [&](const protocol::AckEntry& e) { HandleAckEntry(e); });
+}
+
+void WorkerRuntime::HandleAckEntry(const protocol::AckEntry& m) {
   ActorKey key{m.trial_id, m.attempt};
   // An actor that ended (or never was): nothing to track, and a key made for
   // it here would never be erased.

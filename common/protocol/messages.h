@@ -287,7 +287,7 @@ struct Export {
 };
 
 // Results of (trial_id, attempt) up to `seq` are durable; the worker may drop them.
-struct Ack {
+struct AckEntry {
   std::string trial_id;
   uint64_t attempt = 0;
   uint64_t seq = 0;
@@ -298,6 +298,30 @@ struct Ack {
     v("seq", seq, Need::kRequired);
   }
 };
+
+// One commit's acknowledgements for one worker: its own entry and `more`
+// (one message per worker and commit instead of one per actor: at one result
+// per batch, an ACK per actor was every other message the head sent).
+struct Ack {
+  std::string trial_id;
+  uint64_t attempt = 0;
+  uint64_t seq = 0;
+  std::vector<AckEntry> more;
+  template <class V>
+  void Visit(V& v) {
+    v("trial_id", trial_id, Need::kRequired);
+    v("attempt", attempt, Need::kRequired);
+    v("seq", seq, Need::kRequired);
+    v("more", more, Need::kOptional);
+  }
+};
+
+// Calls fn(const AckEntry&) for every acknowledgement of `ack`, its own first.
+template <class F>
+void ForEachAck(const Ack& ack, F&& fn) {
+  fn(AckEntry{ack.trial_id, ack.attempt, ack.seq});
+  for (const AckEntry& e : ack.more) fn(e);
+}
 
 // ---- both directions: large payloads (common/protocol/chunked_transfer.h) ----
 

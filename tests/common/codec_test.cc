@@ -87,7 +87,13 @@ TEST(CodecTest, RoundTripsEveryHeadCommand) {
   EXPECT_EQ(r.new_trial_id, "u");
   EXPECT_EQ(RoundTrip(Stop{6, "t", 2, 1000}).kill_after_ms, 1000);
   EXPECT_EQ(RoundTrip(Export{7, "t", 2, {"json"}}).formats, std::vector<std::string>{"json"});
-  EXPECT_EQ(RoundTrip(Ack{"t", 2, 11}).seq, 11u);
+  EXPECT_EQ(RoundTrip(Ack{"t", 2, 11, {}}).seq, 11u);
+  const Ack acks = RoundTrip(Ack{"t", 2, 11, {AckEntry{"u", 1, 3}, AckEntry{"v", 4, 9}}});
+  std::vector<std::string> each;
+  ForEachAck(acks, [&](const AckEntry& e) {
+    each.push_back(e.trial_id + "/" + std::to_string(e.attempt) + "/" + std::to_string(e.seq));
+  });
+  EXPECT_EQ(each, (std::vector<std::string>{"t/2/11", "u/1/3", "v/4/9"}));
   RoundTrip(Heartbeat{});
   EXPECT_EQ(RoundTrip(Disconnect{"bye"}).reason, "bye");
 }

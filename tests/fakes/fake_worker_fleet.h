@@ -214,9 +214,11 @@ class FakeWorkerFleet {
       Reply(w, s->rid, s->trial_id, s->attempt, true, {}, Json{{"iteration", a.iteration}},
             "ckpt:" + std::to_string(a.iteration));
     } else if (auto* ack = std::get_if<protocol::Ack>(&body)) {
-      auto& batches = outbox[Key(ack->trial_id, ack->attempt)];
-      std::erase_if(batches, [&](const protocol::ResultBatch& b) {
-        return b.results.empty() || b.results.back().seq <= ack->seq;
+      protocol::ForEachAck(*ack, [&](const protocol::AckEntry& e) {
+        auto& batches = outbox[Key(e.trial_id, e.attempt)];
+        std::erase_if(batches, [&](const protocol::ResultBatch& b) {
+          return b.results.empty() || b.results.back().seq <= e.seq;
+        });
       });
     } else if (auto* rs = std::get_if<protocol::Reset>(&body)) {
       ++resets;

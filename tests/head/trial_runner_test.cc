@@ -531,7 +531,9 @@ TEST_F(TrialRunnerTest, FencesAWorkerThatWakesUpAfterBeingDeclaredDead) {
       EXPECT_EQ(st->attempt, 1u);
       ++stops;
     }
-    if (std::holds_alternative<protocol::Ack>(s.message.body)) ++acks;
+    if (const auto* ack = std::get_if<protocol::Ack>(&s.message.body)) {
+      protocol::ForEachAck(*ack, [&](const protocol::AckEntry&) { ++acks; });
+    }
   }
   EXPECT_EQ(stops, 1);
   EXPECT_EQ(acks, 1);  // acknowledged so its outbox does not replay it forever
@@ -1182,7 +1184,9 @@ TEST_F(TrialRunnerTest, AResultThatSkipsIterationsFailsItsTrialAndStoresNothing)
     bool acked = false;
     for (const auto& sent : sink_.sent) {
       if (const auto* ack = std::get_if<protocol::Ack>(&sent.message.body)) {
-        acked = acked || (ack->trial_id == id.str() && ack->seq >= 901);
+        protocol::ForEachAck(*ack, [&](const protocol::AckEntry& e) {
+          acked = acked || (e.trial_id == id.str() && e.seq >= 901);
+        });
       }
     }
     EXPECT_TRUE(acked);
@@ -1229,7 +1233,9 @@ TEST_F(TrialRunnerTest, AResultWithNonBooleanFlagsFailsItsTrialAndIsAcknowledged
     // Looked at, not taken: the fleet still answers the STOP of the actor.
     for (const auto& sent : sink_.sent) {
       if (const auto* ack = std::get_if<protocol::Ack>(&sent.message.body)) {
-        acked = acked || (ack->trial_id == id.str() && ack->seq >= 1000);
+        protocol::ForEachAck(*ack, [&](const protocol::AckEntry& e) {
+          acked = acked || (e.trial_id == id.str() && e.seq >= 1000);
+        });
       }
     }
     EXPECT_TRUE(acked) << "a refused batch is acknowledged so that it is never replayed";

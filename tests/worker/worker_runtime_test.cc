@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -229,7 +230,7 @@ TEST_F(WorkerRuntimeTest, DrivesTheActorLifecycle) {
     }
     EXPECT_EQ(r["pid"], getpid());
   }
-  head_->Send(Ack{"t1", 1, 3});
+  head_->Send(Ack{"t1", 1, 3, {}});
 
   head_->Send(Save{3, "t1", 1, "memory"});
   std::string envelope;
@@ -444,7 +445,7 @@ TEST_F(WorkerRuntimeTest, ReRegistersAndResendsUnackedResultsAfterHeadSilence) {
   head_->Send(Train{3, "r", 1, 1, 60});
   auto b3 = head_->WaitBatch(3);
   ASSERT_TRUE(b3.has_value());
-  head_->Send(Ack{"r", 1, 1});  // partial: seq 1 only
+  head_->Send(Ack{"r", 1, 1, {}});  // partial: seq 1 only
 
   head_->silent = true;
   auto t0 = std::chrono::steady_clock::now();
@@ -470,7 +471,7 @@ TEST_F(WorkerRuntimeTest, ReRegistersAndResendsUnackedResultsAfterHeadSilence) {
   auto again3 = head_->WaitBatch(3);
   ASSERT_TRUE(again3.has_value());
   EXPECT_EQ(again3->results[0].seq, 3u);
-  head_->Send(Ack{"r", 1, 3});
+  head_->Send(Ack{"r", 1, 3, {}});
 
   // Actors kept running: training goes on across the reconnect.
   head_->Send(Train{4, "r", 1, 1, 60});
@@ -478,7 +479,7 @@ TEST_F(WorkerRuntimeTest, ReRegistersAndResendsUnackedResultsAfterHeadSilence) {
   ASSERT_TRUE(b4.has_value());
   EXPECT_EQ(b4->results[0].result["training_iteration"], 4);
   EXPECT_EQ(b4->results[0].seq, 4u);
-  head_->Send(Ack{"r", 1, 4});
+  head_->Send(Ack{"r", 1, 4, {}});
 
   size_t registers_before = head_->registers.size();
   head_->Send(Disconnect{"unknown worker"});
@@ -493,6 +494,41 @@ TEST_F(WorkerRuntimeTest, ReRegistersAndResendsUnackedResultsAfterHeadSilence) {
   head_->Pump(milliseconds(300));
   for (const auto& m : head_->others) {
     EXPECT_FALSE(std::holds_alternative<ResultBatch>(m.body)) << "ACKed results were re-sent";
+  }
+}
+
+// The head acknowledges one commit's results of several actors in one ACK
+// (its own entry and `more`): each actor's outbox drops what it names.
+TEST_F(WorkerRuntimeTest, OneAckAcknowledgesSeveralActors) {
+  Start(/*liveness=*/3);
+  Create(1, "a", 1, "quadratic");
+  Create(2, "b", 1, "quadratic");
+  head_->Send(Train{3, "a", 1, 2, 60});
+  ASSERT_TRUE(head_->WaitBatch(3).has_value());
+  head_->Send(Train{4, "b", 1, 2, 60});
+  ASSERT_TRUE(head_->WaitBatch(4).has_value());
+  head_->Send(Ack{"a", 1, 2, {AckEntry{"b", 1, 1}}});
+
+  head_->silent = true;
+  auto reg = head_->WaitFor<Register>([](const Register& r) { return r.incarnation >= 2; },
+                                      milliseconds(3000));
+  ASSERT_TRUE(reg.has_value());
+  ASSERT_EQ(reg->live_actors.size(), 2u);
+  std::map<std::string, uint64_t> acked;
+  for (const auto& a : reg->live_actors) acked[a.trial_id] = a.acked_seq;
+  EXPECT_EQ(acked["a"], 2u);
+  EXPECT_EQ(acked["b"], 1u);
+  head_->silent = false;
+  head_->others.clear();
+  head_->SendRegistered();
+  auto again = head_->WaitBatch(4);
+  ASSERT_TRUE(again.has_value());
+  ASSERT_EQ(again->results.size(), 1u) << "b's seq 1 was acknowledged in a's ACK";
+  EXPECT_EQ(again->results[0].seq, 2u);
+  head_->Pump(milliseconds(100));
+  for (const auto& m : head_->others) {
+    const auto* batch = std::get_if<ResultBatch>(&m.body);
+    EXPECT_TRUE(batch == nullptr || batch->trial_id != "a") << "a's results were all acknowledged";
   }
 }
 
