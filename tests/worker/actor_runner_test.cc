@@ -1,5 +1,8 @@
 #include "worker/actor_runner.h"
 
+#include <poll.h>
+
+#include <deque>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -49,6 +52,36 @@ class ActorRunnerTest : public ::testing::Test {
  protected:
   TempDir dir_;
 };
+
+// The control thread polls the queue's fd: readable exactly while events wait
+// (one write per empty-to-non-empty push, cleared by the Drain that empties it).
+TEST(EventQueueTest, TheFdIsReadableExactlyWhileEventsWait) {
+  EventQueue q;
+  ASSERT_TRUE(q.valid());
+  auto readable = [&] {
+    pollfd p{q.fd(), POLLIN, 0};
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+  };
+  EXPECT_FALSE(readable());
+  for (uint64_t rid = 1; rid <= 3; ++rid) {
+    RunnerEvent e;
+    e.rid = rid;
+    q.Push(std::move(e));
+    EXPECT_TRUE(readable()) << rid;
+  }
+  std::deque<RunnerEvent> got = q.Drain();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got.back().rid, 3u);
+  EXPECT_FALSE(readable());
+  EXPECT_TRUE(q.Drain().empty());
+  q.Push(RunnerEvent{});
+  EXPECT_TRUE(readable()) << "a push after a drain wakes again";
+  q.Drain();
+  q.Wake();
+  EXPECT_TRUE(readable()) << "Wake without an event";
+  EXPECT_TRUE(q.Drain().empty());
+  EXPECT_FALSE(readable());
+}
 
 TEST_F(ActorRunnerTest, FillsAutoFieldsAndCountersWhenTraining) {
   ActorHarness a("quadratic", "t1", 1, Json{{"lr", 0.1}}, dir_.path());
