@@ -36,8 +36,7 @@ class ResultProcessor {
  public:
   // `last_iteration`: the trial's last stored iteration; `resume_iteration`:
   // where its current attempt resumed (the next result follows the larger).
-  // `results` are moved into the outcome (a copy of each was a tenth of the
-  // head's time per result).
+  // `results` are moved into the outcome, not copied (a JSON DOM per result).
   static BatchOutcome Process(const TrialId& trial_id, int64_t last_iteration,
                               int64_t resume_iteration, const ExperimentSpec& spec,
                               std::vector<protocol::ResultRecord> results);

@@ -6,7 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <optional>
+#include <utility>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -222,24 +223,18 @@ void TrialRunner::FlushTo(storage::WriteBatch& batch) {
   }
   batch_.Clear();
   // One ACK per worker (acks_ is ordered by worker first).
-  std::optional<std::pair<WorkerId, protocol::Ack>> pending;
-  auto send = [&] {
-    if (pending) {
-      sink_.SendToWorker(pending->first, protocol::Message{std::move(pending->second), {}},
-                         SendTiming::kAfterCommit);
-    }
-    pending.reset();
-  };
+  std::vector<std::pair<WorkerId, protocol::Ack>> per_worker;
   for (const auto& [k, seq] : acks_) {
     const auto& [worker, trial_id, attempt] = k;
-    if (pending && pending->first == worker) {
-      pending->second.more.push_back(protocol::AckEntry{trial_id.str(), attempt, seq});
-      continue;
+    if (!per_worker.empty() && per_worker.back().first == worker) {
+      per_worker.back().second.more.push_back(protocol::AckEntry{trial_id.str(), attempt, seq});
+    } else {
+      per_worker.emplace_back(worker, protocol::Ack{trial_id.str(), attempt, seq, {}});
     }
-    send();
-    pending.emplace(worker, protocol::Ack{trial_id.str(), attempt, seq, {}});
   }
-  send();
+  for (auto& [worker, ack] : per_worker) {
+    sink_.SendToWorker(worker, protocol::Message{std::move(ack), {}}, SendTiming::kAfterCommit);
+  }
   acks_.clear();
 }
 

@@ -9,6 +9,7 @@
 #include <rocksdb/write_batch.h>
 
 #include <exception>
+#include <memory>
 #include <utility>
 
 #include "storage/keys.h"
@@ -279,17 +280,32 @@ Result<std::optional<std::string>> RocksDbStore::Get(Family f, std::string_view 
   }
 }
 
-Status RocksDbStore::Scan(Family f, std::string_view prefix,
-                          const std::function<bool(std::string_view, std::string_view)>& fn) {
-  try {
-    // The bound lets RocksDB stop at the end of the prefix instead of reading
-    // into the next trial's keys (and skip tombstones past it).
-    const std::string upper = PrefixSuccessor(prefix);
-    const rocksdb::Slice upper_slice(upper);
+namespace {
+
+// A checksum-verifying iterator bounded above by the end of `prefix`'s keys:
+// RocksDB stops at the end of the prefix instead of reading into the next
+// trial's keys (and skips tombstones past it). The bound lives as long as the
+// iterator that points at it.
+struct PrefixIterator {
+  PrefixIterator(rocksdb::DB& db, rocksdb::ColumnFamilyHandle* family, std::string_view prefix)
+      : upper(PrefixSuccessor(prefix)), upper_slice(upper) {
     rocksdb::ReadOptions ro;
     ro.verify_checksums = true;
     if (!upper.empty()) ro.iterate_upper_bound = &upper_slice;
-    std::unique_ptr<rocksdb::Iterator> it(db_->db().NewIterator(ro, handle(f)));
+    it.reset(db.NewIterator(ro, family));
+  }
+  const std::string upper;
+  const rocksdb::Slice upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it;
+};
+
+}  // namespace
+
+Status RocksDbStore::Scan(Family f, std::string_view prefix,
+                          const std::function<bool(std::string_view, std::string_view)>& fn) {
+  try {
+    PrefixIterator p(db_->db(), handle(f), prefix);
+    rocksdb::Iterator* it = p.it.get();
     for (it->Seek(ToSlice(prefix)); it->Valid(); it->Next()) {
       const std::string_view key = ToView(it->key());
       if (!key.starts_with(prefix)) break;
@@ -303,12 +319,8 @@ Status RocksDbStore::Scan(Family f, std::string_view prefix,
 
 Result<std::optional<Store::Entry>> RocksDbStore::Last(Family f, std::string_view prefix) {
   try {
-    const std::string upper = PrefixSuccessor(prefix);
-    const rocksdb::Slice upper_slice(upper);
-    rocksdb::ReadOptions ro;
-    ro.verify_checksums = true;
-    if (!upper.empty()) ro.iterate_upper_bound = &upper_slice;
-    std::unique_ptr<rocksdb::Iterator> it(db_->db().NewIterator(ro, handle(f)));
+    PrefixIterator p(db_->db(), handle(f), prefix);
+    rocksdb::Iterator* it = p.it.get();
     // With the upper bound set, SeekToLast lands on the last key below it.
     it->SeekToLast();
     std::optional<Entry> last;
