@@ -17,8 +17,6 @@
 
 namespace ztune::worker {
 using checkpoint::CheckpointEnvelope;
-using checkpoint::DecodeEnvelope;
-using checkpoint::EncodeEnvelope;
 namespace {
 
 std::atomic<int> g_running_threads{0};
@@ -370,10 +368,17 @@ RunnerEvent ActorRunner::DoSave(const protocol::Save& cmd) {
   env.time_total_s = time_total_s_;
   env.timesteps_total = timesteps_total_;
   env.data = std::move(bytes).value();
-  e.payload = EncodeEnvelope(env);
-  e.data = Json{{"iteration", iteration_}, {"bytes", e.payload.size()}, {"storage", cmd.storage}};
+  auto pieces = checkpoint::EncodeEnvelopePieces(std::move(env));
+  const uint64_t size = pieces[0].size() + pieces[1].size() + pieces[2].size();
+  if (size > protocol::kInlinePayloadBytes) {
+    e.large_payload = std::make_unique<protocol::PiecewisePayloadSource>(std::vector<std::string>(
+        std::make_move_iterator(pieces.begin()), std::make_move_iterator(pieces.end())));
+  } else {
+    e.payload = pieces[0] + pieces[1] + pieces[2];
+  }
+  e.data = Json{{"iteration", iteration_}, {"bytes", size}, {"storage", cmd.storage}};
   ctx.Log("saved checkpoint at iteration " + std::to_string(iteration_) + " (" +
-          std::to_string(e.payload.size()) + " bytes, " + cmd.storage + ")");
+          std::to_string(size) + " bytes, " + cmd.storage + ")");
   return e;
 }
 
@@ -384,10 +389,11 @@ RunnerEvent ActorRunner::DoRestore(const protocol::Restore& cmd, const std::stri
     e.error = "restore failed: " + why;
     e.iteration = iteration_;
     CurrentLog()->Write("Failure: " + e.error);
-    return e;
+    return std::move(e);  // the event is not used after a failure
   };
   if (payload.empty()) return fail("RESTORE carries no checkpoint payload");
-  Result<CheckpointEnvelope> env = DecodeEnvelope(payload);
+  // A view: the data stays in `payload` (one copy of a large checkpoint).
+  Result<checkpoint::CheckpointEnvelopeView> env = checkpoint::DecodeEnvelopeView(payload);
   if (!env.ok()) return fail(env.status().message());
   if (env->trainable != trainable_name_) {
     return fail("checkpoint is of trainable '" + env->trainable + "', this actor runs '" +

@@ -26,7 +26,9 @@
 #include <vector>
 
 #include "common/json.h"
+#include "common/protocol/chunked_transfer.h"
 #include "common/protocol/messages.h"
+#include "common/protocol/payload_source.h"
 #include "worker/trainable.h"
 #include "worker/trial_log.h"
 
@@ -52,7 +54,10 @@ struct RunnerEvent {
   bool ok = true;       // TRAIN: false = a step failed (ResultBatch.failed)
   std::string error;
   Json data;            // Reply.data
-  std::string payload;  // SAVE: the checkpoint envelope
+  std::string payload;  // SAVE: the checkpoint envelope, if it goes inline
+  // SAVE: an envelope too large to go inline, in pieces (never concatenated:
+  // a gigabyte checkpoint is not copied once more).
+  std::unique_ptr<protocol::PayloadSource> large_payload;
   std::vector<Json> results;  // TRAIN: results with the auto-filled fields, in order
   int64_t iteration = 0;      // the actor's iteration after the command
   std::optional<ActorKey> new_key;  // RESET that took effect: the actor's new key

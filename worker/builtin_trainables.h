@@ -36,7 +36,19 @@ Result<double> ConfigNumber(const Json& config, const std::string& key, double f
 Result<int64_t> ConfigInt(const Json& config, const std::string& key, int64_t fallback);
 Result<bool> ConfigBool(const Json& config, const std::string& key, bool fallback);
 
-// The deterministic content of a blob checkpoint (exposed for tests).
+// The deterministic content of a blob checkpoint (exposed for tests), as a
+// stream: Fill continues where the previous call stopped.
+class BlobContentGenerator {
+ public:
+  BlobContentGenerator(const Json& config, int64_t iteration);
+  void Fill(char* out, size_t n);
+
+ private:
+  uint64_t state_ = 0;
+  uint64_t word_ = 0;  // the current word's bytes not handed out yet
+  int left_ = 0;
+};
+void WriteBlobContent(const Json& config, int64_t iteration, char* out, size_t size);
 std::string BlobContent(const Json& config, int64_t iteration, size_t size);
 
 }  // namespace ztune::worker

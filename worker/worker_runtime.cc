@@ -12,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/check.h"
 #include "common/protocol/codec.h"
 #include "common/security/curve_socket.h"
 #include "common/zmq/socket_util.h"
@@ -357,7 +358,13 @@ void WorkerRuntime::SendOrHold(protocol::Message message) {
   if (link_ == Link::kRegistered) {
     if (message.payload.size() > protocol::kInlinePayloadBytes &&
         std::holds_alternative<protocol::Reply>(message.body)) {
-      if (SendChunked(message)) return;
+      protocol::Message header{message.body, {}};
+      std::unique_ptr<protocol::PayloadSource> payload =
+          std::make_unique<protocol::StringPayloadSource>(std::move(message.payload));
+      if (SendChunked(header, payload)) return;
+      // Not sent: held whole.
+      message.payload.clear();
+      CHECK(payload->ReadAt(0, payload->size(), message.payload).ok());
     } else if (Send(message)) {
       return;
     }

@@ -140,7 +140,10 @@ class WorkerRuntime {
   void SendOrHold(protocol::Message message);
   // Sends the header of a large payload and starts its chunks; false (and
   // `message` untouched) if the header could not be sent.
-  bool SendChunked(protocol::Message& message);
+  // Announces `payload`'s size in `header` (a REPLY), sends it and streams
+  // the payload after it. False, with `payload` untouched, if the header
+  // could not be sent.
+  bool SendChunked(protocol::Message header, std::unique_ptr<protocol::PayloadSource>& payload);
   // Sends every chunk the windows allow.
   void PumpChunks();
   // The link was reset (socket closed, or registering again): chunked replies
@@ -205,6 +208,10 @@ class WorkerRuntime {
   // ---- replies ----
   void SendReply(uint64_t rid, const ActorKey& key, bool ok, std::string error, Json data = {},
                  std::string payload = {});
+  // A successful reply whose payload is too large to go inline (a SAVE's
+  // envelope in pieces): streamed in chunks, or held whole while unregistered.
+  void SendLargeReply(uint64_t rid, const ActorKey& key, Json data,
+                      std::unique_ptr<protocol::PayloadSource> payload);
   // The answer to a command that cannot run: a failed ResultBatch for TRAIN, a
   // Reply with ok=false otherwise.
   void SendFailure(CommandKind kind, uint64_t rid, const ActorKey& key, std::string error);

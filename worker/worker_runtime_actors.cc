@@ -227,7 +227,11 @@ void WorkerRuntime::HandleRunnerEvent(RunnerEvent event) {
       if (!event.exited) SendReply(event.rid, key, event.ok, event.error);
       break;
     default:
-      SendReply(event.rid, key, event.ok, event.error, event.data, std::move(event.payload));
+      if (event.large_payload != nullptr) {
+        SendLargeReply(event.rid, key, std::move(event.data), std::move(event.large_payload));
+      } else {
+        SendReply(event.rid, key, event.ok, event.error, event.data, std::move(event.payload));
+      }
       break;
   }
   if (event.exited) FinishActor(slot_key, event);
@@ -395,6 +399,27 @@ void WorkerRuntime::SendReply(uint64_t rid, const ActorKey& key, bool ok, std::s
   protocol::Message message{std::move(r), std::move(payload)};
   recent_.Answered(rid, message.payload.empty() ? &message : nullptr);
   SendOrHold(std::move(message));
+}
+
+void WorkerRuntime::SendLargeReply(uint64_t rid, const ActorKey& key, Json data,
+                                   std::unique_ptr<protocol::PayloadSource> payload) {
+  if (rid == 0 || shutting_down_) return;
+  protocol::Reply r;
+  r.rid = rid;
+  r.trial_id = key.trial_id;
+  r.attempt = key.attempt;
+  r.data = data.is_null() ? Json::object() : std::move(data);
+  protocol::Message header{std::move(r), {}};
+  if (link_ == Link::kRegistered && SendChunked(header, payload)) return;
+  // Not connected: held whole until the head is back (ResetTransfers does
+  // the same with a transfer the connection loss cut short).
+  std::string whole;
+  if (Status s = payload->ReadAt(0, payload->size(), whole); !s.ok()) {
+    spdlog::error("checkpoint of request {} unreadable: {}", rid, s.ToString());
+    return;
+  }
+  header.payload = std::move(whole);
+  SendOrHold(std::move(header));
 }
 
 void WorkerRuntime::SendFailure(CommandKind kind, uint64_t rid, const ActorKey& key,

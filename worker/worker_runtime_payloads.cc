@@ -8,13 +8,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/check.h"
 #include "worker/actor_command_info.h"
 
 namespace ztune::worker {
 
-bool WorkerRuntime::SendChunked(protocol::Message& message) {
-  protocol::Message header{message.body, {}};
-  protocol::SetAnnouncedPayloadBytes(header.body, message.payload.size());
+bool WorkerRuntime::SendChunked(protocol::Message header,
+                                std::unique_ptr<protocol::PayloadSource>& payload) {
+  const uint64_t size = payload->size();
+  protocol::SetAnnouncedPayloadBytes(header.body, size);
   const uint64_t rid = protocol::HeaderRid(header.body);
   if (chunk_sender_.Contains("", rid)) {
     // A second reply to one request cannot happen (the head's rids are
@@ -23,8 +25,8 @@ bool WorkerRuntime::SendChunked(protocol::Message& message) {
     return true;
   }
   if (!Send(header)) return false;
-  spdlog::debug("sending {} bytes for request {} in chunks", message.payload.size(), rid);
-  chunk_sender_.Start("", rid, std::move(message.payload));
+  spdlog::debug("sending {} bytes for request {} in chunks", size, rid);
+  chunk_sender_.Start("", rid, std::move(payload));
   sending_[rid] = std::move(header);
   PumpChunks();
   return true;
@@ -45,7 +47,9 @@ void WorkerRuntime::ResetTransfers(const std::string& reason) {
   for (auto& [rid, payload] : chunk_sender_.TakePeer("")) {
     auto it = sending_.find(rid);
     if (it == sending_.end()) continue;
-    protocol::Message m{std::move(it->second.body), std::move(payload)};
+    protocol::Message m{std::move(it->second.body), {}};
+    // Sources on the worker are in memory: a read cannot fail.
+    CHECK(payload->ReadAt(0, payload->size(), m.payload).ok());
     protocol::SetAnnouncedPayloadBytes(m.body, 0);
     again.push_back(std::move(m));
   }

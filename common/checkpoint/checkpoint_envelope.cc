@@ -56,28 +56,51 @@ class Reader {
   bool ok_ = true;
 };
 
-std::array<uint32_t, 256> MakeCrcTable() {
-  std::array<uint32_t, 256> t{};
+// Slicing-by-8 tables: table[k][b] is the CRC of byte b followed by k zero
+// bytes. Eight bytes per step instead of one: the byte-wise loop ran at
+// 0.4 GB/s and was most of a 1 GiB checkpoint's save and restore time.
+using CrcTables = std::array<std::array<uint32_t, 256>, 8>;
+
+CrcTables MakeCrcTables() {
+  CrcTables t{};
   for (uint32_t i = 0; i < 256; ++i) {
     uint32_t c = i;
     for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
-    t[i] = c;
+    t[0][i] = c;
+  }
+  for (uint32_t i = 0; i < 256; ++i) {
+    for (size_t k = 1; k < 8; ++k) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xff];
   }
   return t;
 }
 
 }  // namespace
 
-uint32_t Crc32(std::string_view bytes) {
-  static const std::array<uint32_t, 256> kTable = MakeCrcTable();
-  uint32_t c = 0xffffffffu;
-  for (char ch : bytes) c = kTable[(c ^ static_cast<uint8_t>(ch)) & 0xff] ^ (c >> 8);
+uint32_t Crc32Extend(uint32_t crc, std::string_view bytes) {
+  static const CrcTables kT = MakeCrcTables();
+  uint32_t c = crc ^ 0xffffffffu;
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
+  size_t n = bytes.size();
+  while (n >= 8) {
+    // Little-endian loads, assembled byte by byte (no alignment assumed).
+    const uint32_t lo =
+        c ^ (uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24);
+    c = kT[7][lo & 0xff] ^ kT[6][(lo >> 8) & 0xff] ^ kT[5][(lo >> 16) & 0xff] ^ kT[4][lo >> 24] ^
+        kT[3][p[4]] ^ kT[2][p[5]] ^ kT[1][p[6]] ^ kT[0][p[7]];
+    p += 8;
+    n -= 8;
+  }
+  while (n-- > 0) c = kT[0][(c ^ *p++) & 0xff] ^ (c >> 8);
   return c ^ 0xffffffffu;
 }
 
-std::string EncodeEnvelope(const CheckpointEnvelope& e) {
+uint32_t Crc32(std::string_view bytes) { return Crc32Extend(0, bytes); }
+
+namespace {
+
+// Everything before the data: magic, version, names, counters, data length.
+std::string EncodeHeader(const CheckpointEnvelope& e) {
   Writer w;
-  w.out().reserve(64 + e.trainable.size() + e.trial_id.size() + e.data.size());
   w.Bytes(kMagic);
   w.Uint(kVersion, 2);
   w.Str32(e.trainable);
@@ -87,13 +110,32 @@ std::string EncodeEnvelope(const CheckpointEnvelope& e) {
   w.U8(e.timesteps_total.has_value() ? 1 : 0);
   w.Uint(std::bit_cast<uint64_t>(e.timesteps_total.value_or(0.0)), 8);
   w.Uint(e.data.size(), 8);
-  w.Bytes(e.data);
-  uint32_t crc = Crc32(w.out());
+  return std::move(w.out());
+}
+
+std::string EncodeCrc(uint32_t crc) {
+  Writer w;
   w.Uint(crc, 4);
   return std::move(w.out());
 }
 
-Result<CheckpointEnvelope> DecodeEnvelope(std::string_view bytes) {
+}  // namespace
+
+std::array<std::string, 3> EncodeEnvelopePieces(CheckpointEnvelope&& e) {
+  std::string header = EncodeHeader(e);
+  std::string crc = EncodeCrc(Crc32Extend(Crc32(header), e.data));
+  return {std::move(header), std::move(e.data), std::move(crc)};
+}
+
+std::string EncodeEnvelope(const CheckpointEnvelope& e) {
+  std::string out = EncodeHeader(e);
+  out.reserve(out.size() + e.data.size() + 4);
+  out.append(e.data);
+  out.append(EncodeCrc(Crc32(out)));
+  return out;
+}
+
+Result<CheckpointEnvelopeView> DecodeEnvelopeView(std::string_view bytes) {
   if (bytes.size() < kMagic.size() + 2 || bytes.substr(0, kMagic.size()) != kMagic) {
     return Status::Corruption("not a ztune checkpoint (bad magic)");
   }
@@ -106,7 +148,7 @@ Result<CheckpointEnvelope> DecodeEnvelope(std::string_view bytes) {
     return Status::Corruption("unsupported checkpoint version " + std::to_string(version) +
                               " (this worker reads version " + std::to_string(kVersion) + ")");
   }
-  CheckpointEnvelope e;
+  CheckpointEnvelopeView e;
   e.trainable = std::string(r.Str32());
   e.trial_id = std::string(r.Str32());
   e.iteration = static_cast<int64_t>(r.Uint(8));
@@ -120,7 +162,7 @@ Result<CheckpointEnvelope> DecodeEnvelope(std::string_view bytes) {
     }
     return Status::Corruption("checkpoint truncated");
   }
-  e.data = std::string(r.Bytes(data_len));
+  e.data = r.Bytes(data_len);
   auto crc = static_cast<uint32_t>(r.Uint(4));
   if (!r.ok()) return Status::Corruption("checkpoint truncated");
   if (crc != Crc32(body)) return Status::Corruption("checkpoint checksum mismatch");
@@ -128,6 +170,12 @@ Result<CheckpointEnvelope> DecodeEnvelope(std::string_view bytes) {
   if (has_timesteps == 1) e.timesteps_total = timesteps;
   if (e.iteration < 0) return Status::Corruption("checkpoint has a negative iteration");
   return e;
+}
+
+Result<CheckpointEnvelope> DecodeEnvelope(std::string_view bytes) {
+  ASSIGN_OR_RETURN(CheckpointEnvelopeView v, DecodeEnvelopeView(bytes));
+  return CheckpointEnvelope{std::move(v.trainable), std::move(v.trial_id), v.iteration,
+                            v.time_total_s,         v.timesteps_total,     std::string(v.data)};
 }
 
 }  // namespace ztune::checkpoint

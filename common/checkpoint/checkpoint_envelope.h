@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <array>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,13 +32,30 @@ struct CheckpointEnvelope {
   std::string data;  // the trainable's Save() bytes
 };
 
+// A decoded envelope whose data stays in the bytes it was decoded from (a
+// restore of a gigabyte must not copy it): valid while those bytes are.
+struct CheckpointEnvelopeView {
+  std::string trainable;
+  std::string trial_id;
+  int64_t iteration = 0;
+  double time_total_s = 0;
+  std::optional<double> timesteps_total;
+  std::string_view data;
+};
+
 std::string EncodeEnvelope(const CheckpointEnvelope& envelope);
+// The same bytes in three pieces: everything before the data, the data
+// (moved out of `envelope`, not copied), and the checksum. A large checkpoint
+// is sent piece by piece without a second copy of its data.
+std::array<std::string, 3> EncodeEnvelopePieces(CheckpointEnvelope&& envelope);
 
 // Corruption for a wrong magic, an unknown version, a truncated or oversized
 // envelope, trailing bytes or a checksum mismatch; the message says which.
 Result<CheckpointEnvelope> DecodeEnvelope(std::string_view bytes);
+Result<CheckpointEnvelopeView> DecodeEnvelopeView(std::string_view bytes);
 
-// CRC-32 (IEEE 802.3), exposed for tests.
+// CRC-32 (IEEE 802.3). Crc32Extend(Crc32(a), b) == Crc32(a + b).
 uint32_t Crc32(std::string_view bytes);
+uint32_t Crc32Extend(uint32_t crc, std::string_view bytes);
 
 }  // namespace ztune::checkpoint

@@ -36,8 +36,9 @@ ChunkSender::ChunkSender(uint64_t chunk_bytes, uint64_t window_bytes)
   CHECK(chunk_bytes_ > 0);
 }
 
-void ChunkSender::Start(const std::string& peer, uint64_t rid, std::string payload) {
-  CHECK(!payload.empty());
+void ChunkSender::Start(const std::string& peer, uint64_t rid,
+                        std::unique_ptr<PayloadSource> payload) {
+  CHECK(payload != nullptr && payload->size() > 0);
   auto [it, inserted] = transfers_.try_emplace({peer, rid});
   CHECK(inserted);
   it->second.payload = std::move(payload);
@@ -58,20 +59,32 @@ Status ChunkSender::OnCredit(const std::string& peer, const Credit& credit) {
                                    " were confirmed and " + std::to_string(t.sent) + " sent");
   }
   t.credited = credit.received;
-  if (t.credited == t.payload.size()) transfers_.erase(it);
+  if (t.credited == t.payload->size()) transfers_.erase(it);
   return Status::Ok();
 }
 
-void ChunkSender::TakeSendable(std::vector<Outgoing>& out) {
-  for (auto& [key, t] : transfers_) {
-    const uint64_t size = t.payload.size();
+void ChunkSender::TakeSendable(std::vector<Outgoing>& out, std::vector<Failure>* failures) {
+  for (auto it = transfers_.begin(); it != transfers_.end();) {
+    const auto& key = it->first;
+    Transfer& t = it->second;
+    const uint64_t size = t.payload->size();
+    Status read = Status::Ok();
     // The window counts bytes sent but not yet credited.
     while (t.sent < size && t.sent - t.credited < window_bytes_) {
       const uint64_t n = std::min(chunk_bytes_, size - t.sent);
-      Message m{Chunk{key.second, t.sent}, t.payload.substr(t.sent, n)};
+      Message m{Chunk{key.second, t.sent}, {}};
+      read = t.payload->ReadAt(t.sent, n, m.payload);
+      if (!read.ok()) break;
       out.push_back({key.first, std::move(m)});
       t.sent += n;
     }
+    if (read.ok()) {
+      ++it;
+      continue;
+    }
+    CHECK(failures != nullptr);
+    failures->push_back({key.first, key.second, std::move(read)});
+    it = transfers_.erase(it);
   }
 }
 
@@ -79,8 +92,9 @@ bool ChunkSender::Cancel(const std::string& peer, uint64_t rid) {
   return transfers_.erase({peer, rid}) > 0;
 }
 
-std::vector<std::pair<uint64_t, std::string>> ChunkSender::TakePeer(const std::string& peer) {
-  std::vector<std::pair<uint64_t, std::string>> out;
+std::vector<std::pair<uint64_t, std::unique_ptr<PayloadSource>>> ChunkSender::TakePeer(
+    const std::string& peer) {
+  std::vector<std::pair<uint64_t, std::unique_ptr<PayloadSource>>> out;
   auto it = transfers_.lower_bound({peer, 0});
   while (it != transfers_.end() && it->first.first == peer) {
     out.emplace_back(it->first.second, std::move(it->second.payload));
@@ -99,7 +113,8 @@ std::vector<std::string> ChunkSender::Peers() const {
 
 // ---------------------------------------------------------------- assembler
 
-Status ChunkAssembler::Expect(const std::string& peer, Message header) {
+Status ChunkAssembler::Expect(const std::string& peer, Message header,
+                              std::unique_ptr<PayloadSink> sink) {
   const uint64_t total = AnnouncedPayloadBytes(header.body);
   const uint64_t rid = HeaderRid(header.body);
   const char* name = CommandName(header.body);
@@ -121,6 +136,7 @@ Status ChunkAssembler::Expect(const std::string& peer, Message header) {
                                    " while its payload is already arriving");
   }
   it->second.total = total;
+  it->second.sink = std::move(sink);
   // Nothing is allocated for a header alone: a peer that announces the limit
   // and sends nothing costs nothing. See OnChunk for the first chunk.
   it->second.header = std::move(header);
@@ -136,7 +152,7 @@ std::variant<ChunkAssembler::Progress, ChunkAssembler::Refusal> ChunkAssembler::
                    std::nullopt};
   }
   Pending& p = it->second;
-  const uint64_t received = p.header.payload.size();
+  const uint64_t received = p.received;
   std::string error;
   if (bytes.empty()) {
     error = "an empty CHUNK";
@@ -147,6 +163,8 @@ std::variant<ChunkAssembler::Progress, ChunkAssembler::Refusal> ChunkAssembler::
     error = "CHUNK of " + std::to_string(bytes.size()) + " bytes at offset " +
             std::to_string(chunk.offset) + " runs past the announced " +
             std::to_string(p.total) + " bytes";
+  } else if (p.sink != nullptr) {
+    if (Status s = p.sink->Append(bytes); !s.ok()) error = s.message();
   }
   if (!error.empty()) {
     Message header = std::move(p.header);
@@ -155,7 +173,7 @@ std::variant<ChunkAssembler::Progress, ChunkAssembler::Refusal> ChunkAssembler::
     return Refusal{Status::InvalidArgument("request " + std::to_string(chunk.rid) + ": " + error),
                    std::move(header)};
   }
-  if (received == 0) {
+  if (p.sink == nullptr && received == 0) {
     // The whole announced size at once, so that no later chunk reallocates:
     // a growing string copies everything received into fresh pages at every
     // doubling (and a 64 MiB + 88-byte payload doubles to 128 MiB at its last
@@ -165,11 +183,13 @@ std::variant<ChunkAssembler::Progress, ChunkAssembler::Refusal> ChunkAssembler::
     // The reservation is virtual: pages become resident as chunks fill them.
     p.header.payload.reserve(p.total);
   }
-  p.header.payload.append(bytes);
+  if (p.sink == nullptr) p.header.payload.append(bytes);
+  p.received += bytes.size();
   Progress progress;
-  progress.credit = Credit{chunk.rid, p.header.payload.size()};
-  if (p.header.payload.size() == p.total) {
+  progress.credit = Credit{chunk.rid, p.received};
+  if (p.received == p.total) {
     progress.done = std::move(p.header);
+    progress.sink = std::move(p.sink);
     pending_.erase(it);
   }
   return progress;

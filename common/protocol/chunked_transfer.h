@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "common/protocol/messages.h"
+#include "common/protocol/payload_source.h"
 #include "common/status.h"
 
 namespace ztune::protocol {
@@ -53,10 +55,19 @@ class ChunkSender {
 
   explicit ChunkSender(uint64_t chunk_bytes = kChunkBytes, uint64_t window_bytes = kWindowBytes);
 
+  struct Failure {
+    std::string peer;
+    uint64_t rid = 0;
+    Status error;
+  };
+
   // Starts streaming `payload` for request `rid` to `peer`; the caller has
-  // sent the header that announces payload.size(). CHECK: not empty and no
+  // sent the header that announces its size. CHECK: not empty and no
   // transfer of (peer, rid) in progress.
-  void Start(const std::string& peer, uint64_t rid, std::string payload);
+  void Start(const std::string& peer, uint64_t rid, std::unique_ptr<PayloadSource> payload);
+  void Start(const std::string& peer, uint64_t rid, std::string payload) {
+    Start(peer, rid, std::make_unique<StringPayloadSource>(std::move(payload)));
+  }
   // The receiver holds `received` bytes. A credit for an unknown transfer
   // (finished or cancelled) is ignored; one beyond what was sent, or going
   // backwards, is refused (InvalidArgument) and changes nothing. A transfer
@@ -64,8 +75,9 @@ class ChunkSender {
   // and forgotten.
   Status OnCredit(const std::string& peer, const Credit& credit);
   // Appends to `out` every chunk the windows allow now, in offset order per
-  // transfer.
-  void TakeSendable(std::vector<Outgoing>& out);
+  // transfer. A source that cannot be read ends its transfer and is reported
+  // in `failures` (CHECK: given, if any source can fail).
+  void TakeSendable(std::vector<Outgoing>& out, std::vector<Failure>* failures = nullptr);
   // Ends one transfer (its request was answered or abandoned). True if known.
   bool Cancel(const std::string& peer, uint64_t rid);
   bool Contains(const std::string& peer, uint64_t rid) const {
@@ -73,7 +85,8 @@ class ChunkSender {
   }
   // Ends every transfer to `peer` and returns (rid, payload) of each, in rid
   // order, so that the caller can send them again after a reconnection.
-  std::vector<std::pair<uint64_t, std::string>> TakePeer(const std::string& peer);
+  std::vector<std::pair<uint64_t, std::unique_ptr<PayloadSource>>> TakePeer(
+      const std::string& peer);
   // Peers with a transfer in progress.
   std::vector<std::string> Peers() const;
   bool empty() const { return transfers_.empty(); }
@@ -81,7 +94,7 @@ class ChunkSender {
 
  private:
   struct Transfer {
-    std::string payload;
+    std::unique_ptr<PayloadSource> payload;
     uint64_t sent = 0;      // bytes handed out as chunks
     uint64_t credited = 0;  // bytes the receiver confirmed
   };
@@ -96,12 +109,15 @@ class ChunkAssembler {
 
   // `header` (a REPLY or RESTORE from `peer`) announced its payload: keeps it
   // until the payload is complete. InvalidArgument, and nothing kept, if the
-  // size is 0 or above the limit, or (peer, rid) is already pending.
-  Status Expect(const std::string& peer, Message header);
+  // size is 0 or above the limit, or (peer, rid) is already pending. With a
+  // `sink`, the chunks go there and the header's payload stays empty.
+  Status Expect(const std::string& peer, Message header,
+                std::unique_ptr<PayloadSink> sink = nullptr);
 
   struct Progress {
     Credit credit;                  // to send back to the peer
-    std::optional<Message> done;    // the header with the whole payload
+    std::optional<Message> done;    // the header, with the whole payload unless it had a sink
+    std::unique_ptr<PayloadSink> sink;  // with `done`: the sink that holds the payload
   };
   struct Refusal {
     Status error;
@@ -109,8 +125,8 @@ class ChunkAssembler {
   };
   // One chunk from `peer`. NotFound (no header: an unknown, finished or
   // cancelled transfer) changes nothing. A chunk out of order or beyond the
-  // announced size ends its transfer: the Refusal carries the header so that
-  // the caller can fail the request.
+  // announced size, or one its sink refuses, ends its transfer: the Refusal carries the header so
+  // that the caller can fail the request.
   std::variant<Progress, Refusal> OnChunk(const std::string& peer, const Chunk& chunk,
                                           std::string_view bytes);
   // Ends one transfer; returns its header if it was pending.
@@ -125,6 +141,8 @@ class ChunkAssembler {
   struct Pending {
     Message header;
     uint64_t total = 0;
+    uint64_t received = 0;
+    std::unique_ptr<PayloadSink> sink;
   };
   const uint64_t max_payload_bytes_;
   std::map<std::pair<std::string, uint64_t>, Pending> pending_;

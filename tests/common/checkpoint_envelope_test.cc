@@ -86,5 +86,46 @@ TEST(CheckpointEnvelopeTest, Crc32MatchesTheStandardCheckValue) {
   EXPECT_EQ(Crc32("123456789"), 0xCBF43926u);
 }
 
+// The slicing-by-8 loop against the one-byte-at-a-time definition, at every
+// length and split around the 8-byte steps.
+TEST(CheckpointEnvelopeTest, Crc32ExtendsAcrossAnySplitAndMatchesTheBytewiseDefinition) {
+  std::string bytes;
+  for (int i = 0; i < 100; ++i) bytes.push_back(static_cast<char>(i * 37 + 11));
+  auto bytewise = [](std::string_view b) {
+    uint32_t c = 0xffffffffu;
+    for (char ch : b) {
+      c ^= static_cast<uint8_t>(ch);
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+    }
+    return c ^ 0xffffffffu;
+  };
+  for (size_t n = 0; n <= bytes.size(); ++n) {
+    const std::string_view whole = std::string_view(bytes).substr(0, n);
+    ASSERT_EQ(Crc32(whole), bytewise(whole)) << n;
+    for (size_t split = 0; split <= n; split += 3) {
+      ASSERT_EQ(Crc32Extend(Crc32(whole.substr(0, split)), whole.substr(split)), Crc32(whole))
+          << n << " split at " << split;
+    }
+  }
+}
+
+TEST(CheckpointEnvelopeTest, PiecesConcatenateToTheEnvelopeAndAViewDecodesWithoutCopying) {
+  const std::string whole = EncodeEnvelope(Sample());
+  auto pieces = EncodeEnvelopePieces(Sample());
+  EXPECT_EQ(pieces[1], Sample().data);
+  EXPECT_EQ(pieces[2].size(), 4u);
+  EXPECT_EQ(pieces[0] + pieces[1] + pieces[2], whole);
+  auto view = DecodeEnvelopeView(whole);
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  EXPECT_EQ(view->data, Sample().data);
+  EXPECT_GE(view->data.data(), whole.data());  // points into the bytes it was decoded from
+  EXPECT_LE(view->data.data() + view->data.size(), whole.data() + whole.size());
+  EXPECT_EQ(view->iteration, 42);
+  EXPECT_EQ(view->timesteps_total, 1234.5);
+  std::string flipped = whole;
+  flipped[flipped.size() - 7] ^= 1;
+  EXPECT_EQ(DecodeEnvelopeView(flipped).status().code(), StatusCode::kCorruption);
+}
+
 }  // namespace
 }  // namespace ztune::checkpoint

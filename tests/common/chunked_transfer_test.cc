@@ -178,8 +178,15 @@ TEST(ChunkedTransferTest, TakePeerReturnsEveryTransferOfThatPeerOnly) {
   sender.Start("b", 1, "z");
   auto taken = sender.TakePeer("a");
   ASSERT_EQ(taken.size(), 2u);
-  EXPECT_EQ(taken[0], (std::pair<uint64_t, std::string>{1, "y"}));
-  EXPECT_EQ(taken[1], (std::pair<uint64_t, std::string>{2, "xx"}));
+  auto whole = [](PayloadSource& s) {
+    std::string out;
+    EXPECT_TRUE(s.ReadAt(0, s.size(), out).ok());
+    return out;
+  };
+  EXPECT_EQ(taken[0].first, 1u);
+  EXPECT_EQ(whole(*taken[0].second), "y");
+  EXPECT_EQ(taken[1].first, 2u);
+  EXPECT_EQ(whole(*taken[1].second), "xx");
   EXPECT_EQ(sender.Peers(), std::vector<std::string>{"b"});
 
   ChunkAssembler assembler(100);
@@ -196,6 +203,116 @@ TEST(ChunkedTransferTest, ChunkWithoutPayloadFrameIsMalformed) {
   auto frames = Encode(Message{Chunk{1, 0}, {}});
   auto decoded = Decode(frames);
   EXPECT_FALSE(decoded.ok());
+}
+
+// A sink that keeps what it is given and refuses once `fail_at` bytes are in.
+class RecordingSink : public PayloadSink {
+ public:
+  explicit RecordingSink(std::string* out, uint64_t fail_at = UINT64_MAX)
+      : out_(out), fail_at_(fail_at) {}
+  Status Append(std::string_view bytes) override {
+    if (out_->size() + bytes.size() > fail_at_) return Status::IOError("disk full");
+    out_->append(bytes);
+    return Status::Ok();
+  }
+
+ private:
+  std::string* out_;
+  uint64_t fail_at_;
+};
+
+TEST(ChunkedTransferTest, PiecesAreSentAsOnePayloadIntoASink) {
+  const std::string a = Bytes(250), b = Bytes(1000), c = "tail";
+  ChunkSender sender(/*chunk_bytes=*/300, /*window_bytes=*/600);
+  sender.Start("", 9, std::make_unique<PiecewisePayloadSource>(std::vector<std::string>{a, b, c}));
+  ChunkAssembler assembler(1 << 20);
+  std::string sunk;
+  ASSERT_TRUE(assembler
+                  .Expect("", ReplyHeader(9, a.size() + b.size() + c.size()),
+                          std::make_unique<RecordingSink>(&sunk))
+                  .ok());
+  bool done = false;
+  while (!done) {
+    std::vector<ChunkSender::Outgoing> out;
+    sender.TakeSendable(out);
+    ASSERT_FALSE(out.empty());
+    for (auto& o : out) {
+      auto r = assembler.OnChunk("", std::get<Chunk>(o.message.body), o.message.payload);
+      auto& progress = std::get<ChunkAssembler::Progress>(r);
+      ASSERT_TRUE(sender.OnCredit("", progress.credit).ok());
+      if (progress.done) {
+        EXPECT_TRUE(progress.done->payload.empty());  // the bytes went to the sink
+        EXPECT_NE(progress.sink, nullptr);
+        done = true;
+      }
+    }
+  }
+  EXPECT_EQ(sunk, a + b + c);
+  EXPECT_TRUE(sender.empty());
+  EXPECT_TRUE(assembler.empty());
+}
+
+TEST(ChunkedTransferTest, ASinkThatFailsEndsTheTransferWithItsError) {
+  ChunkAssembler assembler(1 << 20);
+  std::string sunk;
+  ASSERT_TRUE(
+      assembler.Expect("w", ReplyHeader(3, 300), std::make_unique<RecordingSink>(&sunk, 150)).ok());
+  auto first = assembler.OnChunk("w", Chunk{3, 0}, Bytes(100));
+  ASSERT_TRUE(std::holds_alternative<ChunkAssembler::Progress>(first));
+  auto second = assembler.OnChunk("w", Chunk{3, 100}, Bytes(100));
+  auto* refusal = std::get_if<ChunkAssembler::Refusal>(&second);
+  ASSERT_NE(refusal, nullptr);
+  EXPECT_NE(refusal->error.message().find("disk full"), std::string::npos);
+  ASSERT_TRUE(refusal->header.has_value());
+  EXPECT_TRUE(assembler.empty());
+}
+
+TEST(ChunkedTransferTest, AFileSourceChecksItsSizeAndAReadErrorEndsOnlyItsTransfer) {
+  const std::string path = ::testing::TempDir() + "/payload_source_test.bin";
+  const std::string content = Bytes(2500);
+  {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite(content.data(), 1, content.size(), f), content.size());
+    std::fclose(f);
+  }
+  auto wrong = FilePayloadSource::Open(path, content.size() + 1);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("2500 bytes"), std::string::npos);
+  EXPECT_FALSE(FilePayloadSource::Open(path + ".missing", 1).ok());
+
+  auto source = FilePayloadSource::Open(path, content.size());
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  std::remove(path.c_str());  // an open file is still read after an unlink
+  ChunkSender sender(1000, 10000);
+  sender.Start("a", 1, std::move(*source));
+  sender.Start("b", 1, "in memory");
+  std::vector<ChunkSender::Outgoing> out;
+  std::vector<ChunkSender::Failure> failures;
+  sender.TakeSendable(out, &failures);
+  EXPECT_TRUE(failures.empty());
+  std::string got;
+  for (const auto& o : out) {
+    if (o.peer == "a") got += o.message.payload;
+  }
+  EXPECT_EQ(got, content);
+
+  // A source that can no longer be read (the file shrank under it).
+  class Shrunk : public PayloadSource {
+   public:
+    uint64_t size() const override { return 10; }
+    Status ReadAt(uint64_t, uint64_t, std::string&) override {
+      return Status::IOError("file ended early");
+    }
+  };
+  sender.Start("c", 5, std::make_unique<Shrunk>());
+  out.clear();
+  sender.TakeSendable(out, &failures);
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].peer, "c");
+  EXPECT_EQ(failures[0].rid, 5u);
+  EXPECT_FALSE(sender.Contains("c", 5));
+  EXPECT_TRUE(sender.Contains("a", 1));  // still waiting for its credit
 }
 
 }  // namespace
