@@ -38,6 +38,10 @@ void CheckpointManager::Add(Trial& t, const CheckpointPolicy& policy, std::strin
   CheckpointRecord c;
   c.id = t.next_checkpoint_id++;
   c.iteration = iteration;
+  if (auto ref = DecodeCheckpointFileRef(bytes); ref.ok() && ref->has_value()) {
+    c.file = (*ref)->name;
+    Adopt(bytes);
+  }
   const Json* v =
       t.last_result.is_null() ? nullptr : FindFlatKey(t.last_result, policy.score_attribute);
   if (v != nullptr && v->is_number() && !std::isnan(v->get<double>())) {
@@ -67,6 +71,7 @@ void CheckpointManager::Add(Trial& t, const CheckpointPolicy& policy, std::strin
     } else {
       batch_.Delete(storage::Family::kCheckpoints, storage::CheckpointKey(t.trial_id, r.id));
       DeleteCheckpointRecord(batch_, t.trial_id, r.id);
+      if (!r.file.empty() && files_ != nullptr) files_->RemoveAfterCommit(r.file);
     }
   }
   t.checkpoints = std::move(kept);
@@ -102,8 +107,10 @@ std::string* CheckpointManager::ForStart(Trial& t, const Trial* source, std::str
   int64_t resume_iteration = 0;
   const CheckpointRecord* own = t.NewestCheckpoint();
   if (!t.memory_checkpoint.empty()) {
-    storage = std::move(t.memory_checkpoint);
-    t.memory_checkpoint.clear();
+    storage = t.memory_checkpoint;
+    // A file goes after the commit: the RESTORE that streams it has opened
+    // it by then (sends come before RemovePending), and reads on.
+    DropMemoryCheckpoint(t);
     checkpoint = &storage;
     resume_iteration = t.iteration;  // a pause saves right after the last stored result
   } else if (own != nullptr && own->id > t.checkpoints_given_up_through) {
@@ -126,7 +133,40 @@ std::string* CheckpointManager::ForStart(Trial& t, const Trial* source, std::str
 void CheckpointManager::GiveUpCurrent(Trial& t) {
   t.checkpoints_given_up_through = t.next_checkpoint_id - 1;
   t.restore_from.clear();
+  DropMemoryCheckpoint(t);
+}
+
+void CheckpointManager::Adopt(std::string_view bytes) {
+  if (files_ == nullptr) return;
+  if (auto ref = DecodeCheckpointFileRef(bytes); ref.ok() && ref->has_value()) {
+    files_->Adopt((*ref)->name);
+  }
+}
+
+std::string CheckpointManager::CopyForAnotherTrial(std::string bytes) {
+  auto ref = DecodeCheckpointFileRef(bytes);
+  if (!ref.ok() || !ref->has_value() || files_ == nullptr) return bytes;
+  Result<CheckpointFileRef> copy = files_->Clone(**ref);
+  if (!copy.ok()) {
+    spdlog::error("cannot copy checkpoint file {}: {}", (*ref)->name, copy.status().ToString());
+    return {};
+  }
+  return EncodeCheckpointFileRef(*copy);
+}
+
+void CheckpointManager::DropMemoryCheckpoint(Trial& t) {
+  if (files_ != nullptr) {
+    if (auto ref = DecodeCheckpointFileRef(t.memory_checkpoint); ref.ok() && ref->has_value()) {
+      files_->RemoveAfterCommit((*ref)->name);
+    }
+  }
   t.memory_checkpoint.clear();
+}
+
+void CheckpointManager::CollectFiles(const Trial& t, std::set<std::string>& names) {
+  for (const auto& c : t.checkpoints) {
+    if (!c.file.empty()) names.insert(c.file);
+  }
 }
 
 }  // namespace ztune::head

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/base64.h"
+#include "head/checkpoint_files.h"
 #include "head/client_args.h"
 #include "head/client_reply.h"
 #include "storage/keys.h"
@@ -388,18 +389,37 @@ Result<Json> ClientService::Checkpoint(const TrialId& trial_id, std::optional<in
       return ztune::Status::NotFound("checkpoint " + std::to_string(chosen->id) + " of trial " +
                                      trial_id + " is missing from the store");
     }
-    cached_checkpoint_ = {trial_id, chosen->id, std::move(*bytes)};
+    ASSIGN_OR_RETURN(auto ref, DecodeCheckpointFileRef(*bytes));
+    std::unique_ptr<protocol::PayloadSource> source;
+    if (ref.has_value()) {
+      // Served page by page from the file: never whole in memory.
+      CheckpointFiles* files = runner_.checkpoint_files();
+      if (files == nullptr) {
+        return ztune::Status::FailedPrecondition("checkpoint " + std::to_string(chosen->id) +
+                                                 " of trial " + trial_id +
+                                                 " is a file and this head keeps none");
+      }
+      ASSIGN_OR_RETURN(source, files->Open(*ref));
+    } else {
+      source = std::make_unique<protocol::StringPayloadSource>(std::move(*bytes));
+    }
+    cached_checkpoint_ = {trial_id, chosen->id, std::move(source)};
   }
-  const std::string& bytes = cached_checkpoint_.bytes;
+  protocol::PayloadSource& bytes = *cached_checkpoint_.bytes;
   const uint64_t size = bytes.size();
   const uint64_t from = std::min<uint64_t>(offset, size);
   const uint64_t n = std::min<uint64_t>(limit, size - from);
+  std::string page;
+  if (ztune::Status s = bytes.ReadAt(from, n, page); !s.ok()) {
+    cached_checkpoint_ = {};
+    return s;
+  }
   Json reply{{"trial_id", trial_id},
              {"iteration", chosen->iteration},
              {"checkpoint_id", chosen->id},
              {"size", size},
              {"offset", from},
-             {"data", Base64Encode(std::string_view(bytes).substr(from, n))}};
+             {"data", Base64Encode(page)}};
   reply["next_offset"] = from + n < size ? Json(from + n) : Json();
   // The last page was served: a whole checkpoint (up to the largest a worker
   // may send) must not stay in the head's memory until the next read.

@@ -5,11 +5,13 @@
 
 #include <optional>
 
+#include <memory>
 #include <string>
 
 #include "common/clock.h"
 #include "common/ids.h"
 #include "common/json.h"
+#include "common/protocol/payload_source.h"
 #include "head/access_lists.h"
 #include "head/log_relay.h"
 #include "head/trial_runner.h"
@@ -90,7 +92,8 @@ class ClientService {
   struct CachedCheckpoint {
     TrialId trial_id;
     uint64_t id = 0;
-    std::string bytes;
+    // The bytes in memory (inline checkpoints), or the open file.
+    std::unique_ptr<protocol::PayloadSource> bytes;
   };
   CachedCheckpoint cached_checkpoint_;
 };

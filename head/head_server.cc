@@ -33,7 +33,8 @@ HeadServer::HeadServer(zmq::context_t& context, storage::Store& store, HeadServe
       worker_budgets_(clock_, options_.worker_limits),
       client_budgets_(clock_, options_.client_limits),
       payloads_(
-          static_cast<uint64_t>(options_.max_worker_message_bytes),
+          static_cast<uint64_t>(options_.checkpoint_dir.empty() ? options_.max_worker_message_bytes
+                                                                : options_.max_checkpoint_bytes),
           [this](const WorkerId& worker_id, const protocol::Message& m) {
             SendFramesToWorker(worker_id, protocol::Encode(m));
           },
@@ -46,7 +47,22 @@ HeadServer::HeadServer(zmq::context_t& context, storage::Store& store, HeadServe
                  std::max<TimeMs>(1000, options_.runner.heartbeat_ms * options_.runner.liveness)) {}
 
 Status HeadServer::Start() {
+  if (!options_.checkpoint_dir.empty()) {
+    checkpoint_files_ = std::make_unique<CheckpointFiles>(options_.checkpoint_dir);
+    RETURN_IF_ERROR(checkpoint_files_->Open());
+    runner_.set_checkpoint_files(checkpoint_files_.get());
+    payloads_.set_files(checkpoint_files_.get(), [this](const std::function<Status()>& job) {
+      return RunOffLoop(job, "checkpoint file sync", 0);
+    });
+  }
   RETURN_IF_ERROR(runner_.Load());
+  if (checkpoint_files_ != nullptr) {
+    // Files of commits that never happened, and the pause checkpoints of the
+    // previous head (memory checkpoints do not survive a restart).
+    ASSIGN_OR_RETURN(size_t removed,
+                     checkpoint_files_->RemoveUnreferenced(runner_.CheckpointFilesInUse()));
+    if (removed > 0) spdlog::info("removed {} unreferenced checkpoint files", removed);
+  }
   // A failed load must not leave half a turn behind: flush what Load marked
   // (the new head epoch, trials sent back to the queue) in one commit.
   storage::WriteBatch batch;
@@ -130,8 +146,8 @@ void HeadServer::SendToWorker(const WorkerId& worker_id, protocol::Message messa
                               SendTiming timing) {
   Outgoing out;
   out.worker_id = worker_id;
-  out.streamed_payload = PayloadStreams::SplitLargeRestore(message);
-  if (!out.streamed_payload.empty()) out.streamed_rid = protocol::HeaderRid(message.body);
+  out.streamed_payload = payloads_.SplitLargeRestore(message);
+  if (out.streamed_payload != nullptr) out.streamed_rid = protocol::HeaderRid(message.body);
   out.frames = protocol::Encode(message);
   if (timing == SendTiming::kNow) {
     SendOutgoing(out);
@@ -142,7 +158,7 @@ void HeadServer::SendToWorker(const WorkerId& worker_id, protocol::Message messa
 
 void HeadServer::SendOutgoing(Outgoing& out) {
   SendFramesToWorker(out.worker_id, out.frames);
-  if (out.streamed_payload.empty()) return;
+  if (out.streamed_payload == nullptr) return;
   payloads_.StartRestore(out.worker_id, out.streamed_rid, std::move(out.streamed_payload));
 }
 
@@ -347,6 +363,9 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     std::vector<Outgoing> outgoing;
     outgoing.swap(after_commit_);
     for (auto& out : outgoing) SendOutgoing(out);
+    // After the commit that dropped their records, and after the RESTOREs
+    // that stream them have opened them.
+    if (checkpoint_files_ != nullptr) checkpoint_files_->RemovePending();
     for (auto& r : client_replies_) {
       SendClientReply(r.identity, r.is_read ? clients_.Handle(r.request, r.caller) : r.reply,
                       r.delimited);

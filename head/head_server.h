@@ -28,6 +28,7 @@
 #include "head/client_waits.h"
 #include "head/log_relay.h"
 #include "head/command_sink.h"
+#include "head/checkpoint_files.h"
 #include "head/payload_streams.h"
 #include "head/peer_rate_limiter.h"
 #include "head/store_thread.h"
@@ -60,6 +61,12 @@ struct HeadServerOptions {
   PeerLimits worker_limits{{20000, 40000}, {1024.0 * (1 << 20), 2048.0 * (1 << 20)}};
   PeerLimits client_limits{{500, 1000}, {64.0 * (1 << 20), 128.0 * (1 << 20)}};
   RunnerOptions runner;
+  // Where checkpoints that arrive in chunks are kept as files (ztune-head:
+  // <data-dir>/checkpoint-files). Empty: they are assembled in memory and
+  // stored inline, up to max_worker_message_bytes (unit tests).
+  std::string checkpoint_dir;
+  // The largest checkpoint accepted as a file.
+  int64_t max_checkpoint_bytes = 16LL << 30;
   // nullopt: plain TCP, no authentication (ztune-head --insecure); every
   // client is then an anonymous admin.
   std::optional<HeadSecurity> security;
@@ -110,7 +117,7 @@ class HeadServer final : public CommandSink {
     std::vector<std::string> frames;
     // A RESTORE whose payload is streamed after the header in `frames`.
     uint64_t streamed_rid = 0;
-    std::string streamed_payload;
+    std::unique_ptr<protocol::PayloadSource> streamed_payload;
   };
   struct PendingClientReply {
     std::string identity;
@@ -239,6 +246,7 @@ class HeadServer final : public CommandSink {
   PeerRateLimiter client_budgets_;
   HeadStats stats_;
   std::atomic<bool> reload_requested_{false};
+  std::unique_ptr<CheckpointFiles> checkpoint_files_;  // with options_.checkpoint_dir
   PayloadStreams payloads_;
   LogRelay log_relay_;
   StoreThread store_thread_;

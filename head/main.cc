@@ -90,6 +90,11 @@ int main(int argc, char** argv) {
                  "stores, in bytes")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
+  app.add_option("--max-checkpoint-bytes", options.max_checkpoint_bytes,
+                 "largest checkpoint a worker may save, in bytes (kept as a file under "
+                 "<data-dir>/checkpoint-files)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1} << 20, int64_t{1} << 50));
   int64_t warn_s = 60;
   app.add_option("--insufficient-resources-warn-s", warn_s,
                  "warn when no trial has run for this long while trials wait")
@@ -216,7 +221,8 @@ int main(int argc, char** argv) {
       std::printf("%s: %s\n", data_dir.c_str(), s.ToString().c_str());
       return 1;
     }
-    auto report = ztune::head::CheckStore(**store);
+    auto report =
+        ztune::head::CheckStore(**store, data_dir + "/" + ztune::head::kCheckpointFilesDir);
     if (!report.ok()) {
       std::printf("%s: %s\n", data_dir.c_str(), report.status().ToString().c_str());
       return 1;
@@ -236,6 +242,7 @@ int main(int argc, char** argv) {
     }
     options.security = ztune::head::HeadSecurity{*pair, workers_allow, clients_allow};
   }
+  options.checkpoint_dir = data_dir + "/" + ztune::head::kCheckpointFilesDir;
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   zmq::context_t context(1);

@@ -2,23 +2,47 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/check.h"
+
 namespace ztune::head {
 
 PayloadStreams::PayloadStreams(uint64_t max_save_payload_bytes, SendFn send, DeliverFn deliver)
     : saves_(max_save_payload_bytes), send_(std::move(send)), deliver_(std::move(deliver)) {}
 
-std::string PayloadStreams::SplitLargeRestore(protocol::Message& message) {
-  if (message.payload.size() <= protocol::kInlinePayloadBytes ||
-      !std::holds_alternative<protocol::Restore>(message.body)) {
-    return {};
+std::unique_ptr<protocol::PayloadSource> PayloadStreams::SplitLargeRestore(
+    protocol::Message& message) {
+  if (!std::holds_alternative<protocol::Restore>(message.body)) return nullptr;
+  std::unique_ptr<protocol::PayloadSource> payload;
+  auto ref = DecodeCheckpointFileRef(message.payload);
+  if (ref.ok() && ref->has_value()) {
+    Result<std::unique_ptr<protocol::FilePayloadSource>> file =
+        files_ != nullptr ? files_->Open(**ref)
+                          : Status::FailedPrecondition("this head keeps no checkpoint files");
+    message.payload.clear();
+    if (!file.ok()) {
+      spdlog::error("RESTORE of trial {}: checkpoint file {} unreadable: {}",
+                    std::get<protocol::Restore>(message.body).trial_id, (*ref)->name,
+                    file.status().ToString());
+      return nullptr;
+    }
+    payload = std::move(*file);
+  } else if (!ref.ok()) {
+    spdlog::error("RESTORE of trial {}: {}", std::get<protocol::Restore>(message.body).trial_id,
+                  ref.status().ToString());
+    message.payload.clear();
+    return nullptr;
+  } else if (message.payload.size() > protocol::kInlinePayloadBytes) {
+    payload = std::make_unique<protocol::StringPayloadSource>(std::move(message.payload));
+    message.payload.clear();
+  } else {
+    return nullptr;
   }
-  std::string payload = std::move(message.payload);
-  message.payload.clear();
-  protocol::SetAnnouncedPayloadBytes(message.body, payload.size());
+  protocol::SetAnnouncedPayloadBytes(message.body, payload->size());
   return payload;
 }
 
-void PayloadStreams::StartRestore(const WorkerId& worker_id, uint64_t rid, std::string payload) {
+void PayloadStreams::StartRestore(const WorkerId& worker_id, uint64_t rid,
+                                  std::unique_ptr<protocol::PayloadSource> payload) {
   if (restores_.Contains(worker_id, rid)) {
     spdlog::error("RESTORE {} to {} is already streaming; not sent twice", rid, worker_id);
     return;
@@ -35,7 +59,16 @@ void PayloadStreams::OnReply(const WorkerId& worker_id, protocol::Message messag
     return;
   }
   protocol::Reply header = reply;
-  Status s = saves_.Expect(worker_id, std::move(message));
+  Status s = Status::Ok();
+  if (files_ != nullptr && reply.payload_bytes <= saves_.max_payload_bytes()) {
+    // To a file as it arrives (the size is checked before the space is
+    // reserved: Expect refuses an oversized one with its own message).
+    Result<std::unique_ptr<CheckpointUpload>> upload = files_->Begin(reply.payload_bytes);
+    s = upload.ok() ? saves_.Expect(worker_id, std::move(message), std::move(*upload))
+                    : upload.status();
+  } else {
+    s = saves_.Expect(worker_id, std::move(message));
+  }
   if (s.ok()) return;
   // Chunks already on their way find no header and are dropped.
   Cancel(worker_id, header.rid);
@@ -58,8 +91,30 @@ void PayloadStreams::OnChunk(const WorkerId& worker_id, const protocol::Chunk& c
   auto& progress = std::get<protocol::ChunkAssembler::Progress>(outcome);
   send_(worker_id, protocol::Message{progress.credit, {}});
   if (!progress.done) return;
-  deliver_(worker_id, std::get<protocol::Reply>(progress.done->body),
-           std::move(progress.done->payload));
+  auto& reply = std::get<protocol::Reply>(progress.done->body);
+  if (progress.sink != nullptr) {
+    Finish(worker_id, std::move(reply), std::move(progress.sink));
+    return;
+  }
+  deliver_(worker_id, reply, std::move(progress.done->payload));
+}
+
+void PayloadStreams::Finish(const WorkerId& worker_id, protocol::Reply reply,
+                            std::unique_ptr<protocol::PayloadSink> sink) {
+  // Only OnReply makes sinks, and they are uploads.
+  auto* upload = dynamic_cast<CheckpointUpload*>(sink.get());
+  CHECK(upload != nullptr);
+  Result<CheckpointFileRef> ref = Status::Internal("not finished");
+  Status s = blocking_([&] {
+    ref = upload->Finish();
+    return ref.status();
+  });
+  if (!s.ok()) {
+    Fail(worker_id, std::move(reply), "checkpoint could not be made durable: " + s.message());
+    return;
+  }
+  files_->Delivered(ref->name);
+  deliver_(worker_id, reply, EncodeCheckpointFileRef(*ref));
 }
 
 Status PayloadStreams::OnCredit(const WorkerId& worker_id, const protocol::Credit& credit) {
@@ -83,7 +138,14 @@ std::vector<WorkerId> PayloadStreams::Workers() const {
 void PayloadStreams::Pump() {
   if (restores_.empty()) return;
   std::vector<protocol::ChunkSender::Outgoing> out;
-  restores_.TakeSendable(out);
+  std::vector<protocol::ChunkSender::Failure> failures;
+  restores_.TakeSendable(out, &failures);
+  for (const auto& f : failures) {
+    // The worker waits for chunks that do not come: the RESTORE's deadline
+    // fails it, and the trial's restore fails as for a bad checkpoint.
+    spdlog::error("RESTORE {} to {}: checkpoint unreadable mid-stream: {}", f.rid, f.peer,
+                  f.error.ToString());
+  }
   for (const auto& o : out) send_(WorkerId(o.peer), o.message);  // peers are the workers' ids
 }
 

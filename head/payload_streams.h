@@ -4,17 +4,24 @@
 // that completes, or fails (refused header, chunk out of order), becomes one
 // Reply handed to the runner as if it had arrived inline.
 //
+// With CheckpointFiles, a SAVE payload goes to a file as its chunks arrive
+// and is delivered as the file's reference once durable; a RESTORE of a
+// reference streams the file. Memory stays bounded by the credit windows,
+// whatever the checkpoint's size.
+//
 // No sockets: messages go out through `send`, replies in through `deliver`.
 // Loop thread only.
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "common/ids.h"
 #include "common/protocol/chunked_transfer.h"
 #include "common/protocol/messages.h"
 #include "common/status.h"
+#include "head/checkpoint_files.h"
 
 namespace ztune::head {
 
@@ -26,15 +33,27 @@ class PayloadStreams {
   using DeliverFn =
       std::function<void(const WorkerId& worker_id, const protocol::Reply&, std::string payload)>;
 
-  PayloadStreams(uint64_t max_save_payload_bytes, SendFn send, DeliverFn deliver);
+  // Runs a blocking job (a checkpoint file's fdatasync) off the loop thread
+  // while heartbeats go on, and returns its status.
+  using BlockingFn = std::function<Status(const std::function<Status()>& job)>;
 
-  // A RESTORE whose payload is too large to go inline: moves the payload out
-  // of `message` and announces its size in the header. Returns the payload
-  // to pass to StartRestore() once the header is sent; empty if `message`
-  // goes inline as it is.
-  static std::string SplitLargeRestore(protocol::Message& message);
+  PayloadStreams(uint64_t max_save_payload_bytes, SendFn send, DeliverFn deliver);
+  // Not owned; nullptr (the default): SAVE payloads are assembled in memory.
+  void set_files(CheckpointFiles* files, BlockingFn blocking) {
+    files_ = files;
+    blocking_ = std::move(blocking);
+  }
+
+  // A RESTORE whose payload is too large to go inline, or a file reference:
+  // moves the payload out of `message` and announces its size in the
+  // header. Returns the payload to pass to StartRestore() once the header is
+  // sent; nullptr if `message` goes inline as it is. A file that cannot be
+  // opened is logged and the RESTORE goes without a payload: the worker
+  // refuses it and the trial's restore fails as for any bad checkpoint.
+  std::unique_ptr<protocol::PayloadSource> SplitLargeRestore(protocol::Message& message);
   // Streams `payload` after the RESTORE header of `rid` that was just sent.
-  void StartRestore(const WorkerId& worker_id, uint64_t rid, std::string payload);
+  void StartRestore(const WorkerId& worker_id, uint64_t rid,
+                    std::unique_ptr<protocol::PayloadSource> payload);
 
   // A REPLY from a worker. One that announces a payload is kept until the
   // payload is complete; others are delivered at once. Either way it ends
@@ -55,10 +74,15 @@ class PayloadStreams {
   void Cancel(const WorkerId& worker_id, uint64_t rid);
   void Fail(const WorkerId& worker_id, protocol::Reply reply, const std::string& error);
 
+  void Finish(const WorkerId& worker_id, protocol::Reply reply,
+              std::unique_ptr<protocol::PayloadSink> sink);
+
   protocol::ChunkSender restores_;
   protocol::ChunkAssembler saves_;
   SendFn send_;
   DeliverFn deliver_;
+  CheckpointFiles* files_ = nullptr;
+  BlockingFn blocking_;
 };
 
 }  // namespace ztune::head

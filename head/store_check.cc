@@ -1,6 +1,7 @@
 #include "head/store_check.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
@@ -10,6 +11,7 @@
 #include "common/protocol/messages.h"
 #include "common/sha256.h"
 #include "common/utf8.h"
+#include "head/checkpoint_files.h"
 #include "head/scheduler_set.h"
 #include "head/trial.h"
 #include "head/trial_records.h"
@@ -49,6 +51,7 @@ Json StoreCheckReport::ToJson() const {
               {"results", results},
               {"checkpoints", checkpoints},
               {"checkpoint_bytes", checkpoint_bytes},
+              {"checkpoint_files", checkpoint_files},
               {"code_archives", code_archives},
               {"code_bytes", code_bytes},
               {"problems", problems}};
@@ -66,7 +69,7 @@ std::string StoreCheckReport::ToText() const {
   return s;
 }
 
-Result<StoreCheckReport> CheckStore(storage::Store& store) {
+Result<StoreCheckReport> CheckStore(storage::Store& store, const std::string& checkpoint_dir) {
   StoreCheckReport report;
   // Problem texts quote keys and values of a possibly corrupt store: they are
   // made valid UTF-8 (the JSON report) and printable (the terminal).
@@ -169,27 +172,59 @@ Result<StoreCheckReport> CheckStore(storage::Store& store) {
     }
   }
 
-  // Checkpoints: every retained one readable, none orphaned.
+  // Checkpoints: every retained one readable, none orphaned; a file
+  // checkpoint's file present, of its recorded size, and the one its record
+  // names.
   std::set<std::pair<std::string, uint64_t>> present;
-  RETURN_IF_ERROR(store.Scan(storage::Family::kCheckpoints, "", [&](std::string_view key,
-                                                                    std::string_view v) {
-    ++report.checkpoints;
-    report.checkpoint_bytes += static_cast<int64_t>(v.size());
-    auto id = storage::KeySuffixNumber(key);
-    std::string trial = TrialOfKey(key);
-    if (!id) {
-      problem("malformed checkpoint key for trial " + trial);
-    } else {
-      present.insert({trial, *id});
-    }
-    if (v.empty()) problem("checkpoint " + std::to_string(id.value_or(0)) + " of " + trial + " is empty");
-    return true;
-  }));
+  std::map<std::pair<std::string, uint64_t>, std::string> files_of;  // (trial, id) -> file
+  RETURN_IF_ERROR(
+      store.Scan(storage::Family::kCheckpoints, "", [&](std::string_view key, std::string_view v) {
+        ++report.checkpoints;
+        auto id = storage::KeySuffixNumber(key);
+        std::string trial = TrialOfKey(key);
+        const std::string what = "checkpoint " + std::to_string(id.value_or(0)) + " of " + trial;
+        if (!id) {
+          problem("malformed checkpoint key for trial " + trial);
+        } else {
+          present.insert({trial, *id});
+        }
+        auto ref = DecodeCheckpointFileRef(v);
+        if (!ref.ok()) {
+          problem(what + ": " + ref.status().message());
+        } else if (ref->has_value()) {
+          const CheckpointFileRef& r = **ref;
+          report.checkpoint_bytes += static_cast<int64_t>(r.size);
+          ++report.checkpoint_files;
+          if (id) files_of[{trial, *id}] = r.name;
+          if (!checkpoint_dir.empty()) {
+            std::error_code ec;
+            const auto size = std::filesystem::file_size(checkpoint_dir + "/" + r.name, ec);
+            if (ec) {
+              problem(what + ": its file " + r.name + " is missing (" + ec.message() + ")");
+            } else if (size != r.size) {
+              problem(what + ": its file " + r.name + " holds " + std::to_string(size) +
+                      " bytes; " + std::to_string(r.size) + " were recorded");
+            }
+          }
+        } else {
+          report.checkpoint_bytes += static_cast<int64_t>(v.size());
+          if (v.empty()) problem(what + " is empty");
+        }
+        return true;
+      }));
   for (const auto& [id, t] : trials) {
     for (const auto& c : t.checkpoints) {
       if (!present.count({id, c.id})) {
         problem("trial " + id + " retains checkpoint " + std::to_string(c.id) +
                 " (iteration " + std::to_string(c.iteration) + ") but its bytes are missing");
+        continue;
+      }
+      auto f = files_of.find({id, c.id});
+      const std::string stored = f == files_of.end() ? std::string() : f->second;
+      if (stored != c.file) {
+        problem("trial " + id + ": the record of checkpoint " + std::to_string(c.id) +
+                " names file '" + c.file + "', the store holds " +
+                (stored.empty() ? std::string("its bytes inline") : "file '" + stored + "'"));
       }
     }
   }

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "common/check.h"
+#include "head/checkpoint_files.h"
 
 namespace ztune::head {
 namespace {
@@ -321,14 +322,27 @@ const AttemptHost* Trial::HostOf(uint64_t a) const {
 
 Json CheckpointRecordToJson(const CheckpointRecord& c) {
   Json score = std::isinf(c.score) ? Json(c.score > 0 ? "inf" : "-inf") : Json(c.score);
-  return Json{{"id", c.id}, {"iteration", c.iteration}, {"score_valid", c.score_valid},
-              {"score", std::move(score)}};
+  Json j{{"id", c.id},
+         {"iteration", c.iteration},
+         {"score_valid", c.score_valid},
+         {"score", std::move(score)}};
+  if (!c.file.empty()) j["file"] = c.file;
+  return j;
 }
 
 Result<CheckpointRecord> CheckpointRecordFromJson(const Json& c) {
   try {
-    CheckpointRecord r{StoredInt<uint64_t>(c.at("id")), StoredInt<int64_t>(c.at("iteration")),
-                       c.at("score_valid").get<bool>(), 0};
+    CheckpointRecord r{StoredInt<uint64_t>(c.at("id")),
+                       StoredInt<int64_t>(c.at("iteration")),
+                       c.at("score_valid").get<bool>(),
+                       0,
+                       {}};
+    if (c.contains("file")) {
+      r.file = c["file"].get<std::string>();
+      if (!IsCheckpointFileName(r.file)) {
+        return Status::Corruption("checkpoint record names no checkpoint file");
+      }
+    }
     const Json& score = c.at("score");
     if (score.is_string() && (score == "inf" || score == "-inf")) {
       r.score = (score == "inf" ? 1 : -1) * std::numeric_limits<double>::infinity();

@@ -32,6 +32,7 @@ struct CheckpointRecord {
   int64_t iteration = 0;
   bool score_valid = false;  // false: NaN or missing score attribute (ranks worst)
   double score = 0;          // already multiplied by the order sign (higher is better)
+  std::string file;          // its file in the checkpoint directory; empty: inline in the store
 };
 
 // A checkpoint record's JSON (its own record in the trials family; inline in

@@ -110,7 +110,7 @@ void TrialLauncher::OnRestoreReply(Trial& t, const protocol::Reply& reply) {
   // Ray (TUNE_RESTORE_RETRY_NUM = 0): the checkpoint is given up and the
   // retry starts from scratch; retrying from it again spent max_failures on
   // a damaged checkpoint (or looped forever at -1).
-  CheckpointManager::GiveUpCurrent(t);
+  p_.checkpoints.GiveUpCurrent(t);
   p_.lifecycle.FailTrial(
       t, "failed to restore from checkpoint: " + reply.error + " (the retry starts from scratch)",
       true);

@@ -129,7 +129,7 @@ void TrialLifecycle::FinishTrial(Trial& t, TrialStatus final_status, ActorEnd en
     Dequeue(t);
   }
   EndAttempt(t, ok && end == ActorEnd::kStop && e.spec.reuse_actors ? ActorEnd::kReuseOrStop : end);
-  t.memory_checkpoint.clear();
+  DropMemoryCheckpoint(t);
   t.end_time = WallSeconds();
   SetStatus(t, final_status);
   if (final_status == TrialStatus::kError) {
@@ -160,7 +160,7 @@ void TrialLifecycle::FailTrial(Trial& t, const std::string& error, bool retry, A
     return;
   }
   EndAttempt(t, actor_end);
-  t.memory_checkpoint.clear();  // retry from the newest persistent checkpoint
+  DropMemoryCheckpoint(t);  // retry from the newest persistent checkpoint
   // Ray's _try_recover: restart at once when resources for it are there now
   // (a ready group or a cached actor of its request: it keeps its place, so
   // the next start takes them), else requeue at the end of the queue. Its own
@@ -301,6 +301,14 @@ void TrialLifecycle::StartPause(Trial& t, SendTiming timing) {
   if (!SetPhase(t, TrialPhase::kPausing)) return;
   t.pause_requested = false;
   p_.executor.Save(t, CheckpointStorage::kMemory, TimeoutsFor(t), timing);
+}
+
+void TrialLifecycle::DropMemoryCheckpoint(Trial& t) {
+  if (drop_memory_checkpoint_) {
+    drop_memory_checkpoint_(t);
+  } else {
+    t.memory_checkpoint.clear();
+  }
 }
 
 void TrialLifecycle::FinishPause(Trial& t, std::string memory_checkpoint) {

@@ -65,6 +65,11 @@ class TrialLifecycle {
   void set_exploit_applier(std::function<void(Trial&, const Exploit&)> f) {
     apply_exploit_ = std::move(f);
   }
+  // Forgets a pause's memory checkpoint (the runner's CheckpointManager
+  // removes its file); without one, the bytes are just cleared.
+  void set_memory_checkpoint_dropper(std::function<void(Trial&)> f) {
+    drop_memory_checkpoint_ = std::move(f);
+  }
 
   // ---- the state machine ----
   // The only writer of Trial::phase. Checks the change (IsLegalTransition)
@@ -141,6 +146,7 @@ class TrialLifecycle {
   // for reuse when the experiment reuses actors, else stopped) and the trial
   // is PAUSED with it, queued again unless a user holds it.
   void FinishPause(Trial& t, std::string memory_checkpoint);
+  void DropMemoryCheckpoint(Trial& t);
   // A persistent checkpoint; with `then_stop` the trial TERMINATES once saved.
   void SaveCheckpoint(Trial& t, bool then_stop, SendTiming timing = SendTiming::kNow);
   // Whether a persistent checkpoint is due after the trial's last result.
@@ -152,6 +158,7 @@ class TrialLifecycle {
   Parts p_;
   const bool strict_invariants_;
   std::function<void(Trial&, const Exploit&)> apply_exploit_;
+  std::function<void(Trial&)> drop_memory_checkpoint_;
   int64_t max_cached_actors_ = 16;
 };
 

@@ -183,6 +183,24 @@ void TrialRecovery::RequeueLostStart(Trial& t, const std::string& why) {
 
 bool TrialRecovery::Reattach(Trial& t, const WorkerId& worker_id, const protocol::LiveActor& live) {
   const int64_t live_iteration = live.iteration;
+  // The checkpoint this attempt's actor was started from: the trial's own
+  // newest one not given up, else (no result of its own yet) restore_from's.
+  const Trial* source = t.restore_from.empty() ? nullptr : p_.book.FindTrial(t.restore_from);
+  const CheckpointRecord* own = t.NewestCheckpoint();
+  const CheckpointRecord* start = own != nullptr && own->id > t.checkpoints_given_up_through ? own
+                                  : own == nullptr && t.iteration == 0 && source != nullptr
+                                      ? source->NewestCheckpoint()
+                                      : nullptr;
+  if (start != nullptr && live_iteration < start->iteration) {
+    // An actor behind the checkpoint it was started from never finished its
+    // RESTORE (the head died while the checkpoint streamed): its results
+    // would start over from its own iteration. It goes; the trial restores
+    // again.
+    GiveUpReattach(t, "its actor is at iteration " + std::to_string(live_iteration) +
+                          ", behind the checkpoint at iteration " +
+                          std::to_string(start->iteration) + " it was started from");
+    return false;
+  }
   const Experiment& e = p_.book.ExperimentOf(t);
   std::optional<uint64_t> group = p_.groups.AdoptInUse(e.spec.resources, e.request_key, t.placement, t.trial_id);
   if (!group) {
@@ -194,7 +212,6 @@ bool TrialRecovery::Reattach(Trial& t, const WorkerId& worker_id, const protocol
   p_.actors.Hold(t, worker_id, *group);
   // Its own checkpoints are never ahead of its stored results; another
   // trial's (restore_from, before any result of its own) is.
-  const Trial* source = t.restore_from.empty() ? nullptr : p_.book.FindTrial(t.restore_from);
   t.resume_iteration = t.iteration == 0 && t.NewestCheckpoint() == nullptr && source != nullptr &&
                                source->NewestCheckpoint() != nullptr
                            ? source->NewestCheckpoint()->iteration
@@ -277,7 +294,7 @@ Result<Json> TrialRecovery::ResumeExperiment(const std::string& experiment_id,
     if (errored == "retry") {
       t.error.clear();
       t.end_time = 0;
-      t.memory_checkpoint.clear();
+      p_.lifecycle.DropMemoryCheckpoint(t);
       t.seq = p_.book.NextSeq();
       p_.lifecycle.SetStatus(t, TrialStatus::kPending);
       p_.lifecycle.Enqueue(t);

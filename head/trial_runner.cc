@@ -31,6 +31,8 @@ TrialRunner::TrialRunner(storage::Store& store, CommandSink& sink, const Clock& 
   RecomputeMaxPending();
   if (options_.strict_invariants) book_.VerifyRecords();
   lifecycle_.set_exploit_applier([this](Trial& t, const Exploit& x) { ApplyExploit(t, x); });
+  lifecycle_.set_memory_checkpoint_dropper(
+      [this](Trial& t) { checkpoints_.DropMemoryCheckpoint(t); });
   scheduler_->set_checkpoint_lookup([this](const TrialId& id, int64_t iteration) {
     const Trial* t = book_.FindTrial(id);
     if (t == nullptr) return false;

@@ -82,8 +82,18 @@ struct RunnerOptions {
 
 class TrialRunner {
  public:
-  // A persistent checkpoint's bytes (nullopt when the store has none under
-  // that id); read off the loop thread, heartbeats keep going.
+  // Checkpoint files (not owned; nullptr: every checkpoint inline).
+  void set_checkpoint_files(CheckpointFiles* files) { checkpoints_.set_files(files); }
+  CheckpointFiles* checkpoint_files() const { return checkpoints_.files(); }
+  // The files the loaded trials' checkpoint records name.
+  std::set<std::string> CheckpointFilesInUse() const {
+    std::set<std::string> names;
+    for (const auto& [id, t] : book_.trials()) CheckpointManager::CollectFiles(t, names);
+    return names;
+  }
+  // A persistent checkpoint's bytes, or its file's reference (nullopt when
+  // the store has none under that id); read off the loop thread, heartbeats
+  // keep going.
   Result<std::optional<std::string>> ReadCheckpoint(const TrialId& owner, uint64_t id) {
     return checkpoints_.Read(owner, id);
   }

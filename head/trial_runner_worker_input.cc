@@ -120,6 +120,7 @@ void TrialRunner::HandleReply(const WorkerId& worker_id, const protocol::Reply& 
         } else if (!reply.ok || payload.empty()) {
           lifecycle_.FailTrial(*t, "pause checkpoint failed: " + reply.error, true);
         } else {
+          checkpoints_.Adopt(payload);
           lifecycle_.FinishPause(*t, std::move(payload));
         }
       } else {

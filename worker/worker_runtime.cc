@@ -12,7 +12,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/check.h"
 #include "common/protocol/codec.h"
 #include "common/security/curve_socket.h"
 #include "common/zmq/socket_util.h"
@@ -354,27 +353,32 @@ bool WorkerRuntime::Send(const protocol::Message& message) {
 }
 
 void WorkerRuntime::SendOrHold(protocol::Message message) {
+  HeldReply reply;
+  if (message.payload.size() > protocol::kInlinePayloadBytes &&
+      std::holds_alternative<protocol::Reply>(message.body)) {
+    reply.large_payload =
+        std::make_unique<protocol::StringPayloadSource>(std::move(message.payload));
+    message.payload.clear();
+  }
+  reply.message = std::move(message);
+  SendOrHold(std::move(reply));
+}
+
+void WorkerRuntime::SendOrHold(HeldReply reply) {
   if (shutting_down_) return;
   if (link_ == Link::kRegistered) {
-    if (message.payload.size() > protocol::kInlinePayloadBytes &&
-        std::holds_alternative<protocol::Reply>(message.body)) {
-      protocol::Message header{message.body, {}};
-      std::unique_ptr<protocol::PayloadSource> payload =
-          std::make_unique<protocol::StringPayloadSource>(std::move(message.payload));
-      if (SendChunked(header, payload)) return;
-      // Not sent: held whole.
-      message.payload.clear();
-      CHECK(payload->ReadAt(0, payload->size(), message.payload).ok());
-    } else if (Send(message)) {
+    if (reply.large_payload != nullptr) {
+      if (SendChunked(reply.message, reply.large_payload)) return;
+    } else if (Send(reply.message)) {
       return;
     }
   }
   if (held_.size() >= kMaxHeld) {
     spdlog::warn("dropping a held {} (more than {} replies waiting for registration)",
-                 protocol::CommandName(held_.front().body), kMaxHeld);
+                 protocol::CommandName(held_.front().message.body), kMaxHeld);
     held_.pop_front();
   }
-  held_.push_back(std::move(message));
+  held_.push_back(std::move(reply));
 }
 
 void WorkerRuntime::WarnDropped(const std::string& what) {
@@ -456,10 +460,22 @@ void WorkerRuntime::HandleRegistered(const protocol::Registered& m) {
   backoff_ms_ = std::min(heartbeat_ms_, options_.max_backoff_ms);
   spdlog::info("registered with head (epoch {}) as {} incarnation {}; heartbeat {} ms x {}",
                m.head_epoch, options_.worker_id, incarnation_, heartbeat_ms_, liveness_);
+  if (head_epoch_ != 0 && m.head_epoch != head_epoch_) {
+    // A new head never asked for what the old one was sent: a checkpoint of
+    // a gigabyte would cross the network for nothing, and hold its memory.
+    std::erase_if(held_, [&](const HeldReply& r) {
+      if (r.large_payload == nullptr) return false;
+      spdlog::info("the head restarted (epoch {} -> {}): dropped the {}-byte payload of request {}",
+                   head_epoch_, m.head_epoch, r.large_payload->size(),
+                   protocol::HeaderRid(r.message.body));
+      return true;
+    });
+  }
+  head_epoch_ = m.head_epoch;
   // Replies made while unregistered, then every unacknowledged result.
-  std::deque<protocol::Message> held;
+  std::deque<HeldReply> held;
   held.swap(held_);
-  for (auto& msg : held) SendOrHold(std::move(msg));
+  for (auto& reply : held) SendOrHold(std::move(reply));
   ResendOutbox();
   // What was asked of the head before is lost with the old link.
   code_cache_->ResendAll();

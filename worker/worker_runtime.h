@@ -138,8 +138,14 @@ class WorkerRuntime {
   // Sends now when registered, else holds the message until REGISTERED. A
   // payload above protocol::kInlinePayloadBytes goes in chunks.
   void SendOrHold(protocol::Message message);
-  // Sends the header of a large payload and starts its chunks; false (and
-  // `message` untouched) if the header could not be sent.
+  // A reply whose payload is too large to go inline travels with its payload
+  // as a source (pieces in memory), never concatenated: sent in chunks, or
+  // held as it is until the head is back.
+  struct HeldReply {
+    protocol::Message message;  // the payload is empty when `large_payload` is set
+    std::unique_ptr<protocol::PayloadSource> large_payload;
+  };
+  void SendOrHold(HeldReply reply);
   // Announces `payload`'s size in `header` (a REPLY), sends it and streams
   // the payload after it. False, with `payload` untouched, if the header
   // could not be sent.
@@ -236,6 +242,7 @@ class WorkerRuntime {
   bool refusal_logged_ = false;
   Link link_ = Link::kDisconnected;
   uint64_t incarnation_ = 0;  // bumped at each (re)registration
+  uint64_t head_epoch_ = 0;   // of the last REGISTERED; 0 before the first
   uint64_t last_logged_incarnation_ = 0;
   int64_t heartbeat_ms_ = 1000;
   int64_t liveness_ = 3;
@@ -247,7 +254,7 @@ class WorkerRuntime {
   TimeMs last_orphan_sweep_ = 0;  // ReapOrphans, once per heartbeat interval
   TimeMs last_drop_warn_ = -1'000'000;
   uint64_t dropped_since_warn_ = 0;
-  std::deque<protocol::Message> held_;  // replies made while not registered
+  std::deque<HeldReply> held_;  // replies made while not registered
 
   // ---- large payloads (chunked_transfer.h) ----
   protocol::ChunkSender chunk_sender_;          // SAVE replies to the head

@@ -403,23 +403,13 @@ void WorkerRuntime::SendReply(uint64_t rid, const ActorKey& key, bool ok, std::s
 
 void WorkerRuntime::SendLargeReply(uint64_t rid, const ActorKey& key, Json data,
                                    std::unique_ptr<protocol::PayloadSource> payload) {
-  if (rid == 0 || shutting_down_) return;
+  if (rid == 0) return;
   protocol::Reply r;
   r.rid = rid;
   r.trial_id = key.trial_id;
   r.attempt = key.attempt;
   r.data = data.is_null() ? Json::object() : std::move(data);
-  protocol::Message header{std::move(r), {}};
-  if (link_ == Link::kRegistered && SendChunked(header, payload)) return;
-  // Not connected: held whole until the head is back (ResetTransfers does
-  // the same with a transfer the connection loss cut short).
-  std::string whole;
-  if (Status s = payload->ReadAt(0, payload->size(), whole); !s.ok()) {
-    spdlog::error("checkpoint of request {} unreadable: {}", rid, s.ToString());
-    return;
-  }
-  header.payload = std::move(whole);
-  SendOrHold(std::move(header));
+  SendOrHold(HeldReply{protocol::Message{std::move(r), {}}, std::move(payload)});
 }
 
 void WorkerRuntime::SendFailure(CommandKind kind, uint64_t rid, const ActorKey& key,

@@ -8,7 +8,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/check.h"
 #include "worker/actor_command_info.h"
 
 namespace ztune::worker {
@@ -42,16 +41,15 @@ void WorkerRuntime::PumpChunks() {
 }
 
 void WorkerRuntime::ResetTransfers(const std::string& reason) {
-  // Whole again, ahead of the other held messages, in request order.
-  std::vector<protocol::Message> again;
+  // Again from their first byte, ahead of the other held replies, in
+  // request order; the payloads stay the sources they were (no copy).
+  std::vector<HeldReply> again;
   for (auto& [rid, payload] : chunk_sender_.TakePeer("")) {
     auto it = sending_.find(rid);
     if (it == sending_.end()) continue;
-    protocol::Message m{std::move(it->second.body), {}};
-    // Sources on the worker are in memory: a read cannot fail.
-    CHECK(payload->ReadAt(0, payload->size(), m.payload).ok());
-    protocol::SetAnnouncedPayloadBytes(m.body, 0);
-    again.push_back(std::move(m));
+    protocol::Message header{std::move(it->second.body), {}};
+    protocol::SetAnnouncedPayloadBytes(header.body, 0);
+    again.push_back({std::move(header), std::move(payload)});
   }
   sending_.clear();
   held_.insert(held_.begin(), std::make_move_iterator(again.begin()),

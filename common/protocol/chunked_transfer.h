@@ -134,6 +134,7 @@ class ChunkAssembler {
   // Ends every transfer from `peer` and returns their headers in rid order.
   std::vector<Message> TakePeer(const std::string& peer);
   std::vector<std::string> Peers() const;
+  uint64_t max_payload_bytes() const { return max_payload_bytes_; }
   bool empty() const { return pending_.empty(); }
   size_t size() const { return pending_.size(); }
 

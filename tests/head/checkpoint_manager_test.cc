@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <unistd.h>
+
 #include "storage/in_memory_store.h"
 #include "storage/keys.h"
 #include "tests/fakes/recording_command_sink.h"
@@ -86,7 +89,7 @@ TEST_F(CheckpointManagerTest, AStartRestoresMemoryThenNewestThenTheSource) {
 
   Trial source;
   source.trial_id = "e0001_00009";
-  source.checkpoints.push_back({7, 12, false, 0});
+  source.checkpoints.push_back({7, 12, false, 0, {}});
   storage::WriteBatch b;
   b.Put(storage::Family::kCheckpoints, storage::CheckpointKey(source.trial_id, 7), "src");
   ASSERT_TRUE(store_.Commit(b).ok());
@@ -116,7 +119,7 @@ TEST_F(CheckpointManagerTest, GivenUpCheckpointsAreNotRestoredButLaterOnesAre) {
   manager_.Add(t_, p, "c3", 3);
   Commit();
   t_.restore_from = "e0001_00009";
-  CheckpointManager::GiveUpCurrent(t_);
+  manager_.GiveUpCurrent(t_);
   EXPECT_EQ(manager_.ForStart(t_, nullptr, bytes), nullptr);
   EXPECT_EQ(t_.resume_iteration, 0);
   EXPECT_TRUE(t_.restore_from.empty());
@@ -128,12 +131,115 @@ TEST_F(CheckpointManagerTest, GivenUpCheckpointsAreNotRestoredButLaterOnesAre) {
 }
 
 TEST_F(CheckpointManagerTest, AMissingCheckpointStartsFromScratch) {
-  t_.checkpoints.push_back({1, 3, false, 0});  // its bytes were never stored
+  t_.checkpoints.push_back({1, 3, false, 0, {}});  // its bytes were never stored
   t_.iteration = 5;
   std::string bytes;
   EXPECT_EQ(manager_.ForStart(t_, nullptr, bytes), nullptr);
   EXPECT_EQ(t_.resume_iteration, 0);
   EXPECT_EQ(t_.num_restores, 0);
+}
+
+// Checkpoint files: a recorded file is adopted and named by its record;
+// retention removes a dropped one only once the batch is committed
+// (RemovePending, after the commit); a clone is its own file; a pause's
+// memory checkpoint file goes when dropped or restored from; a delivered
+// file no trial adopts goes at the end of the turn.
+class CheckpointManagerFilesTest : public CheckpointManagerTest {
+ protected:
+  CheckpointManagerFilesTest()
+      : dir_(std::filesystem::path(::testing::TempDir()) /
+             ("ckpt_files_" + std::to_string(::getpid()) + "_" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name())),
+        files_(dir_.string()) {
+    std::filesystem::remove_all(dir_);
+    EXPECT_TRUE(files_.Open().ok());
+    manager_.set_files(&files_);
+  }
+  ~CheckpointManagerFilesTest() override { std::filesystem::remove_all(dir_); }
+
+  // An upload of `n` bytes, finished and delivered as the payload streams do.
+  std::string Upload(size_t n) {
+    auto upload = files_.Begin(n);
+    EXPECT_TRUE(upload.ok());
+    EXPECT_TRUE((*upload)->Append(std::string(n, 'c')).ok());
+    auto ref = (*upload)->Finish();
+    EXPECT_TRUE(ref.ok());
+    files_.Delivered(ref->name);
+    return EncodeCheckpointFileRef(*ref);
+  }
+  bool Exists(const std::string& ref_bytes) {
+    auto ref = DecodeCheckpointFileRef(ref_bytes);
+    return ref.ok() && ref->has_value() && std::filesystem::exists(dir_ / (*ref)->name);
+  }
+
+  std::filesystem::path dir_;
+  CheckpointFiles files_;
+};
+
+TEST_F(CheckpointManagerFilesTest, RetentionRemovesADroppedFileOnlyAfterTheCommit) {
+  CheckpointPolicy keep_one;
+  keep_one.num_to_keep = 1;
+  Result(1, 5.0);
+  const std::string first = Upload(100);
+  manager_.Add(t_, keep_one, first, 1);
+  ASSERT_EQ(t_.checkpoints.size(), 1u);
+  EXPECT_FALSE(t_.checkpoints[0].file.empty());
+  files_.RemovePending();
+  EXPECT_TRUE(Exists(first)) << "adopted: it stays";
+  Commit();
+
+  Result(2, 4.0);
+  const std::string second = Upload(200);
+  manager_.Add(t_, keep_one, second, 2);
+  EXPECT_EQ(Ids(), std::vector<uint64_t>{2});
+  EXPECT_TRUE(Exists(first)) << "its deletion is not committed yet";
+  Commit();
+  files_.RemovePending();
+  EXPECT_FALSE(Exists(first));
+  EXPECT_TRUE(Exists(second));
+  std::set<std::string> in_use;
+  CheckpointManager::CollectFiles(t_, in_use);
+  EXPECT_EQ(in_use.size(), 1u);
+  auto read = manager_.Read(t_.trial_id, 2);
+  ASSERT_TRUE(read.ok() && read->has_value());
+  EXPECT_EQ(**read, second) << "the store holds the reference";
+}
+
+TEST_F(CheckpointManagerFilesTest, CloneMemoryAndStaleFilesEachGoWhenNothingHoldsThem) {
+  const std::string donor = Upload(64);
+  files_.Adopt(DecodeCheckpointFileRef(donor)->value().name);
+  const std::string copy = manager_.CopyForAnotherTrial(donor);
+  ASSERT_NE(copy, donor);
+  EXPECT_TRUE(Exists(copy));
+  EXPECT_EQ(DecodeCheckpointFileRef(copy)->value().size, 64u);
+
+  // A pause's checkpoint: adopted, restored from, then gone after the turn.
+  const std::string paused = Upload(32);
+  manager_.Adopt(paused);
+  t_.memory_checkpoint = paused;
+  std::string storage;
+  std::string* restored = manager_.ForStart(t_, nullptr, storage);
+  ASSERT_NE(restored, nullptr);
+  EXPECT_EQ(*restored, paused);
+  EXPECT_TRUE(t_.memory_checkpoint.empty());
+  EXPECT_TRUE(Exists(paused)) << "until the RESTORE that streams it has opened it";
+  files_.RemovePending();
+  EXPECT_FALSE(Exists(paused));
+
+  // Dropped without a restart (the trial failed): gone the same way.
+  const std::string dropped = Upload(16);
+  manager_.Adopt(dropped);
+  t_.memory_checkpoint = dropped;
+  manager_.DropMemoryCheckpoint(t_);
+  files_.RemovePending();
+  EXPECT_FALSE(Exists(dropped));
+
+  // Delivered, never adopted (a stale SAVE reply): gone at the end of the turn.
+  const std::string stale = Upload(8);
+  files_.RemovePending();
+  EXPECT_FALSE(Exists(stale));
+  EXPECT_TRUE(Exists(donor));
+  EXPECT_TRUE(Exists(copy));
 }
 
 }  // namespace

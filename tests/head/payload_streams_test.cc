@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 namespace ztune::head {
 namespace {
 
@@ -29,6 +33,9 @@ class PayloadStreamsTest : public ::testing::Test {
     r.data = Json{{"iteration", 3}};
     r.payload_bytes = payload_bytes;
     return protocol::Message{r, {}};
+  }
+  static std::unique_ptr<protocol::PayloadSource> Bytes(size_t n) {
+    return std::make_unique<protocol::StringPayloadSource>(std::string(n, 'r'));
   }
   template <class T>
   std::vector<T> SentOf(const std::string& worker) const {
@@ -92,10 +99,11 @@ TEST_F(PayloadStreamsTest, ARestoreStreamsWithinItsWindowAndEndsWithTheReply) {
   restore.trial_id = "e0001_00000";
   restore.attempt = 2;
   protocol::Message m{restore, std::string(10 * protocol::kChunkBytes, 'r')};
-  std::string payload = PayloadStreams::SplitLargeRestore(m);
-  ASSERT_EQ(payload.size(), 10 * protocol::kChunkBytes);
+  std::unique_ptr<protocol::PayloadSource> payload = streams_.SplitLargeRestore(m);
+  ASSERT_NE(payload, nullptr);
+  ASSERT_EQ(payload->size(), 10 * protocol::kChunkBytes);
   EXPECT_TRUE(m.payload.empty());
-  EXPECT_EQ(std::get<protocol::Restore>(m.body).payload_bytes, payload.size());
+  EXPECT_EQ(std::get<protocol::Restore>(m.body).payload_bytes, payload->size());
   streams_.StartRestore("w2", 9, std::move(payload));
   EXPECT_EQ(SentOf<protocol::Chunk>("w2").size(), protocol::kWindowBytes / protocol::kChunkBytes);
   ASSERT_TRUE(streams_.OnCredit("w2", protocol::Credit{9, protocol::kChunkBytes, false}).ok());
@@ -115,18 +123,131 @@ TEST_F(PayloadStreamsTest, ARestoreStreamsWithinItsWindowAndEndsWithTheReply) {
 
 TEST_F(PayloadStreamsTest, SmallRestoresStayInline) {
   protocol::Message m{protocol::Restore{}, std::string(protocol::kInlinePayloadBytes, 'r')};
-  EXPECT_TRUE(PayloadStreams::SplitLargeRestore(m).empty());
+  EXPECT_EQ(streams_.SplitLargeRestore(m), nullptr);
   EXPECT_EQ(m.payload.size(), protocol::kInlinePayloadBytes);
 }
 
 TEST_F(PayloadStreamsTest, DroppingAWorkerForgetsItsStreamsBothWays) {
   streams_.OnReply("w1", SaveReply(7, 10));
-  streams_.StartRestore("w1", 8, std::string(protocol::kInlinePayloadBytes + 1, 'r'));
-  streams_.StartRestore("w2", 8, std::string(protocol::kInlinePayloadBytes + 1, 'r'));
+  streams_.StartRestore("w1", 8, Bytes(protocol::kInlinePayloadBytes + 1));
+  streams_.StartRestore("w2", 8, Bytes(protocol::kInlinePayloadBytes + 1));
   streams_.DropWorker("w1");
   EXPECT_EQ(streams_.Workers(), std::vector<WorkerId>{"w2"});
   streams_.OnChunk("w1", protocol::Chunk{7, 0}, "0123456789");
   EXPECT_TRUE(delivered_.empty());
+}
+
+// With checkpoint files: a SAVE goes to a file as it arrives and is
+// delivered as the file's reference once durable; a RESTORE of that
+// reference streams the file; a partial upload leaves no file behind.
+class PayloadStreamsFilesTest : public PayloadStreamsTest {
+ protected:
+  PayloadStreamsFilesTest()
+      : dir_(std::filesystem::path(::testing::TempDir()) /
+             ("payload_files_" + std::to_string(::getpid()) + "_" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name())),
+        files_(dir_.string()) {
+    std::filesystem::remove_all(dir_);
+    EXPECT_TRUE(files_.Open().ok());
+    streams_.set_files(&files_, [this](const std::function<Status()>& job) {
+      ++blocking_jobs_;
+      return job();
+    });
+  }
+  ~PayloadStreamsFilesTest() override { std::filesystem::remove_all(dir_); }
+
+  std::vector<std::string> FileNames() const {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+      names.push_back(e.path().filename().string());
+    }
+    return names;
+  }
+
+  std::filesystem::path dir_;
+  CheckpointFiles files_;
+  int blocking_jobs_ = 0;
+};
+
+TEST_F(PayloadStreamsFilesTest, ASaveBecomesADurableFileAndItsReferenceStreamsBack) {
+  std::string payload(3 * protocol::kChunkBytes + 17, '\0');
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>(i * 7 + 3);
+  streams_.OnReply("w1", SaveReply(7, payload.size()));
+  for (uint64_t offset = 0; offset < payload.size(); offset += protocol::kChunkBytes) {
+    streams_.OnChunk("w1", protocol::Chunk{7, offset},
+                     payload.substr(offset, protocol::kChunkBytes));
+  }
+  ASSERT_EQ(delivered_.size(), 1u);
+  EXPECT_TRUE(delivered_[0].reply.ok) << delivered_[0].reply.error;
+  EXPECT_EQ(blocking_jobs_, 1) << "the sync ran as a blocking job, off the loop";
+  auto ref = DecodeCheckpointFileRef(delivered_[0].payload);
+  ASSERT_TRUE(ref.ok() && ref->has_value()) << "delivered a reference, not the bytes";
+  EXPECT_EQ((*ref)->size, payload.size());
+  EXPECT_EQ(FileNames(), std::vector<std::string>{(*ref)->name}) << "no partial file left";
+  std::ifstream in(dir_ / (*ref)->name, std::ios::binary);
+  std::stringstream whole;
+  whole << in.rdbuf();
+  EXPECT_TRUE(whole.str() == payload);
+
+  protocol::Restore restore;
+  restore.rid = 9;
+  restore.trial_id = "e0001_00000";
+  protocol::Message m{restore, delivered_[0].payload};
+  std::unique_ptr<protocol::PayloadSource> source = streams_.SplitLargeRestore(m);
+  ASSERT_NE(source, nullptr);
+  EXPECT_TRUE(m.payload.empty());
+  EXPECT_EQ(std::get<protocol::Restore>(m.body).payload_bytes, payload.size());
+  streams_.StartRestore("w2", 9, std::move(source));
+  std::string streamed;
+  uint64_t credited = 0;
+  while (streamed.size() < payload.size()) {
+    auto chunks = sent_;
+    sent_.clear();
+    bool any = false;
+    for (const auto& [w, msg] : chunks) {
+      if (w != "w2" || !std::holds_alternative<protocol::Chunk>(msg.body)) continue;
+      streamed += msg.payload;
+      any = true;
+    }
+    ASSERT_TRUE(any);
+    credited = streamed.size();
+    ASSERT_TRUE(streams_.OnCredit("w2", protocol::Credit{9, credited, false}).ok());
+  }
+  EXPECT_TRUE(streamed == payload);
+  EXPECT_TRUE(streams_.Workers().empty());
+}
+
+TEST_F(PayloadStreamsFilesTest, AnUnfinishedOrRefusedUploadLeavesNoFile) {
+  streams_.OnReply("w1", SaveReply(7, 2 * protocol::kChunkBytes));
+  streams_.OnChunk("w1", protocol::Chunk{7, 0}, std::string(protocol::kChunkBytes, 'a'));
+  EXPECT_EQ(FileNames().size(), 1u);  // the partial file
+  // Out of order: the transfer ends, the request fails, the file goes.
+  streams_.OnChunk("w1", protocol::Chunk{7, 5}, "x");
+  ASSERT_EQ(delivered_.size(), 1u);
+  EXPECT_FALSE(delivered_[0].reply.ok);
+  EXPECT_TRUE(FileNames().empty());
+  // A worker that dies mid-upload: the same.
+  streams_.OnReply("w1", SaveReply(8, 2 * protocol::kChunkBytes));
+  streams_.OnChunk("w1", protocol::Chunk{8, 0}, std::string(protocol::kChunkBytes, 'a'));
+  streams_.DropWorker("w1");
+  EXPECT_TRUE(FileNames().empty());
+  // Above the limit: refused before any space is taken.
+  streams_.OnReply("w1", SaveReply(9, 9 * protocol::kChunkBytes));
+  ASSERT_EQ(delivered_.size(), 2u);
+  EXPECT_NE(delivered_[1].reply.error.find("limit"), std::string::npos)
+      << delivered_[1].reply.error;
+  EXPECT_TRUE(FileNames().empty());
+}
+
+TEST_F(PayloadStreamsFilesTest, ARestoreOfAMissingFileGoesWithoutAPayload) {
+  protocol::Restore restore;
+  restore.rid = 4;
+  restore.trial_id = "e0001_00000";
+  protocol::Message m{restore, EncodeCheckpointFileRef({"0123abcd-1.ckpt", 5000})};
+  EXPECT_EQ(streams_.SplitLargeRestore(m), nullptr);
+  EXPECT_TRUE(m.payload.empty())
+      << "the worker refuses an empty RESTORE; the trial's restore fails";
+  EXPECT_EQ(std::get<protocol::Restore>(m.body).payload_bytes, 0u);
 }
 
 }  // namespace

@@ -151,7 +151,7 @@ TEST(StoredRecordTest, FloatWhereAnIntegerIsStoredIsCorruption) {
   t.trial_id = "e0001_00000";
   t.experiment_id = "e0001";
   t.placement.bundles.push_back({"w", ResourceSet::FromDoubles({{"CPU", 1}}), {0}});
-  t.checkpoints.push_back({1, 4, true, 4.0});
+  t.checkpoints.push_back({1, 4, true, 4.0, {}});
   const Json good = t.ToJson();
   ASSERT_TRUE(Trial::FromJson(good).ok());
   for (const char* key :

@@ -209,7 +209,7 @@ TEST_F(TrialControlTest, RestoreFromMustNameATrialWithACheckpointOfTheSameTraina
   ExpectRefused(control_.AddTrial("e0001", Json::object(), source.trial_id).status(),
                 StatusCode::kFailedPrecondition,
                 "restore_from: trial e0001_00000 has no persistent checkpoint");
-  source.checkpoints.push_back(CheckpointRecord{/*id=*/1, /*iteration=*/4, false, 0});
+  source.checkpoints.push_back(CheckpointRecord{/*id=*/1, /*iteration=*/4, false, 0, {}});
   source.next_checkpoint_id = 2;
   const Status wrong = control_.AddTrial("e0002", Json::object(), source.trial_id).status();
   EXPECT_EQ(wrong.code(), StatusCode::kInvalidArgument);

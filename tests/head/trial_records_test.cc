@@ -27,7 +27,7 @@ Trial MakeTrial(const TrialId& id, int checkpoints, int errors) {
   t.status = TrialStatus::kTerminated;
   t.iteration = 7;
   for (int i = 1; i <= checkpoints; ++i) {
-    t.checkpoints.push_back(CheckpointRecord{static_cast<uint64_t>(i), i, true, -0.5 * i});
+    t.checkpoints.push_back(CheckpointRecord{static_cast<uint64_t>(i), i, true, -0.5 * i, {}});
   }
   t.next_checkpoint_id = static_cast<uint64_t>(checkpoints) + 1;
   for (int i = 1; i <= errors; ++i) {
@@ -121,37 +121,58 @@ TEST(TrialRecordsTest, DamagedChildrenMakeTheirTrialCorruptAndTheScanGoesOn) {
   const TrialId id = "e0001_00000";
   auto child = [&](char kind, uint64_t n) { return storage::TrialChildKey(id, kind, n); };
   const std::vector<Damage> cases = {
-      {"orphan", [&](storage::Store& s) { Put(s, child('c', 1), CheckpointRecordToJson({1, 1, false, 0}).dump()); },
+      {"orphan",
+       [&](storage::Store& s) {
+         Put(s, child('c', 1), CheckpointRecordToJson({1, 1, false, 0, {}}).dump());
+       },
        "without their trial record"},
-      {"not json", [&](storage::Store& s) { Store(s, MakeTrial(id, 1, 0)); Put(s, child('c', 1), "{x"); },
-       "is not a JSON object"},
-      {"id past next", [&](storage::Store& s) {
+      {"not json",
+       [&](storage::Store& s) {
          Store(s, MakeTrial(id, 1, 0));
-         Put(s, child('c', 9), CheckpointRecordToJson({9, 1, false, 0}).dump()); },
+         Put(s, child('c', 1), "{x");
+       },
+       "is not a JSON object"},
+      {"id past next",
+       [&](storage::Store& s) {
+         Store(s, MakeTrial(id, 1, 0));
+         Put(s, child('c', 9), CheckpointRecordToJson({9, 1, false, 0, {}}).dump());
+       },
        "next checkpoint id"},
-      {"id differs from key", [&](storage::Store& s) {
+      {"id differs from key",
+       [&](storage::Store& s) {
          Store(s, MakeTrial(id, 2, 0));
-         Put(s, child('c', 1), CheckpointRecordToJson({2, 1, false, 0}).dump()); },
+         Put(s, child('c', 1), CheckpointRecordToJson({2, 1, false, 0, {}}).dump());
+       },
        "names checkpoint 2"},
-      {"missing error", [&](storage::Store& s) {
+      {"missing error",
+       [&](storage::Store& s) {
          Store(s, MakeTrial(id, 0, 0));
-         Put(s, child('e', 2), Json{{"entry", "x"}}.dump()); },
+         Put(s, child('e', 2), Json{{"entry", "x"}}.dump());
+       },
        "an entry is missing"},
-      {"error not a string", [&](storage::Store& s) {
+      {"error not a string",
+       [&](storage::Store& s) {
          Store(s, MakeTrial(id, 0, 0));
-         Put(s, child('e', 1), Json{{"entry", 5}}.dump()); },
+         Put(s, child('e', 1), Json{{"entry", 5}}.dump());
+       },
        "no string"},
-      {"malformed key", [&](storage::Store& s) { Store(s, MakeTrial(id, 0, 0)); Put(s, id + std::string("\0z", 2), "{}"); },
+      {"malformed key",
+       [&](storage::Store& s) {
+         Store(s, MakeTrial(id, 0, 0));
+         Put(s, id + std::string("\0z", 2), "{}");
+       },
        "malformed child record key"},
-      {"inline and children", [&](storage::Store& s) {
+      {"inline and children",
+       [&](storage::Store& s) {
          Trial t = MakeTrial(id, 1, 0);
          Json legacy = t.ToJson();
          legacy["error_log"] = Json::array();
          Put(s, id, legacy.dump());
-         Put(s, child('c', 1), CheckpointRecordToJson(t.checkpoints[0]).dump()); },
+         Put(s, child('c', 1), CheckpointRecordToJson(t.checkpoints[0]).dump());
+       },
        "both inline lists"},
-      {"record under another key", [&](storage::Store& s) {
-         Put(s, id, MakeTrial("e0001_00009", 0, 0).ToJson().dump()); },
+      {"record under another key",
+       [&](storage::Store& s) { Put(s, id, MakeTrial("e0001_00009", 0, 0).ToJson().dump()); },
        "names trial e0001_00009"},
   };
   for (const Damage& d : cases) {

@@ -279,6 +279,49 @@ TEST_F(TrialRecoveryTest, OnRegisteredStopsActorsTheHeadDoesNotOwn) {
   CheckAll();
 }
 
+// An actor behind the checkpoint its attempt was started from never finished
+// its RESTORE (the head died while it streamed): it is stopped, not
+// re-attached, and the trial starts again (PENDING, queued, no failure).
+// Found by LargeCheckpointE2ETest: the re-attached actor ran from iteration
+// 1 and its first result failed the trial ("does not follow iteration 6").
+// An actor at or past its checkpoint is re-attached as before.
+TEST_F(TrialRecoveryTest, AnActorBehindItsStartingCheckpointIsNotReattached) {
+  StoreExperiment(3, 3, 3);
+  Trial source = MakeTrial(0, TrialStatus::kTerminated);
+  source.attempt = 1;
+  source.iteration = 6;
+  source.checkpoints.push_back({1, 6, false, 0, {}});
+  source.next_checkpoint_id = 2;
+  StoreTrial(source);
+  Trial restored = RunningOn(1, "w1");  // started from trial 0's checkpoint at 6
+  restored.iteration = 0;
+  restored.last_result = Json();
+  restored.restore_from = source.trial_id;
+  StoreTrial(restored);
+  Trial own = RunningOn(2, "w1");  // restarted from its own checkpoint at 2
+  own.checkpoints.push_back({1, 2, false, 0, {}});
+  own.next_checkpoint_id = 2;
+  StoreTrial(own);
+  Load();
+  ledger_.AddWorker(WorkerId("w1"), ResourceSet::FromDoubles({{"CPU", 2}}), {});
+  recovery_.OnRegistered(Registration("w1", {Live(T(1).trial_id, 1, 0), Live(T(2).trial_id, 1, 2)}),
+                         /*reconnected=*/false);
+
+  EXPECT_EQ(T(1).status, TrialStatus::kPending);
+  EXPECT_EQ(T(1).phase, TrialPhase::kIdle);
+  EXPECT_EQ(T(1).num_failures, 0);
+  EXPECT_EQ(NextToRun(), std::optional<TrialId>(T(1).trial_id));
+  EXPECT_EQ(T(2).phase, TrialPhase::kTraining) << "at its checkpoint: re-attached";
+  std::vector<std::string> stopped;
+  for (const auto& sent : sink_.sent) {
+    if (const auto* stop = std::get_if<protocol::Stop>(&sent.message.body)) {
+      stopped.push_back(stop->trial_id);
+    }
+  }
+  EXPECT_EQ(stopped, std::vector<std::string>{T(1).trial_id.str()});
+  CheckAll();
+}
+
 // When the grace runs out (not a ms before) the trial starts again: PENDING
 // and queued, same attempt, no failure counted, its recorded worker forgotten.
 TEST_F(TrialRecoveryTest, ExpireWaitsRequeuesATrialWhoseWorkerNeverCame) {
