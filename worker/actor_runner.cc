@@ -13,6 +13,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/check.h"
 #include "common/checkpoint/checkpoint_envelope.h"
 
 namespace ztune::worker {
@@ -368,13 +369,13 @@ RunnerEvent ActorRunner::DoSave(const protocol::Save& cmd) {
   env.time_total_s = time_total_s_;
   env.timesteps_total = timesteps_total_;
   env.data = std::move(bytes).value();
-  auto pieces = checkpoint::EncodeEnvelopePieces(std::move(env));
-  const uint64_t size = pieces[0].size() + pieces[1].size() + pieces[2].size();
+  std::unique_ptr<protocol::PayloadSource> envelope =
+      checkpoint::MakeEnvelopeSource(std::move(env));
+  const uint64_t size = envelope->size();
   if (size > protocol::kInlinePayloadBytes) {
-    e.large_payload = std::make_unique<protocol::PiecewisePayloadSource>(std::vector<std::string>(
-        std::make_move_iterator(pieces.begin()), std::make_move_iterator(pieces.end())));
+    e.large_payload = std::move(envelope);  // its checksum is computed as it is sent
   } else {
-    e.payload = pieces[0] + pieces[1] + pieces[2];
+    CHECK(envelope->ReadAt(0, size, e.payload).ok());  // in memory: cannot fail
   }
   e.data = Json{{"iteration", iteration_}, {"bytes", size}, {"storage", cmd.storage}};
   ctx.Log("saved checkpoint at iteration " + std::to_string(iteration_) + " (" +

@@ -1,7 +1,10 @@
 #include "common/checkpoint/checkpoint_envelope.h"
 
 #include <array>
+#include <algorithm>
 #include <bit>
+
+#include "common/check.h"
 
 namespace ztune::checkpoint {
 namespace {
@@ -121,10 +124,65 @@ std::string EncodeCrc(uint32_t crc) {
 
 }  // namespace
 
-std::array<std::string, 3> EncodeEnvelopePieces(CheckpointEnvelope&& e) {
-  std::string header = EncodeHeader(e);
-  std::string crc = EncodeCrc(Crc32Extend(Crc32(header), e.data));
-  return {std::move(header), std::move(e.data), std::move(crc)};
+namespace {
+
+class EnvelopeSource : public protocol::PayloadSource {
+ public:
+  explicit EnvelopeSource(CheckpointEnvelope&& e)
+      : header_(EncodeHeader(e)), data_(std::move(e.data)) {}
+  uint64_t size() const override { return header_.size() + data_.size() + 4; }
+
+  Status ReadAt(uint64_t offset, uint64_t n, std::string& out) override {
+    CHECK(offset <= size() && n <= size() - offset);
+    out.clear();
+    out.reserve(n);
+    const uint64_t body = header_.size() + data_.size();
+    while (n > 0) {
+      if (offset < body) {
+        const std::string_view b = Body(offset, std::min<uint64_t>(n, body - offset));
+        out.append(b);
+        offset += b.size();
+        n -= b.size();
+      } else {
+        ExtendCrcTo(body);
+        const std::string crc = EncodeCrc(crc_);
+        const uint64_t from = offset - body;
+        out.append(crc, from, n);
+        n = 0;
+      }
+    }
+    // Bytes read in order extend the checksum as they go.
+    ExtendCrcTo(std::min(offset, body));
+    return Status::Ok();
+  }
+
+ private:
+  // Bytes [offset, offset + n) of header + data, within one of them.
+  std::string_view Body(uint64_t offset, uint64_t n) const {
+    if (offset < header_.size()) {
+      return std::string_view(header_).substr(offset,
+                                              std::min<uint64_t>(n, header_.size() - offset));
+    }
+    return std::string_view(data_).substr(offset - header_.size(), n);
+  }
+  void ExtendCrcTo(uint64_t end) {
+    while (crc_upto_ < end) {
+      const std::string_view b = Body(crc_upto_, end - crc_upto_);
+      crc_ = Crc32Extend(crc_, b);
+      crc_upto_ += b.size();
+    }
+  }
+
+  std::string header_;
+  std::string data_;
+  uint32_t crc_ = 0;  // of header + data bytes [0, crc_upto_)
+  uint64_t crc_upto_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<protocol::PayloadSource> MakeEnvelopeSource(CheckpointEnvelope&& e) {
+  return std::make_unique<EnvelopeSource>(std::move(e));
 }
 
 std::string EncodeEnvelope(const CheckpointEnvelope& e) {

@@ -14,11 +14,12 @@
 #pragma once
 
 #include <cstdint>
-#include <array>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "common/protocol/payload_source.h"
 #include "common/status.h"
 
 namespace ztune::checkpoint {
@@ -44,10 +45,12 @@ struct CheckpointEnvelopeView {
 };
 
 std::string EncodeEnvelope(const CheckpointEnvelope& envelope);
-// The same bytes in three pieces: everything before the data, the data
-// (moved out of `envelope`, not copied), and the checksum. A large checkpoint
-// is sent piece by piece without a second copy of its data.
-std::array<std::string, 3> EncodeEnvelopePieces(CheckpointEnvelope&& envelope);
+// The same bytes as a payload source, for a checkpoint too large to go
+// inline: the data is moved in, not copied, and the checksum is computed as
+// the bytes are read (a ChunkSender reads in order), so that a gigabyte's
+// CRC is spread over its transfer instead of delaying its first chunk.
+// Reads out of order (a resend from offset 0) are served too.
+std::unique_ptr<protocol::PayloadSource> MakeEnvelopeSource(CheckpointEnvelope&& envelope);
 
 // Corruption for a wrong magic, an unknown version, a truncated or oversized
 // envelope, trailing bytes or a checksum mismatch; the message says which.

@@ -37,7 +37,11 @@ namespace ztune::protocol {
 
 inline constexpr uint64_t kInlinePayloadBytes = 256 << 10;
 inline constexpr uint64_t kChunkBytes = 1 << 20;
-inline constexpr uint64_t kWindowBytes = 4 * kChunkBytes;
+// 16 MiB: with 4 MiB, a 1 GiB checkpoint reached the head at 364 MB/s (the
+// sender waited for credits); with 16 MiB, 490 MB/s (bench/
+// checkpoint_transfer.py, 2026-12-03). A heartbeat waits behind one window
+// at most: 16 ms at loopback speeds.
+inline constexpr uint64_t kWindowBytes = 16 * kChunkBytes;
 
 // The payload size a header announces (REPLY and RESTORE), 0 for others.
 uint64_t AnnouncedPayloadBytes(const Body& body);

@@ -18,31 +18,6 @@ Status StringPayloadSource::ReadAt(uint64_t offset, uint64_t n, std::string& out
   return Status::Ok();
 }
 
-PiecewisePayloadSource::PiecewisePayloadSource(std::vector<std::string> pieces)
-    : pieces_(std::move(pieces)) {
-  for (const auto& p : pieces_) size_ += p.size();
-}
-
-Status PiecewisePayloadSource::ReadAt(uint64_t offset, uint64_t n, std::string& out) {
-  CHECK(offset <= size_ && n <= size_ - offset);
-  out.clear();
-  out.reserve(n);
-  uint64_t start = 0;  // offset of the current piece in the payload
-  for (const auto& p : pieces_) {
-    if (n == 0) break;
-    const uint64_t end = start + p.size();
-    if (offset < end) {
-      const uint64_t from = offset - start;
-      const uint64_t take = std::min<uint64_t>(n, p.size() - from);
-      out.append(p, from, take);
-      offset += take;
-      n -= take;
-    }
-    start = end;
-  }
-  return Status::Ok();
-}
-
 Result<std::unique_ptr<FilePayloadSource>> FilePayloadSource::Open(const std::string& path,
                                                                    uint64_t expected_size) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -11,7 +11,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "common/status.h"
 
@@ -35,20 +34,6 @@ class StringPayloadSource : public PayloadSource {
 
  private:
   std::string bytes_;
-};
-
-// Several pieces sent as one payload, in order: e.g. a checkpoint envelope's
-// header, the trainable's bytes and the checksum, without concatenating
-// them into a second copy of the trainable's bytes.
-class PiecewisePayloadSource : public PayloadSource {
- public:
-  explicit PiecewisePayloadSource(std::vector<std::string> pieces);
-  uint64_t size() const override { return size_; }
-  Status ReadAt(uint64_t offset, uint64_t n, std::string& out) override;
-
- private:
-  std::vector<std::string> pieces_;
-  uint64_t size_ = 0;
 };
 
 // An open file, read with pread: the file may be unlinked while it is read.

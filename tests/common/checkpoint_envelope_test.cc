@@ -109,12 +109,32 @@ TEST(CheckpointEnvelopeTest, Crc32ExtendsAcrossAnySplitAndMatchesTheBytewiseDefi
   }
 }
 
-TEST(CheckpointEnvelopeTest, PiecesConcatenateToTheEnvelopeAndAViewDecodesWithoutCopying) {
+// The source gives the envelope's bytes read in chunks of any size, in order
+// (the checksum computed on the way), again from 0 (a resend), or skipping
+// ahead straight to the checksum.
+TEST(CheckpointEnvelopeTest, TheEnvelopeSourceReadsAsTheEncodingInAnyChunking) {
   const std::string whole = EncodeEnvelope(Sample());
-  auto pieces = EncodeEnvelopePieces(Sample());
-  EXPECT_EQ(pieces[1], Sample().data);
-  EXPECT_EQ(pieces[2].size(), 4u);
-  EXPECT_EQ(pieces[0] + pieces[1] + pieces[2], whole);
+  for (uint64_t step = 1; step <= whole.size(); ++step) {
+    auto source = MakeEnvelopeSource(Sample());
+    ASSERT_EQ(source->size(), whole.size());
+    for (int pass = 0; pass < 2; ++pass) {
+      std::string read;
+      for (uint64_t at = 0; at < whole.size(); at += step) {
+        std::string piece;
+        ASSERT_TRUE(source->ReadAt(at, std::min<uint64_t>(step, whole.size() - at), piece).ok());
+        read += piece;
+      }
+      ASSERT_EQ(read, whole) << "step " << step << " pass " << pass;
+    }
+  }
+  auto source = MakeEnvelopeSource(Sample());
+  std::string crc;
+  ASSERT_TRUE(source->ReadAt(whole.size() - 4, 4, crc).ok());
+  EXPECT_EQ(crc, whole.substr(whole.size() - 4));
+}
+
+TEST(CheckpointEnvelopeTest, AViewDecodesWithoutCopying) {
+  const std::string whole = EncodeEnvelope(Sample());
   auto view = DecodeEnvelopeView(whole);
   ASSERT_TRUE(view.ok()) << view.status().ToString();
   EXPECT_EQ(view->data, Sample().data);

@@ -98,10 +98,12 @@ TEST_F(PayloadStreamsTest, ARestoreStreamsWithinItsWindowAndEndsWithTheReply) {
   restore.rid = 9;
   restore.trial_id = "e0001_00000";
   restore.attempt = 2;
-  protocol::Message m{restore, std::string(10 * protocol::kChunkBytes, 'r')};
+  // Six chunks more than one window.
+  const uint64_t size = protocol::kWindowBytes + 6 * protocol::kChunkBytes;
+  protocol::Message m{restore, std::string(size, 'r')};
   std::unique_ptr<protocol::PayloadSource> payload = streams_.SplitLargeRestore(m);
   ASSERT_NE(payload, nullptr);
-  ASSERT_EQ(payload->size(), 10 * protocol::kChunkBytes);
+  ASSERT_EQ(payload->size(), size);
   EXPECT_TRUE(m.payload.empty());
   EXPECT_EQ(std::get<protocol::Restore>(m.body).payload_bytes, payload->size());
   streams_.StartRestore("w2", 9, std::move(payload));

@@ -702,7 +702,7 @@ TEST_F(WorkerRuntimeTest, SendsSaveRepliesInlineUpToTheLimitAndChunkedBeyond) {
 // from them and trains on.
 TEST_F(WorkerRuntimeTest, SendsALargeSaveInChunksWithinTheCreditWindow) {
   Start(kChunkTestLiveness);
-  const uint64_t kBlobBytes = 9 * kChunkBytes + 17;
+  const uint64_t kBlobBytes = kWindowBytes + 5 * kChunkBytes + 17;
   const Json config{{"checkpoint_bytes", kBlobBytes}};
   Create(1, "big", 1, "blob", config);
   head_->Send(Train{2, "big", 1, 2, 60});
@@ -722,7 +722,7 @@ TEST_F(WorkerRuntimeTest, SendsALargeSaveInChunksWithinTheCreditWindow) {
   EXPECT_EQ(header->data["bytes"], total);
   EXPECT_EQ(header->data["iteration"], 2);
   EXPECT_EQ(header->data["storage"], "memory");
-  ASSERT_EQ(ChunkCount(total), 10u);
+  ASSERT_EQ(ChunkCount(total), kWindowBytes / kChunkBytes + 6);
 
   // No credit: one window of whole chunks, then nothing while heartbeats go on.
   const uint64_t window_chunks = kWindowBytes / kChunkBytes;
@@ -788,7 +788,7 @@ TEST_F(WorkerRuntimeTest, SendsALargeSaveInChunksWithinTheCreditWindow) {
 // after the next REGISTERED: the header again, chunks from offset 0.
 TEST_F(WorkerRuntimeTest, SendsAnUnfinishedChunkedSaveAgainAfterReRegistering) {
   Start(kChunkTestLiveness);
-  const uint64_t kBlobBytes = 5 * kChunkBytes + 17;
+  const uint64_t kBlobBytes = kWindowBytes + kChunkBytes + 17;
   Create(1, "d", 1, "blob", Json{{"checkpoint_bytes", kBlobBytes}});
   head_->Send(Save{2, "d", 1, "memory"});
   auto header = TakeReply(2);
@@ -796,9 +796,10 @@ TEST_F(WorkerRuntimeTest, SendsAnUnfinishedChunkedSaveAgainAfterReRegistering) {
   ASSERT_TRUE(header->ok) << header->error;
   const uint64_t total = header->payload_bytes;
   ASSERT_GT(total, kWindowBytes + kChunkBytes);
-  // One window, one credit, one more chunk: 5 of 6 chunks sent, 1 credited.
+  // One window, one credit, one more chunk: all but the last chunk sent, 1
+  // credited.
   std::string first;
-  for (int i = 0; i < 4; ++i) {
+  for (uint64_t i = 0; i < kWindowBytes / kChunkBytes; ++i) {
     std::string bytes;
     ASSERT_TRUE(TakeChunk(2, &bytes).has_value());
     first += bytes;
@@ -1011,13 +1012,13 @@ TEST_F(WorkerRuntimeTest, FailsAChunkedRestoreWhoseChunksComeOutOfOrder) {
 
 // Two chunked RESTOREs for one actor, the first larger than a window, in the
 // order the head sends them (HeadServer::SendOutgoing: header, then as many
-// chunks as each transfer's window allows): H5, C5[0..3], H6, C6[0..3], and
-// C5[4..] once C5's chunks are credited. Both are restored in order. (This
+// chunks as each transfer's window allows): H5, C5[window], H6, C6[window], and
+// C5[rest] once C5's chunks are credited. Both are restored in order. (This
 // deadlocked when the second header waited behind the first without its
 // transfer being registered: its chunks were dropped uncredited.)
 TEST_F(WorkerRuntimeTest, RestoresTwoChunkedRestoresQueuedBackToBack) {
   Start(kChunkTestLiveness);
-  const Json config{{"checkpoint_bytes", 5 * kChunkBytes + 17}};
+  const Json config{{"checkpoint_bytes", kWindowBytes + kChunkBytes + 17}};
   Create(1, "q", 1, "blob", config);
   std::string checkpoint;
   ASSERT_TRUE(SaveChunked(2, "q", 1, &checkpoint).has_value());
