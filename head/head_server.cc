@@ -47,6 +47,9 @@ HeadServer::HeadServer(zmq::context_t& context, storage::Store& store, HeadServe
                  std::max<TimeMs>(1000, options_.runner.heartbeat_ms * options_.runner.liveness)) {}
 
 Status HeadServer::Start() {
+  payloads_.set_payload_filter([this](const WorkerId& worker_id, uint64_t rid) {
+    return runner_.AwaitsSave(worker_id, rid);
+  });
   if (!options_.checkpoint_dir.empty()) {
     checkpoint_files_ = std::make_unique<CheckpointFiles>(options_.checkpoint_dir);
     RETURN_IF_ERROR(checkpoint_files_->Open());

@@ -60,7 +60,11 @@ void PayloadStreams::OnReply(const WorkerId& worker_id, protocol::Message messag
   }
   protocol::Reply header = reply;
   Status s = Status::Ok();
-  if (files_ != nullptr && reply.payload_bytes <= saves_.max_payload_bytes()) {
+  if (payload_filter_ && !payload_filter_(worker_id, reply.rid)) {
+    s = Status::InvalidArgument("a payload of " + std::to_string(reply.payload_bytes) +
+                                " bytes for request " + std::to_string(reply.rid) +
+                                ", which is not a SAVE this head sent that worker");
+  } else if (files_ != nullptr && reply.payload_bytes <= saves_.max_payload_bytes()) {
     // To a file as it arrives (the size is checked before the space is
     // reserved: Expect refuses an oversized one with its own message).
     Result<std::unique_ptr<CheckpointUpload>> upload = files_->Begin(reply.payload_bytes);

@@ -55,6 +55,13 @@ class PayloadStreams {
   void StartRestore(const WorkerId& worker_id, uint64_t rid,
                     std::unique_ptr<protocol::PayloadSource> payload);
 
+  // Which REPLYs may announce a payload: the answers to the SAVEs the head
+  // sent that worker (nothing is set aside, on disk or in memory, for a
+  // payload no request asked for). Unset: every REPLY may (unit tests).
+  void set_payload_filter(std::function<bool(const WorkerId&, uint64_t rid)> filter) {
+    payload_filter_ = std::move(filter);
+  }
+
   // A REPLY from a worker. One that announces a payload is kept until the
   // payload is complete; others are delivered at once. Either way it ends
   // our RESTORE stream for that request, if one is still going.
@@ -83,6 +90,7 @@ class PayloadStreams {
   DeliverFn deliver_;
   CheckpointFiles* files_ = nullptr;
   BlockingFn blocking_;
+  std::function<bool(const WorkerId&, uint64_t rid)> payload_filter_;
 };
 
 }  // namespace ztune::head

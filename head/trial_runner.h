@@ -85,6 +85,12 @@ class TrialRunner {
   // Checkpoint files (not owned; nullptr: every checkpoint inline).
   void set_checkpoint_files(CheckpointFiles* files) { checkpoints_.set_files(files); }
   CheckpointFiles* checkpoint_files() const { return checkpoints_.files(); }
+  // Whether `rid` is a SAVE this head sent `worker_id` and awaits: the only
+  // REPLYs that may announce a payload.
+  bool AwaitsSave(const WorkerId& worker_id, uint64_t rid) const {
+    const Future* f = executor_.Find(rid);
+    return f != nullptr && f->type == FutureType::kSave && f->worker_id == worker_id;
+  }
   // The files the loaded trials' checkpoint records name.
   std::set<std::string> CheckpointFilesInUse() const {
     std::set<std::string> names;

@@ -1,7 +1,8 @@
 // A 256 MiB checkpoint through the real binaries, with the head killed (-9)
 // in the middle of its upload and in the middle of a restore: the trial goes
 // on from the previous complete checkpoint each time, the partial file does
-// not survive the restart, `ztune-head --check` passes, and neither process
+// not survive the restart, `ztune checkpoint` downloads it whole,
+// `ztune-head --check` passes, and neither process
 // ever held the checkpoint more than once: the head's peak RSS (VmHWM, from
 // /proc) stays within 64 MiB of its RSS at start, the worker's within the
 // trainable's own copy plus 64 MiB (issue 13's bound).
@@ -116,6 +117,13 @@ TEST(LargeCheckpointE2ETest, A256MiBCheckpointSurvivesHeadKillsMidUploadAndMidRe
   EXPECT_EQ(t0["checkpoints"][0]["iteration"], 6) << t0.dump();
   // num_to_keep 1: only the newest file is left.
   EXPECT_EQ(FilesEndingWith(cluster, ".ckpt").size(), 1u);
+  // Downloaded page by page from the file: the trainable's bytes, whole.
+  const std::string out = cluster.dir() + "/downloaded";
+  auto dl = cluster.Cli("checkpoint " + first + " -o " + out);
+  ASSERT_EQ(dl.exit_code, 0) << dl.out;
+  EXPECT_EQ(fs::file_size(out + "/checkpoint.bin"), static_cast<uintmax_t>(kCheckpointBytes + 20))
+      << dl.out;
+  fs::remove_all(out);
 
   // 2. A new trial restored from it, in a second experiment kept open by a
   //    blocker; the head dies while the RESTORE streams.

@@ -241,6 +241,26 @@ TEST_F(PayloadStreamsFilesTest, AnUnfinishedOrRefusedUploadLeavesNoFile) {
   EXPECT_TRUE(FileNames().empty());
 }
 
+// A hostile or confused worker announcing payloads for requests the head
+// never sent gets nothing set aside: no file, no space reserved, no memory;
+// its transfer is cancelled and the (unknown) request failed.
+TEST_F(PayloadStreamsFilesTest, APayloadNoSaveAskedForSetsNothingAside) {
+  streams_.set_payload_filter(
+      [](const WorkerId& w, uint64_t rid) { return w == "w1" && rid == 7; });
+  for (uint64_t rid = 100; rid < 110; ++rid) streams_.OnReply("w1", SaveReply(rid, 1ull << 30));
+  streams_.OnReply("w2", SaveReply(7, 1ull << 30));
+  EXPECT_TRUE(FileNames().empty());
+  EXPECT_TRUE(streams_.Workers().empty());
+  ASSERT_EQ(delivered_.size(), 11u);
+  EXPECT_FALSE(delivered_[0].reply.ok);
+  EXPECT_NE(delivered_[0].reply.error.find("not a SAVE this head sent"), std::string::npos)
+      << delivered_[0].reply.error;
+  EXPECT_EQ(SentOf<protocol::Credit>("w1").size(), 10u);
+  EXPECT_TRUE(SentOf<protocol::Credit>("w2").back().cancel);
+  streams_.OnReply("w1", SaveReply(7, protocol::kChunkBytes));  // the one it asked for
+  EXPECT_EQ(FileNames().size(), 1u);
+}
+
 TEST_F(PayloadStreamsFilesTest, ARestoreOfAMissingFileGoesWithoutAPayload) {
   protocol::Restore restore;
   restore.rid = 4;

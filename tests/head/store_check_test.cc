@@ -1,7 +1,13 @@
 #include "head/store_check.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include <gtest/gtest.h>
 
+#include "head/checkpoint_files.h"
 #include "head/trial_runner.h"
 #include "storage/in_memory_store.h"
 #include "storage/keys.h"
@@ -129,6 +135,56 @@ TEST_F(StoreCheckTest, ReportsMissingAndOrphanedCheckpoints) {
   std::string text = report->ToText();
   EXPECT_NE(text.find("bytes are missing"), std::string::npos) << text;
   EXPECT_NE(text.find("not retained"), std::string::npos) << text;
+}
+
+// A checkpoint kept as a file: consistent when its file has the recorded
+// size and its record names it; each departure is reported by name.
+TEST_F(StoreCheckTest, ChecksCheckpointFilesAgainstTheirReferencesAndRecords) {
+  const std::string dir = ::testing::TempDir() + "/store_check_files_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string name = "00ab-1.ckpt";
+  auto write_file = [&](size_t n) {
+    std::ofstream(dir + "/" + name, std::ios::binary | std::ios::trunc) << std::string(n, 'c');
+  };
+  const std::string record_key = storage::TrialChildKey(trial_, storage::kTrialCheckpointRecord, 1);
+  auto stored = store_.Get(storage::Family::kTrials, record_key);
+  ASSERT_TRUE(stored.ok() && stored->has_value());
+  Json record = Json::parse(**stored);
+  auto refer = [&](const std::string& file_in_record) {
+    storage::WriteBatch b;
+    b.Put(storage::Family::kCheckpoints, storage::CheckpointKey(trial_, 1),
+          EncodeCheckpointFileRef({name, 5000}));
+    Json r = record;
+    if (!file_in_record.empty()) r["file"] = file_in_record;
+    b.Put(storage::Family::kTrials, record_key, r.dump());
+    Apply(std::move(b));
+  };
+  auto check = [&] {
+    auto report = CheckStore(store_, dir);
+    EXPECT_TRUE(report.ok());
+    return report.ok() ? *report : StoreCheckReport{};
+  };
+
+  refer(name);
+  write_file(5000);
+  StoreCheckReport good = check();
+  EXPECT_TRUE(good.ok()) << good.ToText();
+  EXPECT_EQ(good.checkpoint_files, 1);
+
+  write_file(4000);
+  EXPECT_NE(check().ToText().find("its file " + name + " holds 4000 bytes; 5000 were recorded"),
+            std::string::npos)
+      << check().ToText();
+  std::filesystem::remove(dir + "/" + name);
+  EXPECT_NE(check().ToText().find("its file " + name + " is missing"), std::string::npos)
+      << check().ToText();
+  write_file(5000);
+  refer("");  // the record says the bytes are inline
+  EXPECT_NE(check().ToText().find("names file '', the store holds file '" + name + "'"),
+            std::string::npos)
+      << check().ToText();
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(StoreCheckTest, ReportsUnreadableRecordsAndResultMismatch) {
