@@ -201,8 +201,9 @@ Result<CheckpointFileRef> CheckpointUpload::Finish() {
 
 // ---------------------------------------------------------------- files
 
-CheckpointFiles::CheckpointFiles(std::string dir)
+CheckpointFiles::CheckpointFiles(std::string dir, bool direct)
     : dir_(std::move(dir)),
+      direct_(direct),
       name_prefix_(std::random_device{}() * 0x100000000ull ^ std::random_device{}()) {}
 
 Status CheckpointFiles::Open() {
@@ -228,9 +229,10 @@ std::string CheckpointFiles::NewName() {
 Result<std::unique_ptr<CheckpointUpload>> CheckpointFiles::Begin(uint64_t size) {
   const std::string name = NewName();
   const std::string part = dir_ + "/" + name + std::string(kPartSuffix);
-  bool direct = true;
-  int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_DIRECT, 0600);
-  if (fd < 0 && errno == EINVAL) {
+  bool direct = direct_;
+  int fd = -1;
+  if (direct) fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_DIRECT, 0600);
+  if (!direct || (fd < 0 && errno == EINVAL)) {
     // No O_DIRECT on this file system (tmpfs): through the page cache.
     direct = false;
     fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);

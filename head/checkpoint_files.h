@@ -94,7 +94,9 @@ class CheckpointUpload : public protocol::PayloadSink {
 
 class CheckpointFiles {
  public:
-  explicit CheckpointFiles(std::string dir);
+  // `direct`: write with O_DIRECT where the file system has it (false: always
+  // through the page cache; tests cover both paths with it).
+  explicit CheckpointFiles(std::string dir, bool direct = true);
 
   // Creates the directory and removes partial files a crash left behind.
   Status Open();
@@ -129,6 +131,7 @@ class CheckpointFiles {
   std::string NewName();
 
   std::string dir_;
+  bool direct_;
   uint64_t name_prefix_;
   uint64_t next_name_ = 0;
   std::vector<std::string> pending_removal_;
