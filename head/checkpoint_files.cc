@@ -42,17 +42,13 @@ Status FsyncDir(const std::string& dir) {
   return s;
 }
 
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 // Names in `dir` ending with `suffix`.
 Result<std::vector<std::string>> NamesIn(const std::string& dir, std::string_view suffix) {
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return Errno("cannot list " + dir);
   std::vector<std::string> names;
   while (const dirent* e = ::readdir(d)) {
-    if (EndsWith(e->d_name, suffix)) names.emplace_back(e->d_name);
+    if (std::string_view(e->d_name).ends_with(suffix)) names.emplace_back(e->d_name);
   }
   ::closedir(d);
   return names;
@@ -85,7 +81,7 @@ Result<std::optional<CheckpointFileRef>> DecodeCheckpointFileRef(std::string_vie
 }
 
 bool IsCheckpointFileName(std::string_view name) {
-  if (!EndsWith(name, kSuffix) || name.size() == kSuffix.size() || name.size() > 64) return false;
+  if (!name.ends_with(kSuffix) || name.size() == kSuffix.size() || name.size() > 64) return false;
   for (char c : name.substr(0, name.size() - kSuffix.size())) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == '-')) return false;
   }

@@ -38,8 +38,8 @@ void CheckpointManager::Add(Trial& t, const CheckpointPolicy& policy, std::strin
   CheckpointRecord c;
   c.id = t.next_checkpoint_id++;
   c.iteration = iteration;
-  if (auto ref = DecodeCheckpointFileRef(bytes); ref.ok() && ref->has_value()) {
-    c.file = (*ref)->name;
+  if (std::optional<std::string> file = FileOf(bytes)) {
+    c.file = std::move(*file);
     Adopt(bytes);
   }
   const Json* v =
@@ -107,10 +107,11 @@ std::string* CheckpointManager::ForStart(Trial& t, const Trial* source, std::str
   int64_t resume_iteration = 0;
   const CheckpointRecord* own = t.NewestCheckpoint();
   if (!t.memory_checkpoint.empty()) {
-    storage = t.memory_checkpoint;
+    storage = std::move(t.memory_checkpoint);
+    t.memory_checkpoint.clear();
     // A file goes after the commit: the RESTORE that streams it has opened
     // it by then (sends come before RemovePending), and reads on.
-    DropMemoryCheckpoint(t);
+    if (std::optional<std::string> file = FileOf(storage)) files_->RemoveAfterCommit(*file);
     checkpoint = &storage;
     resume_iteration = t.iteration;  // a pause saves right after the last stored result
   } else if (own != nullptr && own->id > t.checkpoints_given_up_through) {
@@ -136,11 +137,15 @@ void CheckpointManager::GiveUpCurrent(Trial& t) {
   DropMemoryCheckpoint(t);
 }
 
+std::optional<std::string> CheckpointManager::FileOf(std::string_view bytes) const {
+  if (files_ == nullptr) return std::nullopt;
+  auto ref = DecodeCheckpointFileRef(bytes);
+  if (!ref.ok() || !ref->has_value()) return std::nullopt;
+  return std::move((*ref)->name);
+}
+
 void CheckpointManager::Adopt(std::string_view bytes) {
-  if (files_ == nullptr) return;
-  if (auto ref = DecodeCheckpointFileRef(bytes); ref.ok() && ref->has_value()) {
-    files_->Adopt((*ref)->name);
-  }
+  if (std::optional<std::string> file = FileOf(bytes)) files_->Adopt(*file);
 }
 
 std::string CheckpointManager::CopyForAnotherTrial(std::string bytes) {
@@ -155,10 +160,8 @@ std::string CheckpointManager::CopyForAnotherTrial(std::string bytes) {
 }
 
 void CheckpointManager::DropMemoryCheckpoint(Trial& t) {
-  if (files_ != nullptr) {
-    if (auto ref = DecodeCheckpointFileRef(t.memory_checkpoint); ref.ok() && ref->has_value()) {
-      files_->RemoveAfterCommit((*ref)->name);
-    }
+  if (std::optional<std::string> file = FileOf(t.memory_checkpoint)) {
+    files_->RemoveAfterCommit(*file);
   }
   t.memory_checkpoint.clear();
 }

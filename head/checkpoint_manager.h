@@ -13,8 +13,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "head/checkpoint_files.h"
 #include "head/command_sink.h"
@@ -79,6 +81,10 @@ class CheckpointManager {
   storage::Store& store_;
   storage::WriteBatch& batch_;
   CommandSink& long_ops_;
+  // The checkpoint file `bytes` refer to, if they are a file reference and
+  // this head keeps files.
+  std::optional<std::string> FileOf(std::string_view bytes) const;
+
   CheckpointFiles* files_ = nullptr;
 };
 

@@ -17,6 +17,21 @@
 #include "worker/trial_output_index.h"
 
 namespace ztune::worker {
+namespace {
+
+protocol::Reply MakeReply(uint64_t rid, const ActorKey& key, bool ok, std::string error,
+                          Json data) {
+  protocol::Reply r;
+  r.rid = rid;
+  r.trial_id = key.trial_id;
+  r.attempt = key.attempt;
+  r.ok = ok;
+  r.error = std::move(error);
+  r.data = data.is_null() ? Json::object() : std::move(data);
+  return r;
+}
+
+}  // namespace
 
 bool WorkerRuntime::AcceptOnce(CommandKind kind, uint64_t rid, const ActorKey& key) {
   if (rid == 0) return true;  // no answer wanted: nothing to deduplicate
@@ -389,14 +404,8 @@ void WorkerRuntime::HandleReadLog(const protocol::ReadLog& m) {
 void WorkerRuntime::SendReply(uint64_t rid, const ActorKey& key, bool ok, std::string error,
                               Json data, std::string payload) {
   if (rid == 0) return;  // internal command (shutdown)
-  protocol::Reply r;
-  r.rid = rid;
-  r.trial_id = key.trial_id;
-  r.attempt = key.attempt;
-  r.ok = ok;
-  r.error = std::move(error);
-  r.data = data.is_null() ? Json::object() : std::move(data);
-  protocol::Message message{std::move(r), std::move(payload)};
+  protocol::Message message{MakeReply(rid, key, ok, std::move(error), std::move(data)),
+                            std::move(payload)};
   recent_.Answered(rid, message.payload.empty() ? &message : nullptr);
   SendOrHold(std::move(message));
 }
@@ -404,12 +413,10 @@ void WorkerRuntime::SendReply(uint64_t rid, const ActorKey& key, bool ok, std::s
 void WorkerRuntime::SendLargeReply(uint64_t rid, const ActorKey& key, Json data,
                                    std::unique_ptr<protocol::PayloadSource> payload) {
   if (rid == 0) return;
-  protocol::Reply r;
-  r.rid = rid;
-  r.trial_id = key.trial_id;
-  r.attempt = key.attempt;
-  r.data = data.is_null() ? Json::object() : std::move(data);
-  SendOrHold(HeldReply{protocol::Message{std::move(r), {}}, std::move(payload)});
+  // Answered, its checkpoint not kept (as SendReply does for any payload).
+  recent_.Answered(rid, nullptr);
+  SendOrHold(HeldReply{protocol::Message{MakeReply(rid, key, true, {}, std::move(data)), {}},
+                       std::move(payload)});
 }
 
 void WorkerRuntime::SendFailure(CommandKind kind, uint64_t rid, const ActorKey& key,

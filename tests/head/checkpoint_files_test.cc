@@ -4,13 +4,13 @@
 // sweep removes partial and unreferenced files only.
 #include "head/checkpoint_files.h"
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <gtest/gtest.h>
+
+#include "tests/fakes/temp_dir.h"
 
 namespace ztune::head {
 namespace {
@@ -19,14 +19,6 @@ namespace fs = std::filesystem;
 
 class CheckpointFilesTest : public ::testing::TestWithParam<bool> {
  protected:
-  CheckpointFilesTest()
-      : dir_(fs::path(::testing::TempDir()) /
-             ("checkpoint_files_" + std::to_string(::getpid()) + "_" +
-              std::to_string(reinterpret_cast<uintptr_t>(this)))) {
-    fs::remove_all(dir_);
-  }
-  ~CheckpointFilesTest() override { fs::remove_all(dir_); }
-
   static std::string Bytes(size_t n) {
     std::string s(n, '\0');
     for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + 7) & 0xff);
@@ -39,7 +31,8 @@ class CheckpointFilesTest : public ::testing::TestWithParam<bool> {
     return ss.str();
   }
 
-  fs::path dir_;
+  ztune::testing::TempDir tmp_;
+  fs::path dir_{tmp_.path()};
 };
 
 // Sizes around the 1 MiB staging buffer and the 4 KiB block, fed in pieces

@@ -5,11 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <unistd.h>
 
 #include "storage/in_memory_store.h"
 #include "storage/keys.h"
 #include "tests/fakes/recording_command_sink.h"
+#include "tests/fakes/temp_dir.h"
 
 namespace ztune::head {
 namespace {
@@ -146,16 +146,10 @@ TEST_F(CheckpointManagerTest, AMissingCheckpointStartsFromScratch) {
 // file no trial adopts goes at the end of the turn.
 class CheckpointManagerFilesTest : public CheckpointManagerTest {
  protected:
-  CheckpointManagerFilesTest()
-      : dir_(std::filesystem::path(::testing::TempDir()) /
-             ("ckpt_files_" + std::to_string(::getpid()) + "_" +
-              ::testing::UnitTest::GetInstance()->current_test_info()->name())),
-        files_(dir_.string()) {
-    std::filesystem::remove_all(dir_);
+  CheckpointManagerFilesTest() {
     EXPECT_TRUE(files_.Open().ok());
     manager_.set_files(&files_);
   }
-  ~CheckpointManagerFilesTest() override { std::filesystem::remove_all(dir_); }
 
   // An upload of `n` bytes, finished and delivered as the payload streams do.
   std::string Upload(size_t n) {
@@ -172,8 +166,9 @@ class CheckpointManagerFilesTest : public CheckpointManagerTest {
     return ref.ok() && ref->has_value() && std::filesystem::exists(dir_ / (*ref)->name);
   }
 
-  std::filesystem::path dir_;
-  CheckpointFiles files_;
+  testing::TempDir tmp_;
+  std::filesystem::path dir_{tmp_.path()};
+  CheckpointFiles files_{dir_.string()};
 };
 
 TEST_F(CheckpointManagerFilesTest, RetentionRemovesADroppedFileOnlyAfterTheCommit) {

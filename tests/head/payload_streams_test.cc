@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/fakes/temp_dir.h"
+
 namespace ztune::head {
 namespace {
 
@@ -144,19 +146,13 @@ TEST_F(PayloadStreamsTest, DroppingAWorkerForgetsItsStreamsBothWays) {
 // reference streams the file; a partial upload leaves no file behind.
 class PayloadStreamsFilesTest : public PayloadStreamsTest {
  protected:
-  PayloadStreamsFilesTest()
-      : dir_(std::filesystem::path(::testing::TempDir()) /
-             ("payload_files_" + std::to_string(::getpid()) + "_" +
-              ::testing::UnitTest::GetInstance()->current_test_info()->name())),
-        files_(dir_.string()) {
-    std::filesystem::remove_all(dir_);
+  PayloadStreamsFilesTest() {
     EXPECT_TRUE(files_.Open().ok());
     streams_.set_files(&files_, [this](const std::function<Status()>& job) {
       ++blocking_jobs_;
       return job();
     });
   }
-  ~PayloadStreamsFilesTest() override { std::filesystem::remove_all(dir_); }
 
   std::vector<std::string> FileNames() const {
     std::vector<std::string> names;
@@ -166,8 +162,9 @@ class PayloadStreamsFilesTest : public PayloadStreamsTest {
     return names;
   }
 
-  std::filesystem::path dir_;
-  CheckpointFiles files_;
+  testing::TempDir tmp_;
+  std::filesystem::path dir_{tmp_.path()};
+  CheckpointFiles files_{dir_.string()};
   int blocking_jobs_ = 0;
 };
 

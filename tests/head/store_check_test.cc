@@ -1,7 +1,5 @@
 #include "head/store_check.h"
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 
@@ -13,6 +11,7 @@
 #include "storage/keys.h"
 #include "tests/fakes/fake_worker_fleet.h"
 #include "tests/fakes/recording_command_sink.h"
+#include "tests/fakes/temp_dir.h"
 
 namespace ztune::head {
 namespace {
@@ -140,9 +139,8 @@ TEST_F(StoreCheckTest, ReportsMissingAndOrphanedCheckpoints) {
 // A checkpoint kept as a file: consistent when its file has the recorded
 // size and its record names it; each departure is reported by name.
 TEST_F(StoreCheckTest, ChecksCheckpointFilesAgainstTheirReferencesAndRecords) {
-  const std::string dir = ::testing::TempDir() + "/store_check_files_" + std::to_string(::getpid());
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const testing::TempDir tmp;
+  const std::string& dir = tmp.path();
   const std::string name = "00ab-1.ckpt";
   auto write_file = [&](size_t n) {
     std::ofstream(dir + "/" + name, std::ios::binary | std::ios::trunc) << std::string(n, 'c');
@@ -184,7 +182,6 @@ TEST_F(StoreCheckTest, ChecksCheckpointFilesAgainstTheirReferencesAndRecords) {
   EXPECT_NE(check().ToText().find("names file '', the store holds file '" + name + "'"),
             std::string::npos)
       << check().ToText();
-  std::filesystem::remove_all(dir);
 }
 
 TEST_F(StoreCheckTest, ReportsUnreadableRecordsAndResultMismatch) {
