@@ -121,6 +121,8 @@ ActorRunner::ActorRunner(uint64_t serial, const protocol::CreateActor& create,
       host_(std::move(host)),
       trainable_name_(create.trainable),
       events_(std::move(events)),
+      runs_inline_(trainable != nullptr &&
+                   trainable->RunsInline(create.config.is_null() ? Json::object() : create.config)),
       key_{create.trial_id, create.attempt},
       config_(create.config.is_null() ? Json::object() : create.config),
       gpu_ids_(create.gpu_ids),
@@ -148,6 +150,17 @@ void ActorRunner::Enqueue(protocol::Message command) {
 void ActorRunner::Abandon() {
   abandoned_.store(true);
   cv_.notify_one();
+  if (runs_inline_) {
+    // This is the runner thread of an inline actor: release the trainable
+    // now, as Run() does for an abandoned threaded one.
+    if (trainable_ != nullptr && setup_done_) {
+      Guarded([&]() -> Status {
+        trainable_->Cleanup();
+        return Status::Ok();
+      }).IgnoreError();
+    }
+    trainable_.reset();
+  }
 }
 
 std::shared_ptr<TrialLog> ActorRunner::CurrentLog() const {
@@ -157,8 +170,37 @@ std::shared_ptr<TrialLog> ActorRunner::CurrentLog() const {
 
 void ActorRunner::Post(RunnerEvent event) {
   if (abandoned_.load()) return;  // a killed actor's output is never sent
-  event.actor_serial = serial_;
   events_->Push(std::move(event));
+}
+
+RunnerEvent ActorRunner::ExecuteAndStamp(protocol::Message& command) {
+  RunnerEvent event = Execute(command);
+  // Destroy user state here, not on the control thread that joins us.
+  if (event.exited) {
+    trainable_.reset();
+    exited_ = true;
+  }
+  event.actor_serial = serial_;
+  return event;
+}
+
+std::vector<RunnerEvent> ActorRunner::RunQueuedInline() {
+  CHECK(runs_inline_);
+  std::vector<RunnerEvent> events;
+  // The queue is only touched by this (the control) thread for an inline
+  // actor; the lock keeps Enqueue's invariants uniform.
+  while (!abandoned_.load() && !exited_) {
+    protocol::Message command;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queue_.empty()) break;
+      command = std::move(queue_.front());
+      queue_.pop_front();
+      if (std::holds_alternative<protocol::Stop>(command.body)) stops_queued_.fetch_sub(1);
+    }
+    events.push_back(ExecuteAndStamp(command));
+  }
+  return events;
 }
 
 void ActorRunner::Run() {
@@ -173,12 +215,8 @@ void ActorRunner::Run() {
       queue_.pop_front();
       if (std::holds_alternative<protocol::Stop>(command.body)) stops_queued_.fetch_sub(1);
     }
-    RunnerEvent event = Execute(command);
-    bool exit = event.exited;
-    if (exit) {
-      // Destroy user state here, not on the control thread that joins us.
-      trainable_.reset();
-    }
+    RunnerEvent event = ExecuteAndStamp(command);
+    const bool exit = event.exited;
     Post(std::move(event));
     if (exit) {
       g_running_threads.fetch_sub(1);
@@ -441,6 +479,14 @@ RunnerEvent ActorRunner::DoReset(const protocol::Reset& cmd) {
   ctx.resources = resources_;
   ctx.restored = false;
   ctx.stop_flag = &abandoned_;
+  if (runs_inline_ && !trainable_->RunsInline(new_config)) {
+    // This actor has no thread to move a blocking trainable to.
+    CurrentLog()->Write("reset to " + new_key.ToString() +
+                        " refused: its config may block, and this actor runs inline");
+    e.iteration = iteration_;
+    e.data = Json{{"reset", false}};
+    return e;
+  }
   bool reset = false;
   Status s = Guarded([&]() -> Status {
     reset = trainable_->ResetConfig(new_config, ctx);

@@ -6,7 +6,10 @@
 // executes the queued commands one at a time in FIFO order and reports each
 // outcome as a RunnerEvent on the shared EventQueue. The runner never touches a
 // socket. The counters, the trainable and the current key are owned by the
-// runner thread alone.
+// runner thread alone. An inline actor (Trainable::RunsInline) has no thread:
+// the control thread itself is its runner thread, executing each command as
+// it is enqueued with RunQueuedInline and handling the events it returns
+// directly, so a step costs no thread wake-up either way.
 //
 // Why a locked queue and an eventfd rather than an inproc PAIR per runner (the
 // house default): a runner whose step hangs is abandoned, not joined, and a
@@ -122,6 +125,16 @@ class ActorRunner {
   // The runner thread's body; returns after STOP, a failed setup, or Abandon.
   void Run();
 
+  // Control thread, for an inline actor (never also Run()): executes every
+  // queued command now and returns their events in order, the last of them
+  // possibly `exited`. Nothing after an exit, and nothing once abandoned.
+  std::vector<RunnerEvent> RunQueuedInline();
+
+  // Whether this actor's trainable may run on the control thread with the
+  // config it was created with (Trainable::RunsInline). Control thread,
+  // before the first command runs.
+  bool runs_inline() const { return runs_inline_; }
+
   // Runner threads currently inside Run(), process-wide (abandoned ones included).
   static int RunningThreads();
 
@@ -138,6 +151,9 @@ class ActorRunner {
   RunnerEvent DoExport(const protocol::Export& cmd);
   // Dispatches one command; event.exited means the thread ends after posting it.
   RunnerEvent Execute(protocol::Message& command);
+  // Execute, then what every executed command needs: an exit destroys the
+  // trainable on this thread, and the event names this actor.
+  RunnerEvent ExecuteAndStamp(protocol::Message& command);
   // A reply for a command whose key is not this actor's (fencing).
   RunnerEvent NoActor(CommandKind kind, uint64_t rid, const ActorKey& key) const;
   TrialContext MakeContext() const;
@@ -149,6 +165,7 @@ class ActorRunner {
   const HostInfo host_;
   const std::string trainable_name_;
   const std::shared_ptr<EventQueue> events_;
+  const bool runs_inline_;
 
   // Command queue (control thread -> runner thread).
   std::mutex mu_;
@@ -169,6 +186,7 @@ class ActorRunner {
   std::map<std::string, double> resources_;
   std::unique_ptr<Trainable> trainable_;
   bool setup_done_ = false;
+  bool exited_ = false;  // an executed command ended the actor: nothing runs after it
   // Ray's counters (trainable.py).
   int64_t iteration_ = 0;
   double time_total_s_ = 0;

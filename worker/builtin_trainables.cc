@@ -53,6 +53,7 @@ class NoopTrainable : public Trainable {
   bool ResetConfig(const Json& new_config, const TrialContext& ctx) override {
     return Setup(new_config, ctx).ok();
   }
+  bool RunsInline(const Json&) const override { return true; }
 
  private:
   bool report_step_clock_ = false;
@@ -107,6 +108,15 @@ class QuadraticTrainable : public Trainable {
 
   bool ResetConfig(const Json& new_config, const TrialContext& ctx) override {
     return Setup(new_config, ctx).ok();
+  }
+
+  // Inline unless it sleeps per step (demos and chaos tests interrupt those).
+  // A config whose step_sleep_s is not a number is not inline either: its
+  // Setup fails, on a thread like any other.
+  bool RunsInline(const Json& config) const override {
+    if (!config.is_object()) return false;
+    auto it = config.find("step_sleep_s");
+    return it == config.end() || (it->is_number() && it->get<double>() == 0);
   }
 
   Result<Json> ExportModel(const std::vector<std::string>& formats,

@@ -91,6 +91,20 @@ class Trainable {
   // Called once, last, when the actor stops.
   virtual void Cleanup() {}
 
+  // True when every call of an actor made with `config` returns within
+  // microseconds and never blocks (no sleep, no I/O beyond its trial log, no
+  // process): the worker then runs the actor on its control thread instead
+  // of a runner thread of its own, which saves two thread wake-ups per step
+  // (docs/protocol.md "Actors"). A trainable that blocks here stalls the
+  // worker's heartbeats and every other actor on it, so only built-in ones
+  // that cannot block answer true. Asked on the control thread before Setup,
+  // and again with the new config before a RESET (an actor cannot move to a
+  // thread later: a RESET to a config that may block is refused).
+  virtual bool RunsInline(const Json& config) const {
+    (void)config;
+    return false;
+  }
+
   // The OS processes behind the trainable, if it runs any (process
   // trainables): when the worker kills the actor (a STOP past its deadline) it
   // signals the group from its control thread, and reports the actor gone

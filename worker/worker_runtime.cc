@@ -514,6 +514,7 @@ void WorkerRuntime::Shutdown() {
   }
   shutting_down_ = true;
   const TimeMs deadline = clock_.NowMs() + options_.shutdown_grace_ms;
+  std::vector<std::shared_ptr<ActorRunner>> inline_runners;
   for (auto& [key, slot] : actors_) {
     if (slot.stop_deadline) {
       slot.stop_deadline = std::min(*slot.stop_deadline, deadline);
@@ -527,7 +528,10 @@ void WorkerRuntime::Shutdown() {
     slot.stop_deadline = deadline;
     slot.pending.push_back({0, CommandKind::kStop, key});
     slot.runner->Enqueue(protocol::Message{stop, {}});
+    if (slot.runner->runs_inline()) inline_runners.push_back(slot.runner);
   }
+  // After the loop: running them ends their actors, which erases slots.
+  for (const auto& runner : inline_runners) RunInline(runner);
   while (!actors_.empty() && events_->valid()) {
     TimeMs now = clock_.NowMs();
     if (now >= deadline) break;

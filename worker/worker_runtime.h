@@ -80,7 +80,7 @@ class WorkerRuntime {
   struct ActorSlot {
     uint64_t serial = 0;
     std::shared_ptr<ActorRunner> runner;
-    std::thread thread;
+    std::thread thread;  // none for an inline actor (ActorRunner::runs_inline)
     std::string trainable;
     int64_t iteration = 0;  // mirror of the runner's counter, from its events
     uint64_t next_seq = 1;  // seq of the next result; restarts at 1 after a RESET
@@ -197,6 +197,9 @@ class WorkerRuntime {
   // ---- runner events ----
   void HandleRunnerEvents();
   void HandleRunnerEvent(RunnerEvent event);
+  // An inline actor's queued commands, executed now and their events handled
+  // (which may end the actor: `runner` keeps it alive meanwhile).
+  void RunInline(const std::shared_ptr<ActorRunner>& runner);
   // Both take the key by value: callers pass keys that live in actors_, whose
   // entry they erase.
   void FinishActor(ActorKey key, const RunnerEvent& last);

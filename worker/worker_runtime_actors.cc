@@ -96,16 +96,24 @@ void WorkerRuntime::HandleCreateActor(const protocol::CreateActor& m) {
   slot.runner = runner;
   slot.trainable = m.trainable;
   slot.group = std::move(group);
-  try {
-    slot.thread = std::thread([runner] { runner->Run(); });
-  } catch (const std::system_error& e) {
-    SendReply(m.rid, key, false, std::string("cannot start the actor thread: ") + e.what());
-    return;
+  if (!runner->runs_inline()) {
+    try {
+      slot.thread = std::thread([runner] { runner->Run(); });
+    } catch (const std::system_error& e) {
+      SendReply(m.rid, key, false, std::string("cannot start the actor thread: ") + e.what());
+      return;
+    }
   }
   slot.pending.push_back({m.rid, CommandKind::kSetup, key});
   serial_keys_[serial] = key;
   actors_.emplace(key, std::move(slot));
-  spdlog::debug("created actor {} ({}) serial {}", key.ToString(), m.trainable, serial);
+  spdlog::debug("created actor {} ({}{}) serial {}", key.ToString(), m.trainable,
+                runner->runs_inline() ? ", inline" : "", serial);
+  if (runner->runs_inline()) RunInline(runner);
+}
+
+void WorkerRuntime::RunInline(const std::shared_ptr<ActorRunner>& runner) {
+  for (RunnerEvent& event : runner->RunQueuedInline()) HandleRunnerEvent(std::move(event));
 }
 
 void WorkerRuntime::HandleActorCommand(protocol::Message message) {
@@ -136,6 +144,7 @@ void WorkerRuntime::HandleActorCommand(protocol::Message message) {
   }
   slot.pending.push_back({rid, kind, key});
   slot.runner->Enqueue(std::move(message));
+  if (slot.runner->runs_inline()) RunInline(slot.runner);
 }
 
 void WorkerRuntime::HandleAck(const protocol::Ack& m) {
@@ -193,14 +202,15 @@ void WorkerRuntime::HandleRunnerEvent(RunnerEvent event) {
       // A fenced TRAIN (the actor was re-keyed) has no results and no seq.
       if (key == slot_key) {
         for (auto& r : event.results) batch.results.push_back({slot.next_seq++, std::move(r)});
-        OutboxEntry entry{batch, slot.next_seq - 1};
-        outbox_[key].push_back(std::move(entry));
+        auto& entries = outbox_[key];
+        entries.push_back(OutboxEntry{std::move(batch), slot.next_seq - 1});
         recent_.Answered(event.rid, nullptr);  // the outbox keeps it
+        SendBatch(entries.back().batch);
       } else {
         protocol::Message message{batch, {}};
         recent_.Answered(event.rid, &message);
+        SendBatch(batch);
       }
-      SendBatch(batch);
       break;
     }
     case CommandKind::kReset: {

@@ -1,6 +1,7 @@
-// Test helper: drives one ActorRunner on its own thread without sockets, the
-// way WorkerRuntime does (enqueue a head command, wait for its RunnerEvent).
-// Test-thread only.
+// Test helper: drives one ActorRunner without sockets, the way WorkerRuntime
+// does (enqueue a head command, wait for its RunnerEvent): on a runner thread
+// of its own, or, for an inline actor (ActorRunner::runs_inline), on the test
+// thread. Mode::kThread puts an inline actor on a thread too. Test-thread only.
 #pragma once
 
 #include <unistd.h>
@@ -24,9 +25,14 @@ using testing::TempDir;
 
 class ActorHarness {
  public:
+  enum class Mode { kAsWorker, kThread };
+
   ActorHarness(const std::string& trainable, const std::string& trial_id, uint64_t attempt,
-               Json config, const std::string& work_dir)
-      : events_(std::make_shared<EventQueue>()), key_trial_(trial_id), key_attempt_(attempt) {
+               Json config, const std::string& work_dir, Mode mode = Mode::kAsWorker)
+      : events_(std::make_shared<EventQueue>()),
+        key_trial_(trial_id),
+        key_attempt_(attempt),
+        mode_(mode) {
     TrainableRegistry registry;
     RegisterBuiltinTrainables(registry);
     auto t = registry.Create(trainable);
@@ -53,13 +59,16 @@ class ActorHarness {
     create.config = std::move(config);
     HostInfo host{"test-worker", "test-host", 4242, work_dir};
     runner_ = std::make_shared<ActorRunner>(++serial_, create, std::move(instance), host, events_);
-    auto runner = runner_;
-    thread_ = std::thread([runner] { runner->Run(); });
+    inline_ = mode_ == Mode::kAsWorker && runner_->runs_inline();
+    if (!inline_) {
+      auto runner = runner_;
+      thread_ = std::thread([runner] { runner->Run(); });
+    }
     setup_ = Next();
   }
 
   ~ActorHarness() {
-    if (!thread_.joinable()) return;
+    if (!thread_.joinable() && !inline_) return;
     if (!exited_) {
       protocol::Stop stop;
       stop.rid = 999;
@@ -67,8 +76,11 @@ class ActorHarness {
       stop.attempt = key_attempt_;
       Call(stop);
     }
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
+
+  // Whether the actor runs on the test thread.
+  bool runs_on_caller() const { return inline_; }
 
   // Setup's event.
   const RunnerEvent& setup() const { return setup_; }
@@ -114,6 +126,9 @@ class ActorHarness {
 
   // Waits (up to 10 s) for the next event.
   RunnerEvent Next() {
+    if (inline_) {
+      for (auto& e : runner_->RunQueuedInline()) pending_.push_back(std::move(e));
+    }
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (std::chrono::steady_clock::now() < deadline) {
       for (auto& e : events_->Drain()) pending_.push_back(std::move(e));
@@ -136,6 +151,8 @@ class ActorHarness {
   std::shared_ptr<EventQueue> events_;
   std::string key_trial_;
   uint64_t key_attempt_ = 0;
+  Mode mode_ = Mode::kAsWorker;
+  bool inline_ = false;
   std::shared_ptr<ActorRunner> runner_;
   std::thread thread_;
   std::deque<RunnerEvent> pending_;

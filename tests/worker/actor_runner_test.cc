@@ -355,6 +355,127 @@ TEST_F(ActorRunnerTest, StopRunsCleanupAndEndsTheThread) {
             std::string::npos);
 }
 
+// Records the thread each call runs on; inline when asked to be.
+class ThreadRecordingTrainable : public Trainable {
+ public:
+  ThreadRecordingTrainable(bool runs_inline, std::vector<std::thread::id>* threads)
+      : inline_(runs_inline), threads_(threads) {}
+  Status Setup(const Json&, const TrialContext&) override { return Record(); }
+  Result<Json> Step(const TrialContext&) override {
+    RETURN_IF_ERROR(Record());
+    return Json::object();
+  }
+  Result<std::string> Save(const TrialContext&) override {
+    RETURN_IF_ERROR(Record());
+    return std::string("s");
+  }
+  Status Restore(std::string_view, const TrialContext&) override { return Record(); }
+  void Cleanup() override { Record().IgnoreError(); }
+  bool RunsInline(const Json&) const override { return inline_; }
+
+ private:
+  Status Record() {
+    threads_->push_back(std::this_thread::get_id());
+    return Status::Ok();
+  }
+  bool inline_;
+  std::vector<std::thread::id>* threads_;
+};
+
+TEST_F(ActorRunnerTest, AnInlineActorRunsEveryCallOnTheCallerAndAThreadedOneNever) {
+  for (bool runs_inline : {true, false}) {
+    SCOPED_TRACE(runs_inline ? "inline" : "threaded");
+    std::vector<std::thread::id> threads;
+    {
+      ActorHarness a("rec", std::make_unique<ThreadRecordingTrainable>(runs_inline, &threads), "r",
+                     1, Json::object(), dir_.path());
+      EXPECT_EQ(a.runner().runs_inline(), runs_inline);
+      EXPECT_EQ(a.runs_on_caller(), runs_inline);
+      ASSERT_TRUE(a.setup().ok);
+      ASSERT_EQ(a.Train(3).results.size(), 3u);
+      ASSERT_TRUE(a.Save().ok);
+      auto stop = a.Call(protocol::Stop{9, "r", 1, 1000});
+      ASSERT_TRUE(stop.exited);
+    }
+    ASSERT_EQ(threads.size(), 6u);  // setup, 3 steps, save, cleanup
+    for (const auto& id : threads) {
+      EXPECT_EQ(id == std::this_thread::get_id(), runs_inline);
+      EXPECT_EQ(id, threads.front()) << "one thread for all of an actor's calls";
+    }
+  }
+}
+
+TEST_F(ActorRunnerTest, RunQueuedInlineExecutesInOrderAndNothingAfterTheExit) {
+  protocol::CreateActor create;
+  create.rid = 1;
+  create.trial_id = "q";
+  create.attempt = 1;
+  create.trainable = "noop";
+  HostInfo host{"test-worker", "test-host", 4242, dir_.path()};
+  TrainableRegistry registry;
+  RegisterBuiltinTrainables(registry);
+  auto events = std::make_shared<EventQueue>();
+  ActorRunner runner(1, create, std::move(registry.Create("noop")).value(), host, events);
+  ASSERT_TRUE(runner.runs_inline());
+  runner.Enqueue(protocol::Message{protocol::Train{2, "q", 1, 1, 60}, {}});
+  runner.Enqueue(protocol::Message{protocol::Stop{3, "q", 1, 1000}, {}});
+  runner.Enqueue(protocol::Message{protocol::Train{4, "q", 1, 1, 60}, {}});
+  std::vector<RunnerEvent> out = runner.RunQueuedInline();
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].kind, CommandKind::kSetup);
+  EXPECT_EQ(out[1].kind, CommandKind::kTrain);
+  EXPECT_EQ(out[1].results.size(), 1u);
+  EXPECT_EQ(out[2].kind, CommandKind::kStop);
+  EXPECT_TRUE(out[2].exited);
+  for (const auto& e : out) EXPECT_EQ(e.actor_serial, 1u);
+  EXPECT_TRUE(runner.RunQueuedInline().empty()) << "an ended actor runs nothing more";
+  EXPECT_TRUE(events->Drain().empty()) << "inline events are returned, not queued";
+}
+
+// Quadratic runs inline unless it sleeps per step; an inline actor cannot
+// take a config that sleeps (it has no thread to sleep on), a threaded one can.
+TEST_F(ActorRunnerTest, QuadraticIsInlineUnlessItSleepsAndAnInlineActorRefusesToStartSleeping) {
+  ActorHarness sleepy("quadratic", "s", 1, Json{{"step_sleep_s", 0.001}}, dir_.path());
+  EXPECT_FALSE(sleepy.runner().runs_inline());
+  ActorHarness a("quadratic", "a", 1, Json{{"step_sleep_s", 0}}, dir_.path());
+  ASSERT_TRUE(a.runner().runs_inline());
+  ASSERT_EQ(a.Train().results.size(), 1u);
+  auto e = a.Call(protocol::Reset{50, "a", 1, "b", 1, Json{{"step_sleep_s", 0.5}}});
+  ASSERT_TRUE(e.ok);
+  EXPECT_EQ(e.data["reset"], false);
+  EXPECT_NE(ReadFile(dir_.path() + "/a/trial.log").find("runs inline"), std::string::npos);
+  e = a.Train();
+  ASSERT_EQ(e.results.size(), 1u) << "the actor is unchanged";
+  EXPECT_EQ(e.results[0]["training_iteration"], 2);
+  e = sleepy.Call(protocol::Reset{51, "s", 1, "t", 1, Json{{"step_sleep_s", 0.5}}});
+  EXPECT_EQ(e.data["reset"], true);
+  sleepy.SetKey("t", 1);
+}
+
+// The same actor on a thread and inline: identical values.
+TEST_F(ActorRunnerTest, InlineAndThreadedActorsComputeTheSame) {
+  ActorHarness on_thread("quadratic", "t", 1, Json{{"lr", 0.3}}, dir_.path(),
+                         ActorHarness::Mode::kThread);
+  ActorHarness on_caller("quadratic", "c", 1, Json{{"lr", 0.3}}, dir_.path());
+  ASSERT_FALSE(on_thread.runs_on_caller());
+  ASSERT_TRUE(on_caller.runs_on_caller());
+  for (int i = 0; i < 3; ++i) {
+    auto x = on_thread.Train(2);
+    auto y = on_caller.Train(2);
+    ASSERT_EQ(x.results.size(), 2u);
+    ASSERT_EQ(y.results.size(), 2u);
+    for (size_t j = 0; j < 2; ++j) {
+      EXPECT_EQ(x.results[j]["training_iteration"], y.results[j]["training_iteration"]);
+      EXPECT_EQ(x.results[j]["loss"], y.results[j]["loss"]);
+    }
+  }
+  auto saved = on_thread.Save();
+  ASSERT_TRUE(saved.ok);
+  auto restored = on_caller.Restore(saved.payload);
+  ASSERT_TRUE(restored.ok) << restored.error;
+  EXPECT_EQ(on_caller.Train().results[0]["training_iteration"], 7);
+}
+
 TEST_F(ActorRunnerTest, SanitizesTrialIdsForPaths) {
   EXPECT_EQ(SanitizeForPath("trial_1-a.b"), "trial_1-a.b");
   EXPECT_EQ(SanitizeForPath("../etc/passwd"), ".._etc_passwd");

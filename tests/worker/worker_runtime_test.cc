@@ -338,6 +338,32 @@ TEST_F(WorkerRuntimeTest, FencesAStopForTheKeyAResetGaveUp) {
   EXPECT_EQ(b->results[0].result["training_iteration"], 1);
 }
 
+// noop and a quadratic that does not sleep run on the control thread (no
+// runner thread: ActorRunner::RunningThreads counts those); sleep gets one.
+TEST_F(WorkerRuntimeTest, RunsInlineTrainablesWithoutARunnerThread) {
+  Start();
+  ASSERT_EQ(ActorRunner::RunningThreads(), 0);
+  Create(1, "n", 1, "noop");
+  Create(2, "q", 1, "quadratic");
+  for (uint64_t rid : {3, 4}) {
+    head_->Send(Train{rid, rid == 3 ? "n" : "q", 1, 2, 60});
+    auto b = head_->WaitBatch(rid);
+    ASSERT_TRUE(b.has_value());
+    EXPECT_FALSE(b->failed) << b->error;
+    EXPECT_EQ(b->results.size(), 2u);
+  }
+  EXPECT_EQ(ActorRunner::RunningThreads(), 0);
+  Create(5, "s", 1, "sleep", Json{{"sleep_s", 0}});
+  EXPECT_EQ(ActorRunner::RunningThreads(), 1);
+  for (uint64_t rid : {6, 7, 8}) {
+    head_->Send(Stop{rid, rid == 6 ? "n" : rid == 7 ? "q" : "s", 1, 1000});
+    auto r = head_->WaitReply(rid);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_TRUE(r->ok) << r->error;
+  }
+  EXPECT_EQ(ActorRunner::RunningThreads(), 0);
+}
+
 TEST_F(WorkerRuntimeTest, ReportsStepFailuresWithResultsSoFar) {
   Start();
   Create(1, "f", 1, "fail", Json{{"fail_at", 3}});
