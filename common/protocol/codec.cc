@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <type_traits>
+#include <utility>
 
 #include <msgpack.hpp>
 
@@ -289,18 +292,98 @@ msgpack::unpack_limit HeaderLimits(size_t frame_bytes) {
                                /*depth=*/kMaxJsonDepth + 8);
 }
 
-Result<msgpack::object_handle> Unpack(std::string_view bytes) {
+// Allocation per message, avoided on both ends of the hot path. A fresh
+// msgpack zone or sbuffer is an 8 KiB malloc, and glibc consolidates its fast
+// bins on every allocation that large: at one result per message,
+// malloc_consolidate and free were 2-4% of the head's and the workers'
+// samples (docs/benchmarks.md). So each thread keeps one zone for decoding
+// and one buffer for encoding, and reuses them.
+//
+// Messages up to kSharedZoneBytes decode into the thread's zone, which a
+// clear() then shrinks to its first (8 KiB) chunk; larger ones, and a decode
+// nested in another on the same thread, get a zone of their own.
+constexpr size_t kSharedZoneBytes = 16 * 1024;
+// An encoding buffer grown past this is given back after the message, so a
+// large message does not pin its memory to the thread.
+constexpr size_t kKeptBufferBytes = 1 << 20;
+
+struct ThreadZone {
+  msgpack::zone zone;
+  bool in_use = false;
+};
+
+ThreadZone& TheThreadZone() {
+  thread_local ThreadZone z;
+  return z;
+}
+
+// A decoded msgpack value and what owns its memory.
+class Unpacked {
+ public:
+  Unpacked() = default;
+  Unpacked(Unpacked&& o) noexcept
+      : obj_(o.obj_), own_(std::move(o.own_)), shared_(std::exchange(o.shared_, nullptr)) {}
+  Unpacked& operator=(Unpacked&&) = delete;
+  ~Unpacked() {
+    if (shared_ == nullptr) return;
+    shared_->zone.clear();
+    shared_->in_use = false;
+  }
+  const msgpack::object& get() const { return obj_; }
+
+ private:
+  friend Result<Unpacked> Unpack(std::string_view bytes);
+  msgpack::object obj_;
+  std::unique_ptr<msgpack::zone> own_;
+  ThreadZone* shared_ = nullptr;  // the thread's zone, cleared and freed on destruction
+};
+
+Result<Unpacked> Unpack(std::string_view bytes) {
+  Unpacked out;
+  ThreadZone& tz = TheThreadZone();
+  msgpack::zone* zone = nullptr;
+  if (bytes.size() <= kSharedZoneBytes && !tz.in_use) {
+    tz.in_use = true;
+    out.shared_ = &tz;  // from here on, `out` clears it on every path
+    zone = &tz.zone;
+  } else {
+    out.own_ = std::make_unique<msgpack::zone>();
+    zone = out.own_.get();
+  }
   try {
     size_t offset = 0;
-    msgpack::object_handle oh =
-        msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr,
-                        HeaderLimits(bytes.size()));
-    if (offset != bytes.size()) return Status::InvalidArgument("trailing bytes after msgpack value");
-    return oh;
+    out.obj_ = msgpack::unpack(*zone, bytes.data(), bytes.size(), offset, nullptr, nullptr,
+                               HeaderLimits(bytes.size()));
+    if (offset != bytes.size())
+      return Status::InvalidArgument("trailing bytes after msgpack value");
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("malformed msgpack: ") + e.what());
   }
+  return out;
 }
+
+// The thread's encoding buffer, emptied; see above.
+class ScratchBuffer {
+ public:
+  ScratchBuffer() : buf_(Buffer()) { buf_.clear(); }
+  ~ScratchBuffer() {
+    if (buf_.size() > kKeptBufferBytes) {
+      ::free(buf_.release());
+    } else {
+      buf_.clear();
+    }
+  }
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  msgpack::sbuffer& get() { return buf_; }
+
+ private:
+  static msgpack::sbuffer& Buffer() {
+    thread_local msgpack::sbuffer b;
+    return b;
+  }
+  msgpack::sbuffer& buf_;
+};
 
 constexpr const char* kCommandNames[] = {
     "REGISTER", "REPLY",  "RESULT",   "HEARTBEAT",  "DISCONNECT", "REGISTERED", "CREATE_ACTOR",
@@ -318,7 +401,8 @@ const char* CommandNameByByte(uint8_t command) {
 }
 
 std::vector<std::string> Encode(const Message& message) {
-  msgpack::sbuffer buf;
+  ScratchBuffer scratch;
+  msgpack::sbuffer& buf = scratch.get();
   Packer pk(buf);
   Encoder enc{pk};
   std::visit([&](const auto& body) { enc.Value(body); }, message.body);
@@ -344,7 +428,7 @@ Result<Message> Decode(std::span<const std::string_view> frames) {
   if (command == 0 || command > std::variant_size_v<Body>) {
     return Status::InvalidArgument("unknown command byte " + std::to_string(command));
   }
-  ASSIGN_OR_RETURN(msgpack::object_handle oh, Unpack(frames[2]));
+  ASSIGN_OR_RETURN(Unpacked oh, Unpack(frames[2]));
   if (oh.get().type != msgpack::type::MAP) {
     return Status::InvalidArgument(std::string(CommandNameByByte(command)) +
                                    ": header must be a msgpack map");
@@ -368,14 +452,15 @@ Result<Message> Decode(const std::vector<std::string>& frames) {
 }
 
 std::string JsonToMsgpack(const Json& j) {
-  msgpack::sbuffer buf;
+  ScratchBuffer scratch;
+  msgpack::sbuffer& buf = scratch.get();
   Packer pk(buf);
   PackJson(pk, j);
   return std::string(buf.data(), buf.size());
 }
 
 Result<Json> MsgpackToJson(std::string_view bytes) {
-  ASSIGN_OR_RETURN(msgpack::object_handle oh, Unpack(bytes));
+  ASSIGN_OR_RETURN(Unpacked oh, Unpack(bytes));
   return ObjectToJson(oh.get(), 0);
 }
 

@@ -259,5 +259,50 @@ TEST(CodecTest, JsonMsgpackRoundTrip) {
   EXPECT_FALSE(MsgpackToJson("\xc1").ok());
 }
 
+// Each thread reuses one decoding zone and one encoding buffer (codec.cc):
+// what one message leaves behind must never show in the next, whatever their
+// sizes and however the previous one ended.
+TEST(CodecTest, ReusedBuffersKeepNothingBetweenMessages) {
+  const std::string big(300 * 1024, 'b');  // beyond the shared zone and kept buffer sizes
+  auto batch = [](const std::string& trial, Json result) {
+    ResultBatch b;
+    b.rid = 1;
+    b.trial_id = trial;
+    b.attempt = 1;
+    b.results = {{1, std::move(result)}};
+    return b;
+  };
+  const std::vector<ResultBatch> sequence = {
+      batch("small", Json{{"loss", 1}}),
+      batch("big", Json{{"blob", big}, {"list", Json(std::vector<int>(5000, 7))}}),
+      batch("after-big", Json{{"loss", 2}}),
+      batch("medium", Json{{"s", std::string(20 * 1024, 'm')}}),
+      batch("last", Json{{"x", "y"}}),
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const ResultBatch& b : sequence) {
+      SCOPED_TRACE(b.trial_id);
+      auto frames = Encode(Message{b, {}});
+      // A malformed message in between: its error must not leave the zone in use.
+      std::vector<std::string> bad = frames;
+      bad[2].resize(bad[2].size() / 2);
+      EXPECT_FALSE(Decode(bad).ok());
+      auto d = Decode(frames);
+      ASSERT_TRUE(d.ok()) << d.status().ToString();
+      const auto& got = std::get<ResultBatch>(d->body);
+      EXPECT_EQ(got.trial_id, b.trial_id);
+      ASSERT_EQ(got.results.size(), 1u);
+      EXPECT_EQ(got.results[0].result, b.results[0].result);
+      // And a message decoded while another's value is alive (two handles).
+      auto a = MsgpackToJson(JsonToMsgpack(b.results[0].result));
+      auto c = MsgpackToJson(JsonToMsgpack(Json{{"other", b.trial_id}}));
+      ASSERT_TRUE(a.ok());
+      ASSERT_TRUE(c.ok());
+      EXPECT_EQ(*a, b.results[0].result);
+      EXPECT_EQ((*c)["other"], b.trial_id);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ztune::protocol
