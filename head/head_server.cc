@@ -44,7 +44,8 @@ HeadServer::HeadServer(zmq::context_t& context, storage::Store& store, HeadServe
       // A page is one small file read on the worker's control thread: a worker
       // that does not answer within its liveness window is not answering.
       log_relay_(clock_,
-                 std::max<TimeMs>(1000, options_.runner.heartbeat_ms * options_.runner.liveness)) {}
+                 std::max<TimeMs>(1000, options_.runner.heartbeat_ms * options_.runner.liveness)),
+      heartbeat_keeper_(options_.runner.heartbeat_ms / 4, [this] { SendHeartbeats(); }) {}
 
 Status HeadServer::Start() {
   payloads_.set_payload_filter([this](const WorkerId& worker_id, uint64_t rid) {
@@ -272,6 +273,21 @@ Status HeadServer::RunOffLoop(const std::function<Status()>& job, const char* wh
   }
 }
 
+Status HeadServer::CommitTurn(const storage::WriteBatch& batch) {
+  const TimeMs start = clock_.NowMs();
+  Status s;
+  {
+    HeartbeatKeeper::Loan loan(heartbeat_keeper_);
+    s = store_.Commit(batch);
+  }
+  const TimeMs took = clock_.NowMs() - start;
+  if (took > options_.runner.heartbeat_ms) {
+    ++stats_.slow_store_operations;
+    spdlog::info("slow commit of {} bytes: {} ms (heartbeats kept going)", batch.bytes(), took);
+  }
+  return s;
+}
+
 void HeadServer::RunLongStoreOperation(const std::function<void()>& op) {
   RunOffLoop(
       [&op] {
@@ -353,7 +369,7 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     }
     new_bindings_.clear();
     if (!batch.empty()) {
-      Status s = RunOffLoop([&] { return store_.Commit(batch); }, "commit", batch.bytes());
+      Status s = CommitTurn(batch);
       if (s.code() == StatusCode::kResourceExhausted) s = WaitForSpace(batch, s, stop);
       if (!s.ok()) {
         spdlog::critical("commit failed: {}; the head stops (restart it on the same data dir)",

@@ -28,6 +28,7 @@
 #include "head/client_waits.h"
 #include "head/log_relay.h"
 #include "head/command_sink.h"
+#include "head/heartbeat_keeper.h"
 #include "head/checkpoint_files.h"
 #include "head/payload_streams.h"
 #include "head/peer_rate_limiter.h"
@@ -184,8 +185,14 @@ class HeadServer final : public CommandSink {
   // it (as `what` of `bytes`) when it took longer than one heartbeat interval.
   Status RunOffLoop(const std::function<Status()>& job, const char* what, size_t bytes);
   // Once per heartbeat interval; also while a store operation runs off the
-  // loop (sending touches no runner state).
+  // loop, and on the heartbeat keeper's thread while the loop is inside a
+  // commit (sending touches no runner state; the keeper holds the socket
+  // then, and the loop touches nothing but the store).
   void SendHeartbeats();
+  // Commits the turn's batch on the loop thread, with the heartbeats lent to
+  // heartbeat_keeper_ meanwhile; logs it when it took longer than one
+  // heartbeat interval.
+  Status CommitTurn(const storage::WriteBatch& batch);
   void SendClientReply(const std::string& identity, const Json& reply, bool delimited);
   // A `logs` request: answered now (an error, nothing to read) or relayed to
   // the worker that hosted the attempt (log_relay_).
@@ -250,6 +257,8 @@ class HeadServer final : public CommandSink {
   PayloadStreams payloads_;
   LogRelay log_relay_;
   StoreThread store_thread_;
+  // Last: its thread calls SendHeartbeats, which reads the members above.
+  HeartbeatKeeper heartbeat_keeper_;
 };
 
 }  // namespace ztune::head
