@@ -290,6 +290,16 @@ TrialContext ActorRunner::MakeContext() const {
   return ctx;
 }
 
+const TrialContext& ActorRunner::Context() {
+  if (!context_valid_) {
+    context_ = MakeContext();
+    context_valid_ = true;
+  }
+  context_.iteration = iteration_;
+  context_.restored = restored_;
+  return context_;
+}
+
 RunnerEvent ActorRunner::NewEvent(CommandKind kind, uint64_t rid) const {
   RunnerEvent e;
   e.kind = kind;
@@ -341,8 +351,12 @@ Json ActorRunner::FillResult(Json result, double measured_s) {
   // results and deduplicates replays by it, so a user value must not win.
   result["training_iteration"] = iteration_;
   std::time_t now = std::time(nullptr);
+  if (now != date_of_) {  // formatted once a second, not per result
+    date_of_ = now;
+    date_ = FormatDate(now);
+  }
   result["trial_id"] = key_.trial_id;
-  result["date"] = FormatDate(now);
+  result["date"] = date_;
   result["timestamp"] = static_cast<int64_t>(now);
   result["time_this_iter_s"] = this_iter;
   result["time_total_s"] = time_total_s_;
@@ -358,7 +372,7 @@ RunnerEvent ActorRunner::DoTrain(const protocol::Train& cmd) {
   const int64_t max_results = std::max<int64_t>(1, cmd.buffer_length);
   const auto start = std::chrono::steady_clock::now();
   while (true) {
-    TrialContext ctx = MakeContext();
+    const TrialContext& ctx = Context();
     const int64_t iteration = iteration_ + 1;
     auto t0 = std::chrono::steady_clock::now();
     Result<Json> r = Guarded([&] { return trainable_->Step(ctx); });
@@ -510,6 +524,7 @@ RunnerEvent ActorRunner::DoReset(const protocol::Reset& cmd) {
     std::lock_guard<std::mutex> lock(log_mu_);
     log_ = std::move(new_log);
   }
+  context_valid_ = false;  // a new trial, a new log
   key_ = new_key;
   config_ = std::move(new_config);
   iteration_ = 0;

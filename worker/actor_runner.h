@@ -20,6 +20,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <ctime>
 #include <deque>
 #include <map>
 #include <memory>
@@ -157,6 +158,10 @@ class ActorRunner {
   // A reply for a command whose key is not this actor's (fencing).
   RunnerEvent NoActor(CommandKind kind, uint64_t rid, const ActorKey& key) const;
   TrialContext MakeContext() const;
+  // The current trial's context, kept between steps (making one copies its
+  // resources, GPU ids and paths): rebuilt after a RESET, its iteration and
+  // `restored` refreshed on each call.
+  const TrialContext& Context();
   void Post(RunnerEvent event);
   // Applies the auto-filled fields and updates the counters.
   Json FillResult(Json result, double measured_s);
@@ -186,7 +191,11 @@ class ActorRunner {
   std::map<std::string, double> resources_;
   std::unique_ptr<Trainable> trainable_;
   bool setup_done_ = false;
-  bool exited_ = false;  // an executed command ended the actor: nothing runs after it
+  bool exited_ = false;
+  TrialContext context_;  // see Context()
+  bool context_valid_ = false;
+  std::time_t date_of_ = 0;  // the second `date_` formats
+  std::string date_;         // an executed command ended the actor: nothing runs after it
   // Ray's counters (trainable.py).
   int64_t iteration_ = 0;
   double time_total_s_ = 0;

@@ -330,22 +330,33 @@ void WorkerRuntime::SendRegister() {
 
 bool WorkerRuntime::Send(const protocol::Message& message) {
   if (dealer_ == nullptr || shutting_down_) return false;
-  std::vector<std::string> frames = protocol::Encode(message);
+  return SendEncoded(protocol::Encode(message), protocol::CommandName(message.body),
+                     [&] { return message; });
+}
+
+bool WorkerRuntime::Send(const protocol::ResultBatch& batch) {
+  if (dealer_ == nullptr || shutting_down_) return false;
+  return SendEncoded(protocol::Encode(batch), "RESULT", [&] {
+    return protocol::Message{batch, {}};
+  });
+}
+
+bool WorkerRuntime::SendEncoded(const std::vector<std::string>& frames, const char* name,
+                                const std::function<protocol::Message()>& message) {
   for (const auto& frame : frames) {
     if (static_cast<int64_t>(frame.size()) <= protocol::kMaxFrameBytes) continue;
     // The head would drop the connection (and this worker would send it again
     // after every reconnect): a failure goes in its place.
-    const std::string error = std::string(protocol::CommandName(message.body)) + " of " +
-                              std::to_string(frame.size()) + " bytes is larger than the " +
+    const std::string error = std::string(name) + " of " + std::to_string(frame.size()) +
+                              " bytes is larger than the " +
                               std::to_string(protocol::kMaxFrameBytes) +
                               " bytes a message may have (a result or metric too large?)";
     spdlog::warn("{}", error);
-    return Send(OversizeReplacement(message, error));
+    return Send(OversizeReplacement(message(), error));
   }
   Status s = zmqutil::SendFrames(*dealer_, frames);
   if (!s.ok()) {
-    spdlog::warn("cannot send {} to the head: {}", protocol::CommandName(message.body),
-                 s.ToString());
+    spdlog::warn("cannot send {} to the head: {}", name, s.ToString());
     return false;
   }
   last_sent_ = clock_.NowMs();

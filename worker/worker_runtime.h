@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -135,6 +136,12 @@ class WorkerRuntime {
   void Poll(int64_t timeout_ms);
   void ReadSocket();
   bool Send(const protocol::Message& message);
+  // A RESULT batch, encoded where it is (the outbox keeps it).
+  bool Send(const protocol::ResultBatch& batch);
+  // Sends encoded frames, or, when one is over protocol::kMaxFrameBytes, the
+  // failure that replaces `message()` (made only then).
+  bool SendEncoded(const std::vector<std::string>& frames, const char* name,
+                   const std::function<protocol::Message()>& message);
   // Sends now when registered, else holds the message until REGISTERED. A
   // payload above protocol::kInlinePayloadBytes goes in chunks.
   void SendOrHold(protocol::Message message);

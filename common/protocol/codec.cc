@@ -400,19 +400,36 @@ const char* CommandNameByByte(uint8_t command) {
   return kCommandNames[command - 1];
 }
 
-std::vector<std::string> Encode(const Message& message) {
+namespace {
+
+template <class T>
+std::vector<std::string> EncodeBody(size_t index, const T& body, const std::string& payload) {
   ScratchBuffer scratch;
   msgpack::sbuffer& buf = scratch.get();
   Packer pk(buf);
   Encoder enc{pk};
-  std::visit([&](const auto& body) { enc.Value(body); }, message.body);
+  enc.Value(body);
   std::vector<std::string> frames;
   frames.reserve(4);
   frames.emplace_back(kVersion);
-  frames.emplace_back(1, static_cast<char>(message.body.index() + 1));
+  frames.emplace_back(1, static_cast<char>(index + 1));
   frames.emplace_back(buf.data(), buf.size());
-  if (!message.payload.empty()) frames.push_back(message.payload);
+  if (!payload.empty()) frames.push_back(payload);
   return frames;
+}
+
+}  // namespace
+
+std::vector<std::string> Encode(const Message& message) {
+  return std::visit(
+      [&](const auto& body) { return EncodeBody(message.body.index(), body, message.payload); },
+      message.body);
+}
+
+std::vector<std::string> Encode(const ResultBatch& batch) {
+  static const size_t kIndex = Body(std::in_place_type<ResultBatch>).index();
+  static const std::string kNoPayload;
+  return EncodeBody(kIndex, batch, kNoPayload);
 }
 
 Result<Message> Decode(std::span<const std::string_view> frames) {

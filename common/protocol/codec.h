@@ -15,6 +15,9 @@ namespace ztune::protocol {
 
 // Frames: version, command byte, header map, and the payload if non-empty.
 std::vector<std::string> Encode(const Message& message);
+// The same frames for a RESULT batch, without building a Message (which
+// would copy every result: a worker keeps its batches until acknowledged).
+std::vector<std::string> Encode(const ResultBatch& batch);
 
 // Validates the version, the command byte, the header (a msgpack map whose
 // required keys are present with the right types; unknown keys ignored) and the

@@ -71,6 +71,15 @@ TEST(CodecTest, RoundTripsResultBatch) {
   EXPECT_EQ(d.error, "step raised");
 }
 
+TEST(CodecTest, EncodesABatchByItselfAsInAMessage) {
+  ResultBatch b;
+  b.rid = 3;
+  b.trial_id = "t";
+  b.attempt = 2;
+  b.results = {{1, Json{{"loss", 0.5}}}, {2, Json{{"done", true}}}};
+  EXPECT_EQ(Encode(b), Encode(Message{b, {}}));
+}
+
 TEST(CodecTest, RoundTripsEveryHeadCommand) {
   EXPECT_EQ(RoundTrip(Registered{"w", 50, 3, 4}).head_epoch, 4u);
   CreateActor c{1, "t", 2, "quadratic", Json{{"lr", 0.1}}, {{"CPU", 1}}, {3}, {}, {}};
