@@ -194,6 +194,70 @@ Json Trial::ToJson() const {
   return j;
 }
 
+namespace {
+
+// Appends one JSON object member by member, each value dumped in place.
+// Keys are ASCII constants (no escaping needed) and must come in the order
+// nlohmann's object (a std::map) would put them, so that the text equals a
+// DOM's dump().
+class ObjectWriter {
+ public:
+  explicit ObjectWriter(std::string& out) : out_(out) { out_ += '{'; }
+  ~ObjectWriter() { out_ += '}'; }
+  ObjectWriter(const ObjectWriter&) = delete;
+  ObjectWriter& operator=(const ObjectWriter&) = delete;
+  void Field(std::string_view key, const Json& value) {
+    if (!first_) out_ += ',';
+    first_ = false;
+    out_ += '"';
+    out_ += key;
+    out_ += "\":";
+    out_ += value.dump();
+  }
+
+ private:
+  std::string& out_;
+  bool first_ = true;
+};
+
+}  // namespace
+
+std::string Trial::ToRecordText() const {
+  std::string out;
+  out.reserve(1024);
+  {
+    // The keys of ToJson(), sorted (tests/head/trial_records_test.cc holds
+    // the two to the same bytes).
+    ObjectWriter w(out);
+    w.Field("actor_worker", Json(actor_worker));
+    w.Field("attempt", Json(attempt));
+    w.Field("attempt_hosts", AttemptHostsToJson(attempt_hosts));
+    if (checkpoint_requested) w.Field("checkpoint_requested", Json(true));
+    w.Field("checkpoints_given_up_through", Json(checkpoints_given_up_through));
+    w.Field("config", config);
+    w.Field("end_time", Json(end_time));
+    w.Field("error", Json(error));
+    w.Field("experiment_id", Json(experiment_id));
+    if (!exploits.empty()) w.Field("exploits", ExploitsToJson(exploits));
+    w.Field("exports", exports);
+    w.Field("held", Json(held));
+    w.Field("iteration", Json(iteration));
+    w.Field("last_result", last_result);
+    w.Field("next_checkpoint_id", Json(next_checkpoint_id));
+    w.Field("num_failures", Json(num_failures));
+    w.Field("num_restores", Json(num_restores));
+    if (pause_requested || phase == TrialPhase::kPausing) w.Field("pause_requested", Json(true));
+    w.Field("placement", PlacementToJson(placement));
+    w.Field("restore_from", Json(restore_from));
+    if (!scheduler_state.is_null()) w.Field("scheduler", scheduler_state);
+    w.Field("seq", Json(seq));
+    w.Field("start_time", Json(start_time));
+    w.Field("status", Json(TrialStatusName(status)));
+    w.Field("trial_id", Json(trial_id));
+  }
+  return out;
+}
+
 Status CheckStoredLastResult(const Json& r, const std::string& what) {
   // The runner reads these flags of the last result with value<bool>(): a
   // damaged record holding anything else threw out of a head restart

@@ -51,7 +51,7 @@ Status AttachChild(Trial& t, std::string_view key, std::string_view value, bool 
 }  // namespace
 
 void PutTrialRecord(storage::WriteBatch& batch, const Trial& t) {
-  batch.Put(storage::Family::kTrials, t.trial_id, t.ToJson().dump());
+  batch.Put(storage::Family::kTrials, t.trial_id, t.ToRecordText());
 }
 
 void PutCheckpointRecord(storage::WriteBatch& batch, const TrialId& trial_id,

@@ -59,6 +59,44 @@ void Put(storage::Store& store, const std::string& key, const std::string& value
   ASSERT_TRUE(store.Commit(b).ok());
 }
 
+// The record is written without a DOM (Trial::ToRecordText); its bytes must
+// be the DOM's, with every optional member present or not.
+TEST(TrialRecordsTest, TheRecordTextIsTheDomDumped) {
+  Trial plain = MakeTrial(TrialId("t0001"), 0, 0);
+  Trial full = MakeTrial(TrialId("t0002"), 2, 1);
+  full.config =
+      Json{{"lr", 0.25}, {"net", {{"layers", {64, 32}}, {"act", "relu"}}}, {"z", nullptr}};
+  full.last_result = Json{{"loss", 1.5},
+                          {"training_iteration", 7},
+                          {"done", false},
+                          {"note", "caf\u00e9 \"quoted\"\n"}};
+  full.error = "Failure # 1: \u2603 \\ \t";
+  full.status = TrialStatus::kRunning;
+  full.attempt = 3;
+  full.start_time = 1.7e9 + 0.25;
+  full.end_time = 0;
+  full.num_restores = 2;
+  full.checkpoints_given_up_through = 4;
+  full.held = true;
+  full.restore_from = TrialId("t0001");
+  full.actor_worker = WorkerId("w-12345678");
+  full.NoteAttemptHost(WorkerId("w-12345678"));
+  full.exports = Json{{"json", "{}"}};
+  full.scheduler_state = Json{{"rung", 2}};
+  full.exploits.push_back(
+      ExploitRecord{4, TrialId("t0001"), 4, Json{{"lr", 0.1}}, Json{{"lr", 0.25}}, 1.7e9});
+  full.checkpoint_requested = true;
+  full.pause_requested = true;
+  for (const Trial* t : {&plain, &full}) {
+    SCOPED_TRACE(t->trial_id.str());
+    EXPECT_EQ(t->ToRecordText(), t->ToJson().dump());
+  }
+  Trial pausing = plain;
+  pausing.phase = TrialPhase::kPausing;
+  EXPECT_EQ(pausing.ToRecordText(), pausing.ToJson().dump());
+  EXPECT_NE(pausing.ToRecordText().find("\"pause_requested\":true"), std::string::npos);
+}
+
 TEST(TrialRecordsTest, ATrialComesBackWithItsCheckpointsAndErrors) {
   storage::InMemoryStore store;
   Trial t = MakeTrial("e0001_00000", 3, 2);
