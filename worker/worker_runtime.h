@@ -205,8 +205,9 @@ class WorkerRuntime {
   void HandleRunnerEvents();
   void HandleRunnerEvent(RunnerEvent event);
   // An inline actor's queued commands, executed now and their events handled
-  // (which may end the actor: `runner` keeps it alive meanwhile).
-  void RunInline(const std::shared_ptr<ActorRunner>& runner);
+  // (which may end the actor and erase its slot: `runner` is a copy, so it
+  // stays alive and valid meanwhile).
+  void RunInline(std::shared_ptr<ActorRunner> runner);
   // Both take the key by value: callers pass keys that live in actors_, whose
   // entry they erase.
   void FinishActor(ActorKey key, const RunnerEvent& last);

@@ -112,7 +112,7 @@ void WorkerRuntime::HandleCreateActor(const protocol::CreateActor& m) {
   if (runner->runs_inline()) RunInline(runner);
 }
 
-void WorkerRuntime::RunInline(const std::shared_ptr<ActorRunner>& runner) {
+void WorkerRuntime::RunInline(std::shared_ptr<ActorRunner> runner) {
   for (RunnerEvent& event : runner->RunQueuedInline()) HandleRunnerEvent(std::move(event));
 }
 
