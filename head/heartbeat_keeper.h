@@ -17,8 +17,9 @@
 //   kLoop    the loop thread owns it (outside commits)
 //   kLent    the loop is inside a commit: the keeper may take it
 //   kKeeper  the keeper is sending; the loop, back from its commit, waits
-// A commit therefore costs the loop two uncontended compare-and-swaps, and no
-// system call, unless the keeper is sending at that moment.
+// A commit therefore costs the loop one atomic store and one uncontended
+// compare-and-swap, and no system call, unless the keeper is sending at that
+// moment.
 //
 // Thread affinity: Lend and Reclaim (or a Loan) on the loop thread only; the
 // callback runs on the keeper's thread, only between a Lend and its Reclaim.

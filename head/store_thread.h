@@ -1,11 +1,11 @@
 // StoreThread: runs the head loop's long store operations (reading a large
 // checkpoint, syncing a checkpoint file, retrying a commit refused for lack of
 // space) on its own thread, so that the loop can keep sending heartbeats
-// meanwhile. (The turn's commit runs on the loop thread with a
+// meanwhile. Without it a 64 MiB checkpoint's read silenced the head for
+// longer than the workers' liveness window and they reconnected in the middle
+// of their work. (The turn's commit runs on the loop thread with a
 // HeartbeatKeeper: a hand-off here and back per turn cost two thread
-// wake-ups, about 90 µs of every step cycle.) Without it a 64 MiB checkpoint's commit or
-// read silenced the head for longer than the workers' liveness window and
-// they reconnected in the middle of their work.
+// wake-ups, about 90 µs of every step cycle.)
 //
 // The loop still waits for each operation before it acts on anything else:
 // while it waits it only sends heartbeats, which depend on no state. So the

@@ -148,7 +148,7 @@ struct Trial {
   Json ToJson() const;
   // ToJson().dump(), byte for byte, written directly: the config and the last
   // result are serialised where they are instead of being copied into a DOM
-  // first (the copy was 12% of the head's CPU with 10,000 one-iteration
+  // first (building that DOM was 12% of the head's CPU with one-iteration
   // trials). Throws as dump() does (nlohmann::json::type_error on invalid
   // UTF-8; results are validated on the way in).
   std::string ToRecordText() const;

@@ -121,13 +121,12 @@ ActorRunner::ActorRunner(uint64_t serial, const protocol::CreateActor& create,
       host_(std::move(host)),
       trainable_name_(create.trainable),
       events_(std::move(events)),
-      runs_inline_(trainable != nullptr &&
-                   trainable->RunsInline(create.config.is_null() ? Json::object() : create.config)),
       key_{create.trial_id, create.attempt},
       config_(create.config.is_null() ? Json::object() : create.config),
       gpu_ids_(create.gpu_ids),
       resources_(create.resources),
-      trainable_(std::move(trainable)) {
+      trainable_(std::move(trainable)),
+      runs_inline_(trainable_ != nullptr && trainable_->RunsInline(config_)) {
   log_ = std::make_shared<TrialLog>(TrialDir(host_.work_dir, key_.trial_id));
   protocol::Message setup{create, {}};
   queue_.push_back(std::move(setup));
@@ -150,17 +149,19 @@ void ActorRunner::Enqueue(protocol::Message command) {
 void ActorRunner::Abandon() {
   abandoned_.store(true);
   cv_.notify_one();
-  if (runs_inline_) {
-    // This is the runner thread of an inline actor: release the trainable
-    // now, as Run() does for an abandoned threaded one.
-    if (trainable_ != nullptr && setup_done_) {
-      Guarded([&]() -> Status {
-        trainable_->Cleanup();
-        return Status::Ok();
-      }).IgnoreError();
-    }
-    trainable_.reset();
+  // This is the runner thread of an inline actor: release the trainable now,
+  // as Run() does for an abandoned threaded one.
+  if (runs_inline_) ReleaseAbandonedTrainable();
+}
+
+void ActorRunner::ReleaseAbandonedTrainable() {
+  if (trainable_ != nullptr && setup_done_) {
+    Guarded([&]() -> Status {
+      trainable_->Cleanup();
+      return Status::Ok();
+    }).IgnoreError();
   }
+  trainable_.reset();
 }
 
 std::shared_ptr<TrialLog> ActorRunner::CurrentLog() const {
@@ -223,14 +224,8 @@ void ActorRunner::Run() {
       return;
     }
   }
-  // Abandoned: release the trainable quietly; nothing is reported.
-  if (trainable_ != nullptr && setup_done_) {
-    Guarded([&]() -> Status {
-      trainable_->Cleanup();
-      return Status::Ok();
-    }).IgnoreError();
-  }
-  trainable_.reset();
+  // Abandoned: nothing is reported.
+  ReleaseAbandonedTrainable();
   g_running_threads.fetch_sub(1);
 }
 

@@ -152,6 +152,10 @@ class ActorRunner {
   RunnerEvent DoExport(const protocol::Export& cmd);
   // Dispatches one command; event.exited means the thread ends after posting it.
   RunnerEvent Execute(protocol::Message& command);
+  // Cleanup and destruction of an abandoned actor's trainable, quietly (if
+  // set up): on its runner thread, or for an inline actor on the control
+  // thread at Abandon.
+  void ReleaseAbandonedTrainable();
   // Execute, then what every executed command needs: an exit destroys the
   // trainable on this thread, and the event names this actor.
   RunnerEvent ExecuteAndStamp(protocol::Message& command);
@@ -170,7 +174,6 @@ class ActorRunner {
   const HostInfo host_;
   const std::string trainable_name_;
   const std::shared_ptr<EventQueue> events_;
-  const bool runs_inline_;
 
   // Command queue (control thread -> runner thread).
   std::mutex mu_;
@@ -190,12 +193,17 @@ class ActorRunner {
   std::vector<int64_t> gpu_ids_;
   std::map<std::string, double> resources_;
   std::unique_ptr<Trainable> trainable_;
+  // Set once, from config_ and trainable_ (declared before it); read by the
+  // control thread too, before the first command runs.
+  const bool runs_inline_;
   bool setup_done_ = false;
+  // An executed command ended the actor: nothing runs after it.
   bool exited_ = false;
   TrialContext context_;  // see Context()
   bool context_valid_ = false;
-  std::time_t date_of_ = 0;  // the second `date_` formats
-  std::string date_;         // an executed command ended the actor: nothing runs after it
+  // `date_` is `date_of_` formatted (FillResult formats once a second).
+  std::time_t date_of_ = 0;
+  std::string date_;
   // Ray's counters (trainable.py).
   int64_t iteration_ = 0;
   double time_total_s_ = 0;

@@ -354,8 +354,9 @@ Result<Unpacked> Unpack(std::string_view bytes) {
     size_t offset = 0;
     out.obj_ = msgpack::unpack(*zone, bytes.data(), bytes.size(), offset, nullptr, nullptr,
                                HeaderLimits(bytes.size()));
-    if (offset != bytes.size())
+    if (offset != bytes.size()) {
       return Status::InvalidArgument("trailing bytes after msgpack value");
+    }
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("malformed msgpack: ") + e.what());
   }
