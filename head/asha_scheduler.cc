@@ -66,7 +66,7 @@ SchedulerDecision AshaScheduler::OnTrialResult(Trial& t, const Json& result,
 
 void AshaScheduler::OnTrialComplete(Trial& t) {
   const size_t recorded_before = NumRecorded(t.trial_id);
-  OnComplete(t.trial_id, t.last_result);
+  OnComplete(t.trial_id, t.last_result.Get());
   if (NumRecorded(t.trial_id) != recorded_before) t.scheduler_state = StateOf(t.trial_id);
 }
 

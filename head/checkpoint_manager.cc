@@ -27,9 +27,9 @@ bool CheckpointManager::Due(const Trial& t, const CheckpointPolicy& policy) {
   const CheckpointRecord* c = t.NewestCheckpoint();
   if (c != nullptr && c->iteration >= t.iteration) return false;  // already taken
   // Trial::FromJson and the result checks guarantee these are booleans.
-  const bool done = t.last_result.value("done", false);
+  const bool done = t.last_result.Get().value("done", false);
   return (policy.frequency > 0 && t.iteration % policy.frequency == 0) || (done && policy.at_end) ||
-         t.last_result.value("should_checkpoint", false) || t.checkpoint_requested;
+         t.last_result.Get().value("should_checkpoint", false) || t.checkpoint_requested;
 }
 
 void CheckpointManager::Add(Trial& t, const CheckpointPolicy& policy, std::string bytes,
@@ -43,7 +43,7 @@ void CheckpointManager::Add(Trial& t, const CheckpointPolicy& policy, std::strin
     Adopt(bytes);
   }
   const Json* v =
-      t.last_result.is_null() ? nullptr : FindFlatKey(t.last_result, policy.score_attribute);
+      t.last_result.is_null() ? nullptr : FindFlatKey(t.last_result.Get(), policy.score_attribute);
   if (v != nullptr && v->is_number() && !std::isnan(v->get<double>())) {
     c.score_valid = true;
     c.score = (policy.score_max ? 1.0 : -1.0) * v->get<double>();

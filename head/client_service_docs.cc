@@ -51,7 +51,7 @@ Json ClientService::ExperimentDoc(const Experiment& e) const {
   if (const Trial* b = runner_.book().BestTrial(e)) {
     best = Json{{"trial_id", b->trial_id},
                 {"metric", e.spec.metric},
-                {"value", *FindFlatKey(b->last_result, e.spec.metric)},
+                {"value", *FindFlatKey(b->last_result.Get(), e.spec.metric)},
                 {"iteration", b->iteration},
                 {"config", b->config}};
   }
@@ -86,7 +86,7 @@ Json ClientService::TrialDoc(const Trial& t) const {
               {"num_failures", t.num_failures},
               {"attempt", t.attempt},
               {"iteration", t.iteration},
-              {"last_result", t.last_result},
+              {"last_result", t.last_result.Get()},
               {"worker", NullIfEmpty(runner_.WorkerNameOf(t))},
               {"error", NullIfEmpty(t.error)},
               {"error_log", t.error_log},

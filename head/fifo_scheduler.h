@@ -33,6 +33,7 @@ class FifoScheduler final : public TrialScheduler {
   SchedulerDecision OnTrialResult(Trial&, const Json&) override {
     return SchedulerDecision::kContinue;
   }
+  bool JudgesResults(const Trial&) const override { return false; }
   void OnTrialComplete(Trial&) override {}
   void OnTrialError(Trial&) override {}
   std::optional<TrialId> ChooseTrialToRun(

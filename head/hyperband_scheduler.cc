@@ -128,9 +128,9 @@ Status HyperBandScheduler::RestoreTrial(const Trial& t) {
   member_of_[t.trial_id] = Member{key, index};
   if (!IsFinished(t.status)) {
     Live l{t.trial_id, 0, 0};
-    const Json* time = FindFlatKey(t.last_result, options_.time_attr);
+    const Json* time = FindFlatKey(t.last_result.Get(), options_.time_attr);
     if (time != nullptr && time->is_number()) l.time = time->get<double>();
-    l.value = SignedMetric(t.last_result).value_or(std::numeric_limits<double>::quiet_NaN());
+    l.value = SignedMetric(t.last_result.Get()).value_or(std::numeric_limits<double>::quiet_NaN());
     b.live[index] = l;
   }
   return Status::Ok();

@@ -134,9 +134,9 @@ SchedulerDecision MedianStoppingScheduler::OnTrialResult(Trial& t, const Json& r
 }
 
 void MedianStoppingScheduler::OnTrialComplete(Trial& t) {
-  const auto sample = Read(t.last_result);
+  const auto sample = Read(t.last_result.Get());
   const std::optional<int64_t> iteration =
-      t.last_result.is_object() ? IterationOf(t.last_result) : std::nullopt;
+      t.last_result.Get().is_object() ? IterationOf(t.last_result.Get()) : std::nullopt;
   if (!sample || !iteration) return;
   Record& r = trials_[t.trial_id];
   if (r.completed_at) return;  // counted at its first completion

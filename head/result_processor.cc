@@ -3,23 +3,34 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/protocol/result_view.h"
+
 namespace ztune::head {
 namespace {
 
+using protocol::ResultView;
+
+bool IsTrue(const std::optional<ResultView::Value>& v) {
+  return v && v->kind == ResultView::Kind::kBoolean && v->boolean;
+}
+
 // The result's own `done`, else whether a stopping criterion is reached; an
 // error when a criterion's key is missing or not a number.
-bool Done(const Json& result, const ExperimentSpec& spec, int64_t iteration, std::string* error) {
+bool Done(const ResultView& result, const ExperimentSpec& spec, int64_t iteration,
+          std::string* error) {
   // Ray's _should_stop: a result that says it is done is done; the stopping
   // criteria (and their keys) only matter for the others.
-  if (result.value("done", false)) return true;
+  if (IsTrue(result.Find("done"))) return true;
   for (const auto& [key, threshold] : spec.stop) {
-    const Json* v = FindFlatKey(result, key);
-    if (v == nullptr || !(v->is_number() || v->is_boolean())) {
+    // The stamped trial_id is a string: as a criterion it is "not a number".
+    auto v = key == "trial_id" ? std::nullopt : result.FindFlat(key);
+    if (!v || !(v->is_number() || v->kind == ResultView::Kind::kBoolean)) {
       *error = "stopping criterion '" + key + "' not found (or not a number) in the result of "
                "iteration " + std::to_string(iteration);
       return false;
     }
-    const double x = v->is_boolean() ? (v->get<bool>() ? 1.0 : 0.0) : v->get<double>();
+    const double x =
+        v->kind == ResultView::Kind::kBoolean ? (v->boolean ? 1.0 : 0.0) : v->AsDouble();
     if (x >= threshold) return true;
   }
   return false;
@@ -28,14 +39,17 @@ bool Done(const Json& result, const ExperimentSpec& spec, int64_t iteration, std
 // The keys the experiment's scheduler judges by must be in every result that
 // does not end the trial by itself (Ray's _validate_result_metrics; a final
 // `done` result may carry nothing else). Returns the error, or "".
-std::string MissingSchedulerKey(const Json& result, const ExperimentSpec& spec, int64_t iteration) {
-  if (result.value("done", false)) return "";
+std::string MissingSchedulerKey(const ResultView& result, const protocol::RawResult& raw,
+                                const ExperimentSpec& spec, int64_t iteration) {
+  if (IsTrue(result.Find("done"))) return "";
   for (const std::string& key : spec.scheduler.RequiredResultKeys()) {
-    const Json* v = FindFlatKey(result, key);
-    if (v != nullptr && v->is_number()) continue;
+    auto v = result.FindFlat(key);
+    if (v && v->is_number()) continue;
+    // The error path: a DOM lists the keys in the order a user sees them.
+    const Json dom = raw.ToJson();
     std::string reported;
     size_t listed = 0;
-    for (auto it = result.begin(); it != result.end(); ++it) {
+    for (auto it = dom.begin(); it != dom.end(); ++it) {
       if (++listed > 20) {
         reported += ", ...";
         break;
@@ -43,28 +57,27 @@ std::string MissingSchedulerKey(const Json& result, const ExperimentSpec& spec, 
       reported += (reported.empty() ? "" : ", ") + it.key();
     }
     return "result of iteration " + std::to_string(iteration) + " has " +
-           (v == nullptr ? "no '" + key + "'" : "a non-numeric '" + key + "'") +
-           ", which scheduler " + spec.scheduler.TypeName() +
-           " judges trials by (the result reports: " + reported + ")";
+           (!v ? "no '" + key + "'" : "a non-numeric '" + key + "'") + ", which scheduler " +
+           spec.scheduler.TypeName() + " judges trials by (the result reports: " + reported + ")";
   }
   return "";
 }
 
 }  // namespace
 
-BatchOutcome ResultProcessor::Process(const TrialId& trial_id, int64_t last_iteration,
-                                      int64_t resume_iteration, const ExperimentSpec& spec,
+BatchOutcome ResultProcessor::Process(int64_t last_iteration, int64_t resume_iteration,
+                                      const ExperimentSpec& spec,
                                       std::vector<protocol::ResultRecord> results) {
   BatchOutcome out;
   int64_t last = last_iteration;
   for (auto& rec : results) {
-    Json& in = rec.result;
-    auto it_iter = in.is_object() ? in.find("training_iteration") : in.end();
-    if (!in.is_object() || it_iter == in.end() || !it_iter->is_number_integer()) {
+    const ResultView in(rec.result.bytes);
+    const auto iter = in.Find("training_iteration");
+    if (!in.is_object() || !iter || !iter->is_integer()) {
       out.error = "result without an integer training_iteration";
       break;
     }
-    const int64_t iteration = it_iter->get<int64_t>();
+    const int64_t iteration = iter->AsInt64();
     if (iteration <= last) continue;  // already stored (replay or re-run)
     // Results are keyed and resumed by iteration: a gap would be permanent.
     const int64_t expected = std::max(last, resume_iteration) + 1;
@@ -77,27 +90,24 @@ BatchOutcome ResultProcessor::Process(const TrialId& trial_id, int64_t last_iter
     // A trainable's own result: the flags the runner acts on must be booleans
     // (a number or string here aborted the head, on every replay).
     for (const char* flag : {"done", "should_checkpoint"}) {
-      auto it = in.find(flag);
-      if (it != in.end() && !it->is_boolean()) {
+      auto v = in.Find(flag);
+      if (v && v->kind != ResultView::Kind::kBoolean) {
         out.error = "result of iteration " + std::to_string(iteration) + ": '" + flag +
-                    "' must be true or false, got a " + it->type_name();
+                    "' must be true or false, got a " + v->TypeName();
         break;
       }
     }
     if (!out.error.empty()) break;
-    out.error = MissingSchedulerKey(in, spec, iteration);
+    out.error = MissingSchedulerKey(in, rec.result, spec, iteration);
     if (!out.error.empty()) break;
-    Json result = std::move(in);
-    result["trial_id"] = trial_id;
-    const bool done = Done(result, spec, iteration, &out.error);
+    const bool done = Done(in, spec, iteration, &out.error);
     if (!out.error.empty()) break;
-    result["done"] = done;
     out.checkpoint =
         out.checkpoint ||
         (spec.checkpoint.frequency > 0 && iteration % spec.checkpoint.frequency == 0) ||
-        (done && spec.checkpoint.at_end) || result.value("should_checkpoint", false);
+        (done && spec.checkpoint.at_end) || IsTrue(in.Find("should_checkpoint"));
     last = iteration;
-    out.accepted.emplace_back(iteration, std::move(result));
+    out.accepted.push_back({iteration, std::move(rec.result), done});
     if (done) {
       out.stop = true;
       break;  // a STOP ignores the rest of a buffered batch
@@ -105,6 +115,17 @@ BatchOutcome ResultProcessor::Process(const TrialId& trial_id, int64_t last_iter
   }
   if (!out.error.empty()) out.accepted.clear();
   return out;
+}
+
+std::string ResultProcessor::StoredText(const TrialId& trial_id, const AcceptedResult& r) {
+  return ResultView(r.raw.bytes).StampedJson(trial_id.str(), r.done);
+}
+
+Json ResultProcessor::StoredJson(const TrialId& trial_id, const AcceptedResult& r) {
+  Json j = r.raw.ToJson();
+  j["trial_id"] = trial_id;
+  j["done"] = r.done;
+  return j;
 }
 
 }  // namespace ztune::head

@@ -22,11 +22,20 @@
 
 namespace ztune::head {
 
+// A result to store: its bytes and what the runner acts on. The stored text
+// is ResultView::StampedJson(trial id, done), written once the batch's
+// decision (which may make it `done`) is known.
+struct AcceptedResult {
+  int64_t iteration = 0;
+  protocol::RawResult raw;
+  bool done = false;
+};
+
 struct BatchOutcome {
-  // The results to store, in order, keyed by iteration (replayed or re-run
-  // iterations already stored are left out). Empty when `error` is set: a
-  // batch with one invalid result is stored not at all.
-  std::vector<std::pair<int64_t, Json>> accepted;
+  // The results to store, in order (replayed or re-run iterations already
+  // stored are left out). Empty when `error` is set: a batch with one
+  // invalid result is stored not at all.
+  std::vector<AcceptedResult> accepted;
   bool stop = false;        // a result is done: the trial terminates after it
   bool checkpoint = false;  // a persistent checkpoint is due after the batch
   std::string error;        // an invalid result: the trial fails, not retried
@@ -36,10 +45,16 @@ class ResultProcessor {
  public:
   // `last_iteration`: the trial's last stored iteration; `resume_iteration`:
   // where its current attempt resumed (the next result follows the larger).
-  // `results` are moved into the outcome, not copied (a JSON DOM per result).
-  static BatchOutcome Process(const TrialId& trial_id, int64_t last_iteration,
-                              int64_t resume_iteration, const ExperimentSpec& spec,
+  // `results` are moved into the outcome, not copied; no JSON DOM is built
+  // (one is only for an error message).
+  static BatchOutcome Process(int64_t last_iteration, int64_t resume_iteration,
+                              const ExperimentSpec& spec,
                               std::vector<protocol::ResultRecord> results);
+  // The JSON text stored for `r` of trial `trial_id`: the result with its
+  // trial_id and final done (Ray's auto-filled fields), as a DOM's dump().
+  static std::string StoredText(const TrialId& trial_id, const AcceptedResult& r);
+  // The same as a DOM, for a scheduler that judges results.
+  static Json StoredJson(const TrialId& trial_id, const AcceptedResult& r);
 };
 
 }  // namespace ztune::head

@@ -28,6 +28,10 @@ class SchedulerSet final : public TrialScheduler {
                   const PlacementRequest& request) override;
   void OnTrialRemove(const Trial& t) override;
   SchedulerDecision OnTrialResult(Trial& t, const Json& result) override;
+  // Only an experiment with a scheduler judges results (FIFO does not).
+  bool JudgesResults(const Trial& t) const override {
+    return SchedulerOf(t.experiment_id) != nullptr;
+  }
   void OnTrialComplete(Trial& t) override;
   void OnTrialError(Trial& t) override;
   void OnTrialPaused(Trial& t) override;

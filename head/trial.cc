@@ -171,7 +171,7 @@ Json Trial::ToJson() const {
          {"attempt", attempt},
          {"num_failures", num_failures},
          {"iteration", iteration},
-         {"last_result", last_result},
+         {"last_result", last_result.Get()},
          {"next_checkpoint_id", next_checkpoint_id},
          {"error", error},
          {"start_time", start_time},
@@ -207,15 +207,23 @@ class ObjectWriter {
   ObjectWriter(const ObjectWriter&) = delete;
   ObjectWriter& operator=(const ObjectWriter&) = delete;
   void Field(std::string_view key, const Json& value) {
+    Key(key);
+    out_ += value.dump();
+  }
+  void FieldText(std::string_view key, const LastResult& value) {
+    Key(key);
+    value.AppendText(out_);
+  }
+
+ private:
+  void Key(std::string_view key) {
     if (!first_) out_ += ',';
     first_ = false;
     out_ += '"';
     out_ += key;
     out_ += "\":";
-    out_ += value.dump();
   }
 
- private:
   std::string& out_;
   bool first_ = true;
 };
@@ -242,7 +250,7 @@ std::string Trial::ToRecordText() const {
     w.Field("exports", exports);
     w.Field("held", Json(held));
     w.Field("iteration", Json(iteration));
-    w.Field("last_result", last_result);
+    w.FieldText("last_result", last_result);
     w.Field("next_checkpoint_id", Json(next_checkpoint_id));
     w.Field("num_failures", Json(num_failures));
     w.Field("num_restores", Json(num_restores));
@@ -283,10 +291,11 @@ Result<Trial> Trial::FromJson(const Json& j) {
     t.attempt = StoredInt<uint64_t>(j.at("attempt"));
     t.num_failures = StoredInt<int64_t>(j.at("num_failures"));
     t.iteration = StoredInt<int64_t>(j.at("iteration"));
-    t.last_result = j.at("last_result");
-    if (!t.last_result.is_null()) {
-      RETURN_IF_ERROR(CheckStoredLastResult(t.last_result, "trial record: last_result"));
+    const Json& last_result = j.at("last_result");
+    if (!last_result.is_null()) {
+      RETURN_IF_ERROR(CheckStoredLastResult(last_result, "trial record: last_result"));
     }
+    t.last_result = last_result;
     if (j.contains("checkpoints")) {  // schema 1: inline
       for (const auto& c : j["checkpoints"]) {
         ASSIGN_OR_RETURN(CheckpointRecord record, CheckpointRecordFromJson(c));

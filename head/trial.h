@@ -14,6 +14,7 @@
 #include "common/resources.h"
 #include "common/status.h"
 #include "head/experiment_spec.h"
+#include "head/last_result.h"
 #include "head/resource_ledger.h"
 #include "head/trial_phase.h"
 
@@ -92,7 +93,7 @@ struct Trial {
   uint64_t attempt = 0;  // bumped at every (re)start; fences stale messages
   int64_t num_failures = 0;
   int64_t iteration = 0;  // last stored training_iteration
-  Json last_result;       // null until the first result
+  LastResult last_result;                     // null until the first result
   std::vector<CheckpointRecord> checkpoints;  // retained persistent, by id
   uint64_t next_checkpoint_id = 1;
   std::string error;  // last failure text

@@ -160,7 +160,7 @@ const Trial* TrialBook::BestTrial(const Experiment& e) const {
   for (const auto& id : e.trial_ids) {
     const Trial& t = TrialRef(id);
     if (t.last_result.is_null()) continue;
-    const Json* v = FindFlatKey(t.last_result, e.spec.metric);
+    const Json* v = FindFlatKey(t.last_result.Get(), e.spec.metric);
     if (v == nullptr || !v->is_number()) continue;
     double x = v->get<double>();
     if (std::isnan(x)) continue;

@@ -245,7 +245,7 @@ void TrialRecovery::GiveUpReattach(Trial& t, const std::string& why) {
 }
 
 void TrialRecovery::DriveAfterReattach(Trial& t, SendTiming timing) {
-  const bool done = !t.last_result.is_null() && t.last_result.value("done", false);
+  const bool done = !t.last_result.is_null() && t.last_result.Get().value("done", false);
   if (p_.lifecycle.CheckpointDue(t)) {
     p_.lifecycle.SaveCheckpoint(t, /*then_stop=*/done, timing);
   } else if (done) {

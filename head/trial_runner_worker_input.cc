@@ -166,12 +166,12 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id, protocol::ResultB
                           &mismatch);
   if (!mismatch.empty()) peer_warnings_.Warn(mismatch + "; its results are kept as a replay");
   Experiment& e = book_.ExperimentOf(*t);
-  BatchOutcome outcome = ResultProcessor::Process(t->trial_id, t->iteration, t->resume_iteration,
-                                                  e.spec, std::move(batch.results));
+  BatchOutcome outcome =
+      ResultProcessor::Process(t->iteration, t->resume_iteration, e.spec, std::move(batch.results));
   bool stop = outcome.stop;
   bool checkpoint = outcome.checkpoint;
   const std::string& error = outcome.error;
-  std::vector<std::pair<int64_t, Json>>& accepted = outcome.accepted;
+  std::vector<AcceptedResult>& accepted = outcome.accepted;
   // The scheduler sees each result in order that does not stop the trial by
   // itself (Ray's _process_trial_result: done or a stopping criterion is a
   // STOP without asking it); its first STOP or PAUSE ends the batch there.
@@ -182,9 +182,12 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id, protocol::ResultB
   const Json scheduler_state_before = t->scheduler_state;
   const bool checkpoint_requested_before = t->checkpoint_requested;
   const bool pause_requested_before = t->pause_requested;
-  for (size_t i = 0; i < accepted.size(); ++i) {
-    if (accepted[i].second.value("done", false)) break;
-    const SchedulerDecision d = scheduler_->OnTrialResult(*t, accepted[i].second);
+  // FIFO judges no result: no DOM is built for it.
+  const bool judged = scheduler_->JudgesResults(*t);
+  for (size_t i = 0; i < accepted.size() && judged; ++i) {
+    if (accepted[i].done) break;
+    const SchedulerDecision d =
+        scheduler_->OnTrialResult(*t, ResultProcessor::StoredJson(t->trial_id, accepted[i]));
     if (d == SchedulerDecision::kContinue) continue;
     switch (d) {
       case SchedulerDecision::kContinue: break;
@@ -208,7 +211,7 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id, protocol::ResultB
       // Ray: a scheduler's STOP makes the result done, so that it is stored
       // as the last (a head restarted before the STOP went out finishes the
       // trial from it, DriveAfterReattach) and checkpoint_at_end applies.
-      accepted[i].second["done"] = true;
+      accepted[i].done = true;
       checkpoint = checkpoint || e.spec.checkpoint.at_end;
     }
     break;
@@ -220,12 +223,13 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id, protocol::ResultB
     book_.MarkDirty(*t);
   }
   if (error.empty() && !accepted.empty()) {
-    for (auto& [iteration, result] : accepted) {
-      batch_.Put(storage::Family::kResults, storage::ResultKey(t->trial_id, iteration),
-                 result.dump());
+    std::string text;
+    for (const AcceptedResult& r : accepted) {
+      text = ResultProcessor::StoredText(t->trial_id, r);
+      batch_.Put(storage::Family::kResults, storage::ResultKey(t->trial_id, r.iteration), text);
     }
-    t->iteration = accepted.back().first;
-    t->last_result = std::move(accepted.back().second);
+    t->iteration = accepted.back().iteration;
+    t->last_result.SetText(std::move(text));
     book_.NoteProgress(*t);
   }
   if (max_seq > 0) acks_[{worker_id, t->trial_id, t->attempt}] = max_seq;

@@ -96,6 +96,9 @@ class TrialScheduler {
   // stopping criterion: Ray's _process_trial_result). May change
   // `t.scheduler_state` (committed with the result), nothing else of `t`.
   virtual SchedulerDecision OnTrialResult(Trial& t, const Json& result) = 0;
+  // Whether OnTrialResult may decide anything for `t`; false lets the runner
+  // skip building the result's DOM (FIFO: every result continues).
+  virtual bool JudgesResults(const Trial&) const { return true; }
   // `t` ended: TERMINATED (complete) or ERROR. Either may change
   // `t.scheduler_state`, nothing else.
   virtual void OnTrialComplete(Trial& t) = 0;

@@ -201,7 +201,9 @@ void WorkerRuntime::HandleRunnerEvent(RunnerEvent event) {
       batch.error = event.error;
       // A fenced TRAIN (the actor was re-keyed) has no results and no seq.
       if (key == slot_key) {
-        for (auto& r : event.results) batch.results.push_back({slot.next_seq++, std::move(r)});
+        for (auto& r : event.results) {
+          batch.results.push_back({slot.next_seq++, protocol::RawResult::FromJson(r)});
+        }
         auto& entries = outbox_[key];
         entries.push_back(OutboxEntry{std::move(batch), slot.next_seq - 1});
         recent_.Answered(event.rid, nullptr);  // the outbox keeps it

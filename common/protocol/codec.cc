@@ -77,6 +77,15 @@ struct Encoder {
   void Value(const bool& v) { pk.pack(v); }
   void Value(const std::string& v) { pk.pack(v); }
   void Value(const Json& v) { PackJson(pk, v); }
+  // Bytes that are one msgpack value already: appended as they are (the
+  // body writer adds no header).
+  void Value(const RawResult& r) {
+    if (r.bytes.empty()) {
+      pk.pack_nil();
+      return;
+    }
+    pk.pack_bin_body(r.bytes.data(), static_cast<uint32_t>(r.bytes.size()));
+  }
   void Value(const std::map<std::string, double>& m) {
     pk.pack_map(static_cast<uint32_t>(m.size()));
     for (const auto& [k, v] : m) {
@@ -155,6 +164,77 @@ Result<Json> ObjectToJson(const msgpack::object& o, int depth) {
   return Status::InvalidArgument("unknown msgpack type");
 }
 
+// A sink for msgpack::packer that appends to a string (RawResult's bytes).
+struct StringSink {
+  std::string& out;
+  void write(const char* p, size_t n) { out.append(p, n); }
+};
+using StringPacker = msgpack::packer<StringSink>;
+
+void PackFloat64(StringSink& sink, double d) {
+  const auto bits = std::bit_cast<uint64_t>(d);
+  char buf[9];
+  buf[0] = static_cast<char>(0xcb);
+  for (int i = 0; i < 8; ++i) buf[1 + i] = static_cast<char>((bits >> (56 - 8 * i)) & 0xff);
+  sink.write(buf, sizeof(buf));
+}
+
+void PackUtf8(StringPacker& pk, const char* p, uint32_t size) {
+  std::string_view s(p, size);
+  if (IsValidUtf8(s)) {
+    pk.pack_str(size);
+    pk.pack_str_body(p, size);
+  } else {
+    pk.pack(Utf8OrReplaced(s));
+  }
+}
+
+// Re-encodes a decoded value in RawResult's normal form, with the rules of
+// ObjectToJson (the same errors for the same input). A float is written as a
+// float64 by hand: msgpack-c would pack an integral one as an integer, and
+// ObjectToJson keeps it a float.
+Status Normalize(const msgpack::object& o, int depth, StringSink& sink, StringPacker& pk) {
+  if (depth > kMaxJsonDepth) return Status::InvalidArgument("value nested too deeply");
+  switch (o.type) {
+    case msgpack::type::NIL: pk.pack_nil(); return Status::Ok();
+    case msgpack::type::BOOLEAN:
+      if (o.via.boolean) {
+        pk.pack_true();
+      } else {
+        pk.pack_false();
+      }
+      return Status::Ok();
+    case msgpack::type::POSITIVE_INTEGER: pk.pack_uint64(o.via.u64); return Status::Ok();
+    case msgpack::type::NEGATIVE_INTEGER: pk.pack_int64(o.via.i64); return Status::Ok();
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64: PackFloat64(sink, o.via.f64); return Status::Ok();
+    case msgpack::type::STR: PackUtf8(pk, o.via.str.ptr, o.via.str.size); return Status::Ok();
+    case msgpack::type::BIN:
+      pk.pack_bin(o.via.bin.size);
+      pk.pack_bin_body(o.via.bin.ptr, o.via.bin.size);
+      return Status::Ok();
+    case msgpack::type::ARRAY:
+      pk.pack_array(o.via.array.size);
+      for (uint32_t i = 0; i < o.via.array.size; ++i) {
+        RETURN_IF_ERROR(Normalize(o.via.array.ptr[i], depth + 1, sink, pk));
+      }
+      return Status::Ok();
+    case msgpack::type::MAP:
+      pk.pack_map(o.via.map.size);
+      for (uint32_t i = 0; i < o.via.map.size; ++i) {
+        const auto& kv = o.via.map.ptr[i];
+        if (kv.key.type != msgpack::type::STR) {
+          return Status::InvalidArgument("map keys must be strings");
+        }
+        PackUtf8(pk, kv.key.via.str.ptr, kv.key.via.str.size);
+        RETURN_IF_ERROR(Normalize(kv.val, depth + 1, sink, pk));
+      }
+      return Status::Ok();
+    case msgpack::type::EXT: return Status::InvalidArgument("msgpack ext types are not allowed");
+  }
+  return Status::InvalidArgument("unknown msgpack type");
+}
+
 struct Decoder {
   const msgpack::object& map;  // precondition: type MAP
   std::string prefix;
@@ -212,6 +292,15 @@ struct Decoder {
     auto j = ObjectToJson(o, 0);
     if (!j.ok()) return Status::InvalidArgument("field '" + path + "': " + j.status().message());
     out = std::move(j).value();
+    return Status::Ok();
+  }
+  static Status Read(const msgpack::object& o, const std::string& path, RawResult& out) {
+    out.bytes.clear();
+    out.bytes.reserve(256);
+    StringSink sink{out.bytes};
+    StringPacker pk(sink);
+    Status s = Normalize(o, 0, sink, pk);
+    if (!s.ok()) return Status::InvalidArgument("field '" + path + "': " + s.message());
     return Status::Ok();
   }
   static Status Read(const msgpack::object& o, const std::string& path,
@@ -480,6 +569,13 @@ std::string JsonToMsgpack(const Json& j) {
 Result<Json> MsgpackToJson(std::string_view bytes) {
   ASSIGN_OR_RETURN(Unpacked oh, Unpack(bytes));
   return ObjectToJson(oh.get(), 0);
+}
+
+RawResult RawResult::FromJson(const Json& j) { return RawResult{JsonToMsgpack(j)}; }
+
+Json RawResult::ToJson() const {
+  auto j = MsgpackToJson(bytes);
+  return j.ok() ? std::move(j).value() : Json();
 }
 
 }  // namespace ztune::protocol

@@ -1,6 +1,7 @@
 // Head <-> worker messages. The contract is docs/protocol.md; this header is its
 // C++ form. Each message is a plain struct plus a field visitor that the codec
-// (codec.cc, the only file that knows msgpack) uses to encode and decode it.
+// (codec.cc, with result_view.cc the only files that know msgpack) uses to
+// encode and decode it.
 //
 // Frames on the wire: [version "ZTUNE1"][command: 1 byte][msgpack header map]
 // [optional raw payload: checkpoint bytes, never re-encoded]. Unknown header keys
@@ -11,6 +12,7 @@
 #include <map>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -98,9 +100,31 @@ struct Reply {
   }
 };
 
+// One result, kept as msgpack bytes rather than a JSON DOM: the head stores,
+// judges and acknowledges results without building one per result (a DOM
+// built, dumped and freed per result was a quarter of the head's loop,
+// docs/benchmarks.md). Decoded bytes are in the codec's normal form: any
+// msgpack value without ext types, nested at most 64 deep, map keys strings,
+// every string and key valid UTF-8 (invalid bytes replaced), every float a
+// float64. protocol::ResultView reads them.
+struct RawResult {
+  // Not an aggregate: nlohmann's implicit conversion would let a Json object
+  // initialise `bytes` and throw at run time.
+  RawResult() = default;
+  explicit RawResult(std::string msgpack) : bytes(std::move(msgpack)) {}
+
+  std::string bytes;
+  // The bytes a worker sends for `j` (codec.cc).
+  static RawResult FromJson(const Json& j);
+  // The DOM of the bytes (null if they are not msgpack); for code off the hot
+  // path: schedulers that judge results, tests.
+  Json ToJson() const;
+  bool operator==(const RawResult&) const = default;
+};
+
 struct ResultRecord {
   uint64_t seq = 0;  // per (trial, attempt), from 1
-  Json result;       // a JSON object with the auto-filled fields
+  RawResult result;  // a map with the auto-filled fields
   template <class V>
   void Visit(V& v) {
     v("seq", seq, Need::kRequired);

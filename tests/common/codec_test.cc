@@ -59,14 +59,15 @@ TEST(CodecTest, RoundTripsResultBatch) {
   b.rid = 9;
   b.trial_id = "t";
   b.attempt = 1;
-  b.results = {{1, Json{{"loss", 0.5}, {"nested", {{"a", {1, 2, "x"}}}}, {"neg", -3}}},
-               {2, Json{{"done", true}, {"none", nullptr}}}};
+  b.results = {
+      {1, RawResult::FromJson(Json{{"loss", 0.5}, {"nested", {{"a", {1, 2, "x"}}}}, {"neg", -3}})},
+      {2, RawResult::FromJson(Json{{"done", true}, {"none", nullptr}})}};
   b.failed = true;
   b.error = "step raised";
   auto d = RoundTrip(b);
   ASSERT_EQ(d.results.size(), 2u);
-  EXPECT_EQ(d.results[0].result, b.results[0].result);
-  EXPECT_EQ(d.results[1].result, b.results[1].result);
+  EXPECT_EQ(d.results[0].result.ToJson(), b.results[0].result.ToJson());
+  EXPECT_EQ(d.results[1].result.ToJson(), b.results[1].result.ToJson());
   EXPECT_TRUE(d.failed);
   EXPECT_EQ(d.error, "step raised");
 }
@@ -76,7 +77,8 @@ TEST(CodecTest, EncodesABatchByItselfAsInAMessage) {
   b.rid = 3;
   b.trial_id = "t";
   b.attempt = 2;
-  b.results = {{1, Json{{"loss", 0.5}}}, {2, Json{{"done", true}}}};
+  b.results = {{1, RawResult::FromJson(Json{{"loss", 0.5}})},
+               {2, RawResult::FromJson(Json{{"done", true}})}};
   EXPECT_EQ(Encode(b), Encode(Message{b, {}}));
 }
 
@@ -278,7 +280,7 @@ TEST(CodecTest, ReusedBuffersKeepNothingBetweenMessages) {
     b.rid = 1;
     b.trial_id = trial;
     b.attempt = 1;
-    b.results = {{1, std::move(result)}};
+    b.results = {{1, RawResult::FromJson(result)}};
     return b;
   };
   const std::vector<ResultBatch> sequence = {
@@ -301,13 +303,13 @@ TEST(CodecTest, ReusedBuffersKeepNothingBetweenMessages) {
       const auto& got = std::get<ResultBatch>(d->body);
       EXPECT_EQ(got.trial_id, b.trial_id);
       ASSERT_EQ(got.results.size(), 1u);
-      EXPECT_EQ(got.results[0].result, b.results[0].result);
+      EXPECT_EQ(got.results[0].result.ToJson(), b.results[0].result.ToJson());
       // And a message decoded while another's value is alive (two handles).
-      auto a = MsgpackToJson(JsonToMsgpack(b.results[0].result));
+      auto a = MsgpackToJson(b.results[0].result.bytes);
       auto c = MsgpackToJson(JsonToMsgpack(Json{{"other", b.trial_id}}));
       ASSERT_TRUE(a.ok());
       ASSERT_TRUE(c.ok());
-      EXPECT_EQ(*a, b.results[0].result);
+      EXPECT_EQ(*a, b.results[0].result.ToJson());
       EXPECT_EQ((*c)["other"], b.trial_id);
     }
   }

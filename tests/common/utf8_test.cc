@@ -34,14 +34,15 @@ TEST(Utf8Test, DecodedResultsCanAlwaysBeDumped) {
   batch.attempt = 1;
   batch.error = "bad \xFF error";
   Json result{{"training_iteration", 1}, {"name", "x\xC3"}, {"k\xFE", 1}};
-  batch.results.push_back({1, result});
+  batch.results.push_back({1, protocol::RawResult::FromJson(result)});
   // Encode does not validate: this is what a worker's bytes look like.
   auto decoded = protocol::Decode(protocol::Encode(protocol::Message{batch, {}}));
   ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
   const auto& b = std::get<protocol::ResultBatch>(decoded->body);
-  EXPECT_NO_THROW((void)b.results[0].result.dump());
+  const Json decoded_result = b.results[0].result.ToJson();
+  EXPECT_NO_THROW((void)decoded_result.dump());
   EXPECT_TRUE(IsValidUtf8(b.error));
-  EXPECT_TRUE(IsValidUtf8(b.results[0].result["name"].get<std::string>()));
+  EXPECT_TRUE(IsValidUtf8(decoded_result["name"].get<std::string>()));
 }
 
 }  // namespace

@@ -126,7 +126,7 @@ void SendHostileWorkerInput(zmq::context_t& context, const std::string& endpoint
   for (const Json& bad : {Json{{"training_iteration", int64_t{1} << 62}, {"done", "yes"}},
                           Json{{"training_iteration", 1}, {"done", 1}},
                           Json{{"training_iteration", 2}, {"loss", "\xff\xfe"}}}) {
-    batch.results = {{7, bad}};
+    batch.results = {{7, protocol::RawResult::FromJson(bad)}};
     w.Send(batch);
   }
   for (uint64_t rid = 1; rid <= 5000; ++rid) {

@@ -255,7 +255,8 @@ TEST(SecurityE2ETest, APeerTakingAWorkersIdGetsNothingAndStoresNothing) {
     protocol::ResultBatch forged;
     forged.trial_id = trial;
     forged.attempt = 1;
-    forged.results = {{1, Json{{"training_iteration", 79}, {"loss", -1e9}}}};
+    forged.results = {
+        {1, protocol::RawResult::FromJson(Json{{"training_iteration", 79}, {"loss", -1e9}})}};
     zmqutil::SendFrames(*s, protocol::Encode(protocol::Message{forged, {}})).IgnoreError();
     protocol::Reply reply{1, trial, 1, true, "", Json::object()};
     zmqutil::SendFrames(*s, protocol::Encode(protocol::Message{reply, {}})).IgnoreError();

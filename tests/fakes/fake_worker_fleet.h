@@ -281,7 +281,7 @@ class FakeWorkerFleet {
         int64_t user_freq = trial->config.value("user_checkpoint_freq", int64_t{0});
         bool user_ckpt = user_freq > 0 && i % user_freq == 0;
         if (user_ckpt) result["should_checkpoint"] = true;
-        batch.results.push_back({++a.seq, result});
+        batch.results.push_back({++a.seq, protocol::RawResult::FromJson(result)});
         if (user_ckpt) break;  // a buffered batch ends at should_checkpoint
       }
       outbox[Key(t->trial_id, t->attempt)].push_back(batch);

@@ -91,12 +91,19 @@ void Codec() {
   for (int i = 1; i <= 3; ++i) {
     batch.results.push_back(
         {static_cast<uint64_t>(i),
-         Json{{"training_iteration", i}, {"loss", 1.0 / i}, {"done", i == 3},
-              {"eval", {{"acc", 0.3 * i}}}, {"time_this_iter_s", 0.011},
-              {"time_total_s", 0.011 * i}, {"timestamp", 1764547200 + i},
-              {"date", "2026-12-01_10-00-0" + std::to_string(i)}, {"trial_id", "e0001_00000"},
-              {"hostname", "gpu-box-1"}, {"pid", 4711}, {"should_checkpoint", i == 2},
-              {"tags", {"a", nullptr, 1.5, false}}}});
+         p::RawResult::FromJson(Json{{"training_iteration", i},
+                                     {"loss", 1.0 / i},
+                                     {"done", i == 3},
+                                     {"eval", {{"acc", 0.3 * i}}},
+                                     {"time_this_iter_s", 0.011},
+                                     {"time_total_s", 0.011 * i},
+                                     {"timestamp", 1764547200 + i},
+                                     {"date", "2026-12-01_10-00-0" + std::to_string(i)},
+                                     {"trial_id", "e0001_00000"},
+                                     {"hostname", "gpu-box-1"},
+                                     {"pid", 4711},
+                                     {"should_checkpoint", i == 2},
+                                     {"tags", {"a", nullptr, 1.5, false}}})});
   }
   put("result_batch", batch);
   p::ResultBatch failed;
@@ -108,7 +115,9 @@ void Codec() {
   put("result_failed", failed);
   p::ResultBatch odd = batch;
   odd.results.resize(1);
-  odd.results[0].result["done"] = "yes";  // not a boolean: the head fails the trial
+  Json not_bool = odd.results[0].result.ToJson();
+  not_bool["done"] = "yes";  // not a boolean: the head fails the trial
+  odd.results[0].result = p::RawResult::FromJson(not_bool);
   put("result_done_not_bool", odd);
 
   put("heartbeat", p::Heartbeat{});

@@ -24,8 +24,9 @@ class CheckpointManagerTest : public ::testing::Test {
   // A result at `iteration` with `loss`, as the runner stores it.
   void Result(int64_t iteration, double loss, bool done = false, bool should = false) {
     t_.iteration = iteration;
-    t_.last_result = Json{{"training_iteration", iteration}, {"loss", loss}, {"done", done}};
-    if (should) t_.last_result["should_checkpoint"] = true;
+    Json last{{"training_iteration", iteration}, {"loss", loss}, {"done", done}};
+    if (should) last["should_checkpoint"] = true;
+    t_.last_result = last;
   }
   void Commit() {
     ASSERT_TRUE(store_.Commit(batch_).ok());

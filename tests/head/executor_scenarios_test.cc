@@ -271,7 +271,7 @@ TEST_F(ExecutorScenarioTest, ActorReuseServesTrialsPausedInTurn) {
   for (const auto& id : ids) {
     EXPECT_EQ(T(id).status, TrialStatus::kTerminated);
     ExpectIterationsOnce(id, 4);
-    resets.push_back(T(id).last_result["num_resets"].get<int64_t>());
+    resets.push_back(T(id).last_result.Get()["num_resets"].get<int64_t>());
   }
   EXPECT_EQ(resets, (std::vector<int64_t>{4, 5, 6, 7}));
   EXPECT_EQ(fleet_->creates, 1);

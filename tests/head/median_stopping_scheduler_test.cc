@@ -70,7 +70,7 @@ class Harness {
   // by itself, the rule does not see it as a result).
   void Complete(int k, const Json& r) {
     Trial& t = T(k);
-    if (t.last_result != r) stored_[k].push_back(r);
+    if (t.last_result.Get() != r) stored_[k].push_back(r);
     t.last_result = r;
     rule_->OnTrialComplete(t);
   }

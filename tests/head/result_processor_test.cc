@@ -3,16 +3,29 @@
 
 #include <gtest/gtest.h>
 
+#include "common/protocol/codec.h"
+
 namespace ztune::head {
 namespace {
 
 ExperimentSpec Spec(const char* json) { return ExperimentSpec::Parse(Json::parse(json), 1).value(); }
 
+// The results as the head gets them: through the codec, in its normal form.
 std::vector<protocol::ResultRecord> Batch(std::vector<Json> results) {
-  std::vector<protocol::ResultRecord> out;
+  protocol::ResultBatch b;
+  b.rid = 1;
+  b.trial_id = "T";
+  b.attempt = 1;
   uint64_t seq = 0;
-  for (auto& r : results) out.push_back({++seq, std::move(r)});
-  return out;
+  for (auto& r : results) b.results.push_back({++seq, protocol::RawResult::FromJson(r)});
+  auto decoded = protocol::Decode(protocol::Encode(b));
+  EXPECT_TRUE(decoded.ok()) << decoded.status().ToString();
+  return std::get<protocol::ResultBatch>(decoded->body).results;
+}
+
+// What the runner stores for `r` of trial "T".
+Json Stored(const AcceptedResult& r) {
+  return Json::parse(ResultProcessor::StoredText(TrialId("T"), r));
 }
 
 Json R(int64_t i, double loss = 1.0) { return Json{{"training_iteration", i}, {"loss", loss}}; }
@@ -20,45 +33,45 @@ Json R(int64_t i, double loss = 1.0) { return Json{{"training_iteration", i}, {"
 TEST(ResultProcessorTest, StoresEveryResultAndDecidesOnceAtTheEnd) {
   // A checkpoint trigger mid-batch keeps the results after it (Ray).
   auto spec = Spec(R"({"trainable": "q", "checkpoint": {"frequency": 2}})");
-  BatchOutcome o = ResultProcessor::Process("T", 0, 0, spec, Batch({R(1), R(2), R(3)}));
+  BatchOutcome o = ResultProcessor::Process(0, 0, spec, Batch({R(1), R(2), R(3)}));
   ASSERT_TRUE(o.error.empty()) << o.error;
   ASSERT_EQ(o.accepted.size(), 3u);
   EXPECT_TRUE(o.checkpoint);
   EXPECT_FALSE(o.stop);
-  EXPECT_EQ(o.accepted[2].second["trial_id"], "T");
-  EXPECT_EQ(o.accepted[2].second["done"], false);
+  EXPECT_EQ(Stored(o.accepted[2])["trial_id"], "T");
+  EXPECT_EQ(Stored(o.accepted[2])["done"], false);
 }
 
 TEST(ResultProcessorTest, AStopIgnoresTheRestOfTheBatch) {
   auto spec = Spec(R"({"trainable": "q", "stop": {"loss": 5}})");
-  BatchOutcome o = ResultProcessor::Process("T", 0, 0, spec, Batch({R(1), R(2, 7), R(3)}));
+  BatchOutcome o = ResultProcessor::Process(0, 0, spec, Batch({R(1), R(2, 7), R(3)}));
   ASSERT_EQ(o.accepted.size(), 2u);
   EXPECT_TRUE(o.stop);
-  EXPECT_EQ(o.accepted[1].second["done"], true);
+  EXPECT_EQ(Stored(o.accepted[1])["done"], true);
 }
 
 TEST(ResultProcessorTest, ADoneResultNeedsNoCriterionKeyButOthersDo) {
   auto spec = Spec(R"({"trainable": "q", "stop": {"accuracy": 0.9}})");
   Json done = R(1);
   done["done"] = true;
-  BatchOutcome o = ResultProcessor::Process("T", 0, 0, spec, Batch({done}));
+  BatchOutcome o = ResultProcessor::Process(0, 0, spec, Batch({done}));
   EXPECT_TRUE(o.error.empty()) << o.error;
   EXPECT_TRUE(o.stop);
-  o = ResultProcessor::Process("T", 0, 0, spec, Batch({R(1)}));
+  o = ResultProcessor::Process(0, 0, spec, Batch({R(1)}));
   EXPECT_NE(o.error.find("stopping criterion 'accuracy' not found"), std::string::npos) << o.error;
   EXPECT_TRUE(o.accepted.empty());
 }
 
 TEST(ResultProcessorTest, ReplaysAreSkippedAndGapsAreErrors) {
   auto spec = Spec(R"({"trainable": "q"})");
-  BatchOutcome o = ResultProcessor::Process("T", 2, 0, spec, Batch({R(1), R(2), R(3)}));
+  BatchOutcome o = ResultProcessor::Process(2, 0, spec, Batch({R(1), R(2), R(3)}));
   ASSERT_EQ(o.accepted.size(), 1u);
-  EXPECT_EQ(o.accepted[0].first, 3);
-  o = ResultProcessor::Process("T", 2, 0, spec, Batch({R(3), R(5)}));
+  EXPECT_EQ(o.accepted[0].iteration, 3);
+  o = ResultProcessor::Process(2, 0, spec, Batch({R(3), R(5)}));
   EXPECT_NE(o.error.find("does not follow iteration 3"), std::string::npos) << o.error;
   EXPECT_TRUE(o.accepted.empty()) << "a batch with an invalid result is stored not at all";
   // Resumed from a checkpoint at 10 with 4 results stored: the next is 11.
-  o = ResultProcessor::Process("T", 4, 10, spec, Batch({R(11)}));
+  o = ResultProcessor::Process(4, 10, spec, Batch({R(11)}));
   EXPECT_TRUE(o.error.empty()) << o.error;
 }
 
@@ -67,13 +80,13 @@ TEST(ResultProcessorTest, FlagsMustBeBooleansAndIterationsIntegers) {
   for (Json bad : {Json{{"training_iteration", 1}, {"done", 1}},
                    Json{{"training_iteration", 1}, {"should_checkpoint", "x"}},
                    Json{{"training_iteration", 1.5}}, Json::array(), Json{{"loss", 1}}}) {
-    BatchOutcome o = ResultProcessor::Process("T", 0, 0, spec, Batch({bad}));
+    BatchOutcome o = ResultProcessor::Process(0, 0, spec, Batch({bad}));
     EXPECT_FALSE(o.error.empty()) << bad.dump();
     EXPECT_TRUE(o.accepted.empty());
   }
   Json asked = R(1);
   asked["should_checkpoint"] = true;
-  EXPECT_TRUE(ResultProcessor::Process("T", 0, 0, spec, Batch({asked})).checkpoint);
+  EXPECT_TRUE(ResultProcessor::Process(0, 0, spec, Batch({asked})).checkpoint);
 }
 
 }  // namespace

@@ -153,11 +153,11 @@ TEST(StoreLoaderTest, ALiveTrialsProgressIsItsNewestStoredResult) {
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   ASSERT_EQ(loaded->trials.size(), 3u);
   EXPECT_EQ(loaded->trials[0].iteration, 5);
-  EXPECT_EQ(loaded->trials[0].last_result, (Json{{"training_iteration", 5}, {"loss", 0.2}}));
+  EXPECT_EQ(loaded->trials[0].last_result.Get(), (Json{{"training_iteration", 5}, {"loss", 0.2}}));
   EXPECT_EQ(loaded->trials[1].iteration, 1);
-  EXPECT_EQ(loaded->trials[1].last_result.value("should_checkpoint", false), true);
+  EXPECT_EQ(loaded->trials[1].last_result.Get().value("should_checkpoint", false), true);
   EXPECT_EQ(loaded->trials[2].iteration, 1);
-  EXPECT_EQ(loaded->trials[2].last_result, finished.last_result);
+  EXPECT_EQ(loaded->trials[2].last_result.Get(), finished.last_result.Get());
 }
 
 TEST(StoreLoaderTest, DamageIsRefusedNamingTheRecord) {

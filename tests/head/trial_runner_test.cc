@@ -384,7 +384,8 @@ TEST_F(TrialRunnerTest, DropsResultsOfAStaleAttempt) {
   stale.rid = 999;
   stale.trial_id = id;
   stale.attempt = 7;
-  stale.results.push_back({1, Json{{"training_iteration", before + 1}, {"loss", -1}}});
+  stale.results.push_back(
+      {1, protocol::RawResult::FromJson(Json{{"training_iteration", before + 1}, {"loss", -1}})});
   runner_->HandleResultBatch("w1", stale);
   EXPECT_EQ(runner_->FindTrial(id)->iteration, before);
   RunToEnd(exp);
@@ -517,7 +518,8 @@ TEST_F(TrialRunnerTest, FencesAWorkerThatWakesUpAfterBeingDeclaredDead) {
   late.rid = 1;
   late.trial_id = id;
   late.attempt = 1;
-  late.results.push_back({99, Json{{"training_iteration", before + 1}, {"loss", -7}}});
+  late.results.push_back(
+      {99, protocol::RawResult::FromJson(Json{{"training_iteration", before + 1}, {"loss", -7}})});
   runner_->HandleResultBatch(frozen, late);
   EXPECT_EQ(runner_->FindTrial(id)->iteration, before);
   storage::WriteBatch batch;
@@ -1135,7 +1137,7 @@ TEST_F(TrialRunnerTest, ABufferedBatchIsStoredWholeAndCheckpointedOnce) {
   for (int64_t k = 0; k < 3; ++k) {
     Json r{{"training_iteration", next + k}, {"loss", 1.0}};
     if (k == 1) r["should_checkpoint"] = true;
-    batch.results.push_back({static_cast<uint64_t>(500 + k), r});
+    batch.results.push_back({static_cast<uint64_t>(500 + k), protocol::RawResult::FromJson(r)});
   }
   runner_->HandleResultBatch("w1", batch);
   storage::WriteBatch b;
@@ -1169,8 +1171,10 @@ TEST_F(TrialRunnerTest, AResultThatSkipsIterationsFailsItsTrialAndStoresNothing)
     batch.trial_id = id;
     batch.attempt = t->attempt;
     // A valid next result, then the jump: the batch is refused whole.
-    batch.results.push_back({900, Json{{"training_iteration", last + 1}, {"loss", 1.0}}});
-    batch.results.push_back({901, Json{{"training_iteration", last + 1 + jump}, {"loss", 1.0}}});
+    batch.results.push_back({900, protocol::RawResult::FromJson(
+                                      Json{{"training_iteration", last + 1}, {"loss", 1.0}})});
+    batch.results.push_back({901, protocol::RawResult::FromJson(Json{
+                                      {"training_iteration", last + 1 + jump}, {"loss", 1.0}})});
     runner_->HandleResultBatch("w1", batch);
     EXPECT_EQ(t->status, TrialStatus::kError);
     EXPECT_NE(t->error.find("does not follow iteration " + std::to_string(last + 1)),
@@ -1220,7 +1224,7 @@ TEST_F(TrialRunnerTest, AResultWithNonBooleanFlagsFailsItsTrialAndIsAcknowledged
     batch.attempt = t->attempt;
     Json result{{"training_iteration", next}, {"loss", 1.0}};
     result[flag] = value;
-    batch.results.push_back({1000, result});
+    batch.results.push_back({1000, protocol::RawResult::FromJson(result)});
     runner_->HandleResultBatch("w1", batch);
     EXPECT_EQ(t->status, TrialStatus::kError) << flag << "=" << value.dump();
     EXPECT_NE(t->error.find("'" + flag + "' must be true or false"), std::string::npos) << t->error;
@@ -1258,7 +1262,7 @@ TEST_F(TrialRunnerTest, ResultsAreStoredWithoutTheTrialRecordAndARestartReadsThe
   const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
   Commit();
   const int64_t reached = runner_->FindTrial(id)->iteration;
-  const Json last = runner_->FindTrial(id)->last_result;
+  const Json last = runner_->FindTrial(id)->last_result.Get();
   ASSERT_GE(reached, 5);
   auto record = store_.Get(storage::Family::kTrials, id);
   ASSERT_TRUE(record.ok() && record->has_value());
@@ -1270,7 +1274,7 @@ TEST_F(TrialRunnerTest, ResultsAreStoredWithoutTheTrialRecordAndARestartReadsThe
   CrashHead();
   const Trial* t = runner_->FindTrial(id);
   EXPECT_EQ(t->iteration, reached);
-  EXPECT_EQ(t->last_result, last);
+  EXPECT_EQ(t->last_result.Get(), last);
   fleet_->Reregister("w1", 1);
   RunToEnd(exp);
   t = runner_->FindTrial(id);

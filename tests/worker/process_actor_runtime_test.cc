@@ -297,7 +297,7 @@ TEST_F(ProcessActorRuntimeTest, TrainsAndStopsWithTheGroupGoneByTheStopReply) {
   EXPECT_FALSE(b->failed) << b->error;
   ASSERT_EQ(b->results.size(), 3u);
   for (int i = 0; i < 3; ++i) {
-    const Json& r = b->results[i].result;
+    const Json r = b->results[i].result.ToJson();
     EXPECT_EQ(b->results[i].seq, static_cast<uint64_t>(i + 1));
     EXPECT_EQ(r["training_iteration"], i + 1);
     EXPECT_EQ(r["value"], 10.0 + 2 * (i + 1));
@@ -447,7 +447,7 @@ TEST_F(ProcessActorRuntimeTest, AnOrphanThatLeftTheGroupIsReapedNotLeftAZombie) 
   ASSERT_TRUE(b.has_value());
   ASSERT_FALSE(b->failed) << b->error;
   ASSERT_EQ(b->results.size(), 1u);
-  const pid_t orphan = b->results[0].result["orphan"].get<pid_t>();
+  const pid_t orphan = b->results[0].result.ToJson()["orphan"].get<pid_t>();
   ASSERT_GT(orphan, 0);
   // Whatever happens below, the zombie (if any) does not outlive the test.
   struct Reap {

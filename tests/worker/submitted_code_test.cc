@@ -337,7 +337,7 @@ TEST_F(SubmittedCodeWorkerTest, FetchesAProjectItNeverSawAndRunsItsFunction) {
   ASSERT_TRUE(batch.has_value());
   ASSERT_FALSE(batch->failed) << batch->error;
   ASSERT_EQ(batch->results.size(), 3u);
-  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(batch->results[i].result["value"], 3 * (i + 1));
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(batch->results[i].result.ToJson()["value"], 3 * (i + 1));
   EXPECT_TRUE(fs::is_regular_file(dir_.path() + "/.ztune-code/" + hex + "/lib/helper.py"));
   // A second actor of the same project starts without a fetch.
   create.rid = 3;

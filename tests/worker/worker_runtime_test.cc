@@ -220,7 +220,7 @@ TEST_F(WorkerRuntimeTest, DrivesTheActorLifecycle) {
   EXPECT_FALSE(b->failed);
   ASSERT_EQ(b->results.size(), 3u);
   for (int i = 0; i < 3; ++i) {
-    const Json& r = b->results[i].result;
+    const Json r = b->results[i].result.ToJson();
     EXPECT_EQ(b->results[i].seq, static_cast<uint64_t>(i + 1));
     EXPECT_EQ(r["training_iteration"], i + 1);
     for (const char* k : {"time_this_iter_s", "time_total_s", "timestamp", "date", "done",
@@ -255,9 +255,9 @@ TEST_F(WorkerRuntimeTest, DrivesTheActorLifecycle) {
   ASSERT_TRUE(b.has_value());
   ASSERT_EQ(b->results.size(), 1u);
   EXPECT_EQ(b->results[0].seq, 1u);  // per (trial, attempt)
-  EXPECT_EQ(b->results[0].result["training_iteration"], 4);
-  EXPECT_EQ(b->results[0].result["iterations_since_restore"], 1);
-  double x4 = b->results[0].result["x"].get<double>();
+  EXPECT_EQ(b->results[0].result.ToJson()["training_iteration"], 4);
+  EXPECT_EQ(b->results[0].result.ToJson()["iterations_since_restore"], 1);
+  double x4 = b->results[0].result.ToJson()["x"].get<double>();
   EXPECT_DOUBLE_EQ(x4, 10 * std::pow(0.8, 4));
 
   // The attempt-1 actor is still there; stop it.
@@ -279,8 +279,8 @@ TEST_F(WorkerRuntimeTest, DrivesTheActorLifecycle) {
   ASSERT_TRUE(b.has_value());
   ASSERT_EQ(b->results.size(), 1u);
   EXPECT_EQ(b->results[0].seq, 1u);
-  EXPECT_EQ(b->results[0].result["training_iteration"], 1);
-  EXPECT_EQ(b->results[0].result["trial_id"], "t2");
+  EXPECT_EQ(b->results[0].result.ToJson()["training_iteration"], 1);
+  EXPECT_EQ(b->results[0].result.ToJson()["trial_id"], "t2");
   // The old key is gone.
   head_->Send(Save{10, "t1", 2, "memory"});
   auto gone = head_->WaitReply(10);
@@ -335,7 +335,7 @@ TEST_F(WorkerRuntimeTest, FencesAStopForTheKeyAResetGaveUp) {
   auto b = head_->WaitBatch(4);
   ASSERT_TRUE(b.has_value());
   EXPECT_FALSE(b->failed) << b->error;
-  EXPECT_EQ(b->results[0].result["training_iteration"], 1);
+  EXPECT_EQ(b->results[0].result.ToJson()["training_iteration"], 1);
 }
 
 // noop and a quadratic that does not sleep run on the control thread (no
@@ -503,7 +503,7 @@ TEST_F(WorkerRuntimeTest, ReRegistersAndResendsUnackedResultsAfterHeadSilence) {
   head_->Send(Train{4, "r", 1, 1, 60});
   auto b4 = head_->WaitBatch(4);
   ASSERT_TRUE(b4.has_value());
-  EXPECT_EQ(b4->results[0].result["training_iteration"], 4);
+  EXPECT_EQ(b4->results[0].result.ToJson()["training_iteration"], 4);
   EXPECT_EQ(b4->results[0].seq, 4u);
   head_->Send(Ack{"r", 1, 4, {}});
 
@@ -807,7 +807,7 @@ TEST_F(WorkerRuntimeTest, SendsALargeSaveInChunksWithinTheCreditWindow) {
   ASSERT_TRUE(b.has_value());
   ASSERT_FALSE(b->failed) << b->error;
   ASSERT_EQ(b->results.size(), 1u);
-  EXPECT_EQ(b->results[0].result["training_iteration"], 3);
+  EXPECT_EQ(b->results[0].result.ToJson()["training_iteration"], 3);
 }
 
 // A chunked SAVE reply cut by a DISCONNECT (re-register) is sent again whole
@@ -914,8 +914,8 @@ TEST_F(WorkerRuntimeTest, RunsCommandsThatArriveDuringAChunkedRestoreAfterIt) {
   ASSERT_FALSE(b->failed) << b->error;
   ASSERT_EQ(b->results.size(), 1u);
   EXPECT_EQ(b->results[0].seq, 1u);
-  EXPECT_EQ(b->results[0].result["training_iteration"], 4);
-  EXPECT_EQ(b->results[0].result["iterations_since_restore"], 1);
+  EXPECT_EQ(b->results[0].result.ToJson()["training_iteration"], 4);
+  EXPECT_EQ(b->results[0].result.ToJson()["iterations_since_restore"], 1);
   EXPECT_EQ(CreditsSetAside(5), 0u);  // one credit per chunk, no more
 }
 
@@ -1033,7 +1033,7 @@ TEST_F(WorkerRuntimeTest, FailsAChunkedRestoreWhoseChunksComeOutOfOrder) {
   b = TakeBatch(4);
   ASSERT_TRUE(b.has_value());
   ASSERT_FALSE(b->failed) << b->error;
-  EXPECT_EQ(b->results[0].result["training_iteration"], 1);
+  EXPECT_EQ(b->results[0].result.ToJson()["training_iteration"], 1);
 }
 
 // Two chunked RESTOREs for one actor, the first larger than a window, in the

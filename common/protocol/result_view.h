@@ -1,0 +1,95 @@
+// ResultView: reads a RawResult's msgpack bytes in place, without building a
+// JSON DOM. The head judges each result through it (training_iteration, done,
+// the stopping criteria) and writes the JSON text it stores with it: a DOM
+// built, dumped and freed per result was a quarter of the head's loop
+// (docs/benchmarks.md, "results as bytes").
+//
+// The constructor walks the bytes once and checks them (bounds, nesting, no
+// ext types); an invalid view answers no lookup. Borrows the bytes: they must
+// outlive it. Thread-compatible.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ztune::protocol {
+
+class ResultView {
+ public:
+  enum class Kind : uint8_t {
+    kNull,
+    kBoolean,
+    kUnsigned,  // a non-negative integer (nlohmann's number_unsigned)
+    kInteger,   // a negative integer (number_integer)
+    kFloat,
+    kString,
+    kBinary,
+    kArray,
+    kObject,
+  };
+
+  // One value, read in place. `str` borrows the view's bytes.
+  struct Value {
+    Kind kind = Kind::kNull;
+    bool boolean = false;
+    uint64_t u = 0;
+    int64_t i = 0;
+    double f = 0;
+    std::string_view str;  // kString, kBinary
+    uint32_t count = 0;    // kArray, kObject: elements or entries
+    size_t body = 0;       // kArray, kObject: where the first element starts
+
+    bool is_number() const {
+      return kind == Kind::kUnsigned || kind == Kind::kInteger || kind == Kind::kFloat;
+    }
+    bool is_integer() const { return kind == Kind::kUnsigned || kind == Kind::kInteger; }
+    // Precondition: is_number(). As nlohmann's get<double>().
+    double AsDouble() const;
+    // Precondition: is_integer(). As nlohmann's get<int64_t>(): an unsigned
+    // value above INT64_MAX wraps.
+    int64_t AsInt64() const;
+    // nlohmann's type_name(): "number", "string", "object", ...
+    const char* TypeName() const;
+  };
+
+  explicit ResultView(std::string_view bytes);
+
+  // The bytes are one complete msgpack value of the kinds above, nested at
+  // most 64 deep.
+  bool valid() const { return valid_; }
+  bool is_object() const { return valid_ && top_.kind == Kind::kObject; }
+
+  // A top-level key; with repeated keys the last one, as a DOM built from the
+  // bytes would keep. nullopt when absent or the view is not an object.
+  std::optional<Value> Find(std::string_view key) const;
+  // FindFlatKey's rule (head/experiment_spec.h): the whole key at the top
+  // level, else "a/b" as key b of object a.
+  std::optional<Value> FindFlat(std::string_view flat_key) const;
+
+  // The JSON text of the object with "trial_id" and "done" set (replacing the
+  // result's own), byte for byte what nlohmann's dump() gives for the DOM of
+  // the bytes after the same two assignments: keys in std::map order, the
+  // last of repeated keys, nlohmann's number format and string escapes.
+  // Precondition: is_object().
+  std::string StampedJson(std::string_view trial_id, bool done) const;
+
+ private:
+  // Reads the value at `pos`; false if it runs past the end or is not allowed.
+  bool ReadValue(size_t pos, Value* v, size_t* after_head) const;
+  // The position after the value at `pos`, or npos; checks `depth`.
+  size_t Skip(size_t pos, int depth) const;
+  std::optional<Value> FindIn(const Value& object, std::string_view key) const;
+  void AppendJson(const Value& v, std::string& out) const;
+  // With `trial_id` non-null, the two stamped fields join the members.
+  void AppendObject(const Value& object, const std::string_view* trial_id, bool done,
+                    std::string& out) const;
+
+  std::string_view bytes_;
+  bool valid_ = false;
+  Value top_;
+};
+
+}  // namespace ztune::protocol
