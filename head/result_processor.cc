@@ -65,8 +65,8 @@ std::string MissingSchedulerKey(const ResultView& result, const protocol::RawRes
 
 }  // namespace
 
-BatchOutcome ResultProcessor::Process(int64_t last_iteration, int64_t resume_iteration,
-                                      const ExperimentSpec& spec,
+BatchOutcome ResultProcessor::Process(const TrialId& trial_id, int64_t last_iteration,
+                                      int64_t resume_iteration, const ExperimentSpec& spec,
                                       std::vector<protocol::ResultRecord> results) {
   BatchOutcome out;
   int64_t last = last_iteration;
@@ -107,7 +107,8 @@ BatchOutcome ResultProcessor::Process(int64_t last_iteration, int64_t resume_ite
         (spec.checkpoint.frequency > 0 && iteration % spec.checkpoint.frequency == 0) ||
         (done && spec.checkpoint.at_end) || IsTrue(in.Find("should_checkpoint"));
     last = iteration;
-    out.accepted.push_back({iteration, std::move(rec.result), done});
+    std::string text = in.StampedJson(trial_id.str(), done);  // `in` reads rec.result
+    out.accepted.push_back({iteration, std::move(rec.result), done, std::move(text)});
     if (done) {
       out.stop = true;
       break;  // a STOP ignores the rest of a buffered batch

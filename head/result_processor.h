@@ -22,13 +22,14 @@
 
 namespace ztune::head {
 
-// A result to store: its bytes and what the runner acts on. The stored text
-// is ResultView::StampedJson(trial id, done), written once the batch's
-// decision (which may make it `done`) is known.
+// A result to store: its bytes, what the runner acts on, and the text the
+// store keeps (StoredText; the runner rewrites it if a scheduler's STOP makes
+// the result `done`).
 struct AcceptedResult {
   int64_t iteration = 0;
   protocol::RawResult raw;
   bool done = false;
+  std::string text;
 };
 
 struct BatchOutcome {
@@ -47,8 +48,8 @@ class ResultProcessor {
   // where its current attempt resumed (the next result follows the larger).
   // `results` are moved into the outcome, not copied; no JSON DOM is built
   // (one is only for an error message).
-  static BatchOutcome Process(int64_t last_iteration, int64_t resume_iteration,
-                              const ExperimentSpec& spec,
+  static BatchOutcome Process(const TrialId& trial_id, int64_t last_iteration,
+                              int64_t resume_iteration, const ExperimentSpec& spec,
                               std::vector<protocol::ResultRecord> results);
   // The JSON text stored for `r` of trial `trial_id`: the result with its
   // trial_id and final done (Ray's auto-filled fields), as a DOM's dump().

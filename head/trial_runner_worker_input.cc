@@ -166,8 +166,8 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id, protocol::ResultB
                           &mismatch);
   if (!mismatch.empty()) peer_warnings_.Warn(mismatch + "; its results are kept as a replay");
   Experiment& e = book_.ExperimentOf(*t);
-  BatchOutcome outcome =
-      ResultProcessor::Process(t->iteration, t->resume_iteration, e.spec, std::move(batch.results));
+  BatchOutcome outcome = ResultProcessor::Process(t->trial_id, t->iteration, t->resume_iteration,
+                                                  e.spec, std::move(batch.results));
   bool stop = outcome.stop;
   bool checkpoint = outcome.checkpoint;
   const std::string& error = outcome.error;
@@ -212,6 +212,7 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id, protocol::ResultB
       // as the last (a head restarted before the STOP went out finishes the
       // trial from it, DriveAfterReattach) and checkpoint_at_end applies.
       accepted[i].done = true;
+      accepted[i].text = ResultProcessor::StoredText(t->trial_id, accepted[i]);
       checkpoint = checkpoint || e.spec.checkpoint.at_end;
     }
     break;
@@ -223,13 +224,11 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id, protocol::ResultB
     book_.MarkDirty(*t);
   }
   if (error.empty() && !accepted.empty()) {
-    std::string text;
     for (const AcceptedResult& r : accepted) {
-      text = ResultProcessor::StoredText(t->trial_id, r);
-      batch_.Put(storage::Family::kResults, storage::ResultKey(t->trial_id, r.iteration), text);
+      batch_.Put(storage::Family::kResults, storage::ResultKey(t->trial_id, r.iteration), r.text);
     }
     t->iteration = accepted.back().iteration;
-    t->last_result.SetText(std::move(text));
+    t->last_result.SetText(std::move(accepted.back().text));
     book_.NoteProgress(*t);
   }
   if (max_seq > 0) acks_[{worker_id, t->trial_id, t->attempt}] = max_seq;

@@ -101,8 +101,24 @@ const char* ResultView::Value::TypeName() const {
 }
 
 ResultView::ResultView(std::string_view bytes) : bytes_(bytes) {
-  size_t unused = 0;
-  valid_ = !bytes_.empty() && Skip(0, 0) == bytes_.size() && ReadValue(0, &top_, &unused);
+  size_t at = 0;
+  if (!ReadValue(0, &top_, &at)) return;
+  if (top_.kind != Kind::kObject) {
+    valid_ = Skip(0, 0) == bytes_.size();
+    return;
+  }
+  // Skip's walk of an object, indexing its members on the way.
+  indexed_ = top_.count <= kIndexed;
+  for (uint32_t k = 0; k < top_.count; ++k) {
+    Value name;
+    size_t value_at = 0;
+    if (!ReadValue(at, &name, &value_at) || name.kind != Kind::kString) return;
+    if (indexed_) members_[k] = {name.str, value_at};
+    at = Skip(value_at, 1);
+    if (at == kNone) return;
+  }
+  num_members_ = indexed_ ? top_.count : 0;
+  valid_ = at == bytes_.size();
 }
 
 bool ResultView::ReadValue(size_t pos, Value* v, size_t* after_head) const {
@@ -256,19 +272,27 @@ std::optional<ResultView::Value> ResultView::FindIn(const Value& object,
 
 std::optional<ResultView::Value> ResultView::Find(std::string_view key) const {
   if (!is_object()) return std::nullopt;
-  return FindIn(top_, key);
+  if (!indexed_) return FindIn(top_, key);
+  for (size_t k = num_members_; k-- > 0;) {  // the last of repeated keys
+    if (members_[k].key != key) continue;
+    Value v;
+    size_t unused = 0;
+    ReadValue(members_[k].value, &v, &unused);
+    return v;
+  }
+  return std::nullopt;
 }
 
 std::optional<ResultView::Value> ResultView::FindFlat(std::string_view flat_key) const {
   if (!is_object()) return std::nullopt;
-  if (auto direct = FindIn(top_, flat_key)) return direct;
+  if (auto direct = Find(flat_key)) return direct;
   Value cur = top_;
   size_t start = 0;
   while (true) {
     const size_t slash = flat_key.find('/', start);
     const std::string_view part = flat_key.substr(start, slash == kNone ? kNone : slash - start);
     if (cur.kind != Kind::kObject) return std::nullopt;
-    auto next = FindIn(cur, part);
+    auto next = start == 0 ? Find(part) : FindIn(cur, part);
     if (!next) return std::nullopt;
     cur = *next;
     if (slash == kNone) return cur;
@@ -280,7 +304,7 @@ namespace {
 
 // One member of an object being written: a key and where its value is, or
 // (value == kNone) one of StampedJson's two fields.
-struct Member {
+struct Sortable {
   std::string_view key;
   size_t value;
   int stamp;  // 0: trial_id, 1: done; with value == kNone
@@ -325,7 +349,7 @@ void ResultView::AppendJson(const Value& v, std::string& out) const {
 
 void ResultView::AppendObject(const Value& object, const std::string_view* trial_id, bool done,
                               std::string& out) const {
-  std::vector<Member> members;
+  std::vector<Sortable> members;
   members.reserve(object.count + 2);
   size_t at = object.body;
   for (uint32_t k = 0; k < object.count; ++k) {
@@ -340,7 +364,7 @@ void ResultView::AppendObject(const Value& object, const std::string_view* trial
     members.push_back({"done", kNone, 1});
   }
   // A worker's map comes sorted (it is a std::map's dump) until the stamps.
-  auto by_key = [](const Member& a, const Member& b) { return a.key < b.key; };
+  auto by_key = [](const Sortable& a, const Sortable& b) { return a.key < b.key; };
   if (!std::is_sorted(members.begin(), members.end(), by_key)) {
     std::stable_sort(members.begin(), members.end(), by_key);
   }
@@ -349,7 +373,7 @@ void ResultView::AppendObject(const Value& object, const std::string_view* trial
   for (size_t k = 0; k < members.size(); ++k) {
     // Of repeated keys the last assignment wins; stable_sort kept their order.
     if (k + 1 < members.size() && members[k + 1].key == members[k].key) continue;
-    const Member& m = members[k];
+    const Sortable& m = members[k];
     if (!first) out += ',';
     first = false;
     AppendEscaped(m.key, out);
@@ -370,11 +394,55 @@ void ResultView::AppendObject(const Value& object, const std::string_view* trial
   out += '}';
 }
 
+bool ResultView::AppendIndexedStamped(std::string_view trial_id, bool done,
+                                      std::string& out) const {
+  if (!indexed_) return false;
+  for (size_t k = 1; k < num_members_; ++k) {
+    if (!(members_[k - 1].key < members_[k].key)) return false;
+  }
+  // The stamps, in key order: merged in where they fall, replacing the
+  // result's own.
+  static constexpr std::string_view kStamps[2] = {"done", "trial_id"};
+  bool first = true;
+  auto key = [&](std::string_view k) {
+    if (!first) out += ',';
+    first = false;
+    AppendEscaped(k, out);
+    out += ':';
+  };
+  auto stamp = [&](size_t which) {
+    key(kStamps[which]);
+    if (which == 0) {
+      out += done ? "true" : "false";
+    } else {
+      AppendEscaped(trial_id, out);
+    }
+  };
+  out += '{';
+  size_t s = 0;
+  for (size_t k = 0; k < num_members_; ++k) {
+    const Member& m = members_[k];
+    while (s < 2 && kStamps[s] < m.key) stamp(s++);
+    if (s < 2 && kStamps[s] == m.key) {
+      stamp(s++);
+      continue;
+    }
+    key(m.key);
+    Value v;
+    size_t unused = 0;
+    ReadValue(m.value, &v, &unused);
+    AppendJson(v, out);
+  }
+  while (s < 2) stamp(s++);
+  out += '}';
+  return true;
+}
+
 std::string ResultView::StampedJson(std::string_view trial_id, bool done) const {
   CHECK(is_object());
   std::string out;
   out.reserve(bytes_.size() * 2 + 64);
-  AppendObject(top_, &trial_id, done, out);
+  if (!AppendIndexedStamped(trial_id, done, out)) AppendObject(top_, &trial_id, done, out);
   return out;
 }
 

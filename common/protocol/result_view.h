@@ -9,6 +9,7 @@
 // outlive it. Thread-compatible.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -87,9 +88,26 @@ class ResultView {
   void AppendObject(const Value& object, const std::string_view* trial_id, bool done,
                     std::string& out) const;
 
+  // A top-level member: its key and where its value starts.
+  struct Member {
+    std::string_view key;
+    size_t value = 0;
+  };
+  // The top-level members in byte order, read once by the constructor so a
+  // lookup compares keys instead of re-reading the bytes; results have a
+  // dozen. A larger object is not indexed (lookups walk it).
+  static constexpr size_t kIndexed = 32;
+  bool IndexMembers();
+  // Writes the top-level object from the index when its keys are sorted and
+  // distinct (a worker's always are): no sort, no allocation.
+  bool AppendIndexedStamped(std::string_view trial_id, bool done, std::string& out) const;
+
   std::string_view bytes_;
   bool valid_ = false;
   Value top_;
+  std::array<Member, kIndexed> members_;
+  size_t num_members_ = 0;
+  bool indexed_ = false;
 };
 
 }  // namespace ztune::protocol

@@ -95,6 +95,9 @@ TEST(ResultViewTest, StampedTextEqualsTheDomPathForRandomResults) {
     r["training_iteration"] = round + 1;
     const int extra = static_cast<int>(rng() % 8);
     for (int k = 0; k < extra; ++k) r["m" + std::to_string(rng() % 20)] = RandomJson(rng, 1);
+    if (round % 50 == 0) {  // wider than ResultView indexes
+      for (int k = 0; k < 40; ++k) r["wide" + std::to_string(k)] = k;
+    }
     if (rng() % 4 == 0) r["trial_id"] = "the worker's own";
     if (rng() % 4 == 0) r["done"] = rng() % 2 == 0;
     ExpectSameAsDomPath(JsonToMsgpack(r), r.dump());

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "storage/keys.h"
+
 #include "head/trial_runner.h"
 #include "storage/in_memory_store.h"
 #include "tests/fakes/fake_worker_fleet.h"
@@ -154,6 +156,20 @@ TEST(TrialSchedulerTest, AStopDecisionEndsTheTrialAtThatResult) {
   EXPECT_EQ(t.status, TrialStatus::kTerminated);
   EXPECT_EQ(t.iteration, 3) << "results after the STOP in the batch are not stored";
   EXPECT_EQ(h.scheduler->completed, 1);
+  // Ray: the STOP makes that result done, as stored and as the last result.
+  EXPECT_TRUE(t.last_result.Get().value("done", false));
+  h.fleet->Turn();  // commits the last turn's writes
+  std::vector<Json> stored;
+  ASSERT_TRUE(h.store
+                  .Scan(storage::Family::kResults, storage::TrialPrefix(t.trial_id),
+                        [&](std::string_view, std::string_view v) {
+                          stored.push_back(Json::parse(v));
+                          return true;
+                        })
+                  .ok());
+  ASSERT_EQ(stored.size(), 3u);
+  EXPECT_FALSE(stored[1].value("done", true));
+  EXPECT_TRUE(stored[2].value("done", false)) << stored[2].dump();
 }
 
 TEST(TrialSchedulerTest, APauseDecisionPausesAndRequeuesTheTrial) {

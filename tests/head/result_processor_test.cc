@@ -25,7 +25,8 @@ std::vector<protocol::ResultRecord> Batch(std::vector<Json> results) {
 
 // What the runner stores for `r` of trial "T".
 Json Stored(const AcceptedResult& r) {
-  return Json::parse(ResultProcessor::StoredText(TrialId("T"), r));
+  EXPECT_EQ(r.text, ResultProcessor::StoredText(TrialId("T"), r));
+  return Json::parse(r.text);
 }
 
 Json R(int64_t i, double loss = 1.0) { return Json{{"training_iteration", i}, {"loss", loss}}; }
@@ -33,7 +34,7 @@ Json R(int64_t i, double loss = 1.0) { return Json{{"training_iteration", i}, {"
 TEST(ResultProcessorTest, StoresEveryResultAndDecidesOnceAtTheEnd) {
   // A checkpoint trigger mid-batch keeps the results after it (Ray).
   auto spec = Spec(R"({"trainable": "q", "checkpoint": {"frequency": 2}})");
-  BatchOutcome o = ResultProcessor::Process(0, 0, spec, Batch({R(1), R(2), R(3)}));
+  BatchOutcome o = ResultProcessor::Process(TrialId("T"), 0, 0, spec, Batch({R(1), R(2), R(3)}));
   ASSERT_TRUE(o.error.empty()) << o.error;
   ASSERT_EQ(o.accepted.size(), 3u);
   EXPECT_TRUE(o.checkpoint);
@@ -44,7 +45,7 @@ TEST(ResultProcessorTest, StoresEveryResultAndDecidesOnceAtTheEnd) {
 
 TEST(ResultProcessorTest, AStopIgnoresTheRestOfTheBatch) {
   auto spec = Spec(R"({"trainable": "q", "stop": {"loss": 5}})");
-  BatchOutcome o = ResultProcessor::Process(0, 0, spec, Batch({R(1), R(2, 7), R(3)}));
+  BatchOutcome o = ResultProcessor::Process(TrialId("T"), 0, 0, spec, Batch({R(1), R(2, 7), R(3)}));
   ASSERT_EQ(o.accepted.size(), 2u);
   EXPECT_TRUE(o.stop);
   EXPECT_EQ(Stored(o.accepted[1])["done"], true);
@@ -54,24 +55,24 @@ TEST(ResultProcessorTest, ADoneResultNeedsNoCriterionKeyButOthersDo) {
   auto spec = Spec(R"({"trainable": "q", "stop": {"accuracy": 0.9}})");
   Json done = R(1);
   done["done"] = true;
-  BatchOutcome o = ResultProcessor::Process(0, 0, spec, Batch({done}));
+  BatchOutcome o = ResultProcessor::Process(TrialId("T"), 0, 0, spec, Batch({done}));
   EXPECT_TRUE(o.error.empty()) << o.error;
   EXPECT_TRUE(o.stop);
-  o = ResultProcessor::Process(0, 0, spec, Batch({R(1)}));
+  o = ResultProcessor::Process(TrialId("T"), 0, 0, spec, Batch({R(1)}));
   EXPECT_NE(o.error.find("stopping criterion 'accuracy' not found"), std::string::npos) << o.error;
   EXPECT_TRUE(o.accepted.empty());
 }
 
 TEST(ResultProcessorTest, ReplaysAreSkippedAndGapsAreErrors) {
   auto spec = Spec(R"({"trainable": "q"})");
-  BatchOutcome o = ResultProcessor::Process(2, 0, spec, Batch({R(1), R(2), R(3)}));
+  BatchOutcome o = ResultProcessor::Process(TrialId("T"), 2, 0, spec, Batch({R(1), R(2), R(3)}));
   ASSERT_EQ(o.accepted.size(), 1u);
   EXPECT_EQ(o.accepted[0].iteration, 3);
-  o = ResultProcessor::Process(2, 0, spec, Batch({R(3), R(5)}));
+  o = ResultProcessor::Process(TrialId("T"), 2, 0, spec, Batch({R(3), R(5)}));
   EXPECT_NE(o.error.find("does not follow iteration 3"), std::string::npos) << o.error;
   EXPECT_TRUE(o.accepted.empty()) << "a batch with an invalid result is stored not at all";
   // Resumed from a checkpoint at 10 with 4 results stored: the next is 11.
-  o = ResultProcessor::Process(4, 10, spec, Batch({R(11)}));
+  o = ResultProcessor::Process(TrialId("T"), 4, 10, spec, Batch({R(11)}));
   EXPECT_TRUE(o.error.empty()) << o.error;
 }
 
@@ -80,13 +81,13 @@ TEST(ResultProcessorTest, FlagsMustBeBooleansAndIterationsIntegers) {
   for (Json bad : {Json{{"training_iteration", 1}, {"done", 1}},
                    Json{{"training_iteration", 1}, {"should_checkpoint", "x"}},
                    Json{{"training_iteration", 1.5}}, Json::array(), Json{{"loss", 1}}}) {
-    BatchOutcome o = ResultProcessor::Process(0, 0, spec, Batch({bad}));
+    BatchOutcome o = ResultProcessor::Process(TrialId("T"), 0, 0, spec, Batch({bad}));
     EXPECT_FALSE(o.error.empty()) << bad.dump();
     EXPECT_TRUE(o.accepted.empty());
   }
   Json asked = R(1);
   asked["should_checkpoint"] = true;
-  EXPECT_TRUE(ResultProcessor::Process(0, 0, spec, Batch({asked})).checkpoint);
+  EXPECT_TRUE(ResultProcessor::Process(TrialId("T"), 0, 0, spec, Batch({asked})).checkpoint);
 }
 
 }  // namespace
