@@ -8,7 +8,9 @@
 //
 // Beyond "never crash": whatever Decode accepts must survive Encode + Decode
 // (the worker re-sends decoded state, the head stores it), and the second
-// encoding must equal the first (encoding a decoded message is a fixed point).
+// encoding must equal the first (encoding a decoded message is a fixed point);
+// and a decoded result must read the same through ResultView as through a DOM:
+// the JSON text the head stores for it equals the DOM's dump().
 // A violation aborts, which libFuzzer reports as a crash.
 #include <algorithm>
 #include <cstddef>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "common/protocol/codec.h"
+#include "common/protocol/result_view.h"
 
 namespace {
 
@@ -70,6 +73,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Fail("round trip changed the command or the payload", ztune::protocol::CommandName(again->body));
     }
     if (Encode(*again) != encoded) Fail("encoding is not stable", ztune::protocol::CommandName(again->body));
+    if (const auto* batch = std::get_if<ztune::protocol::ResultBatch>(&decoded->body)) {
+      for (const auto& r : batch->results) {
+        const ztune::protocol::ResultView view(r.result.bytes);
+        if (!view.valid()) Fail("a decoded result is not a valid view", "");
+        if (!view.is_object()) continue;
+        ztune::Json dom = r.result.ToJson();
+        dom["trial_id"] = "e0001_00000";
+        dom["done"] = true;
+        const std::string text = view.StampedJson("e0001_00000", true);
+        if (text != dom.dump()) Fail("stored text differs from the DOM's dump", text);
+      }
+    }
   }
   // The header frame alone through the JSON <-> msgpack helpers.
   if (frames.size() >= 3) {

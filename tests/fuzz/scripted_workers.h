@@ -136,7 +136,7 @@ class ScriptedWorkers final : public head::CommandSink {
                     {"trial_id", t->trial_id},
                     {"done", a.trainable == "noop"}};
         if (i % 4 == 0) result["should_checkpoint"] = true;
-        batch.results.push_back({++a.seq, std::move(result)});
+        batch.results.push_back({++a.seq, protocol::RawResult::FromJson(result)});
       }
       runner.HandleResultBatch(w, batch);
     } else if (auto* s = std::get_if<protocol::Save>(&m.body)) {
