@@ -1,19 +1,24 @@
 // ztune: the command-line client of ztune-head (docs/cli.md). Parses flags,
 // builds a HeadClient and runs one command from commands.h; nothing else.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <iostream>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "client/client.h"
 #include "client/checkpoint_download.h"
 #include "client/log_stream.h"
 #include "client/commands.h"
 #include "common/clock.h"
+#include "common/did_you_mean.h"
+#include "common/printable.h"
 #include "common/logging.h"
 
 namespace {
@@ -42,6 +47,39 @@ std::string KeySource(const std::string& flag, const char* env, const std::strin
   if (std::string e = Env(env); !e.empty()) return e;
   std::error_code ec;
   return !fallback.empty() && std::filesystem::exists(fallback, ec) ? fallback : std::string();
+}
+
+// The command word of argv (the first word that is neither an option nor the
+// value of one of `app`'s options), or "" when there is none.
+std::string CommandWord(const CLI::App& app, int argc, char** argv) {
+  std::set<std::string> with_value;
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->get_items_expected_min() == 0) continue;
+    for (const auto& n : opt->get_lnames()) with_value.insert("--" + n);
+    for (const auto& n : opt->get_snames()) with_value.insert("-" + n);
+  }
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") return i + 1 < argc ? argv[i + 1] : "";
+    if (a.empty() || a[0] != '-') return a;
+    if (a.find('=') == std::string::npos && with_value.count(a)) ++i;  // its value
+  }
+  return "";
+}
+
+// "unknown command 'X'" for a word that names no subcommand (CLI11 only says
+// that a subcommand is required), with the nearest command if one is close.
+bool ReportUnknownCommand(const CLI::App& app, int argc, char** argv) {
+  const std::string word = CommandWord(app, argc, argv);
+  if (word.empty()) return false;
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    names.push_back(sub->get_name());
+  }
+  if (std::find(names.begin(), names.end(), word) != names.end()) return false;
+  std::cerr << "ztune: unknown command '" << ztune::EscapeControl(word) << "'"
+            << ztune::DidYouMean(word, names) << "\nRun with --help for the commands.\n";
+  return true;
 }
 
 }  // namespace
@@ -306,6 +344,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0 && ReportUnknownCommand(app, argc, argv)) return zc::kExitUsage;
     const int rc = app.exit(e);
     return rc == 0 ? zc::kExitOk : zc::kExitUsage;
   }

@@ -178,6 +178,17 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request,
   }
   if (op == "pause" || op == "resume") {
     ASSIGN_OR_RETURN(TrialId id, TrialIdArg(request, request.contains("id") ? "id" : "trial_id"));
+    // Name what the id is, or looks like (an experiment id has no '_'):
+    // `resume e0099` is an unknown experiment, not an unknown trial.
+    if (runner_.FindTrial(id) == nullptr) {
+      if (runner_.FindExperiment(id) != nullptr) {
+        return ztune::Status::InvalidArgument("'" + id + "' is an experiment; " + op +
+                                              " takes a trial id");
+      }
+      if (id.str().find('_') == std::string::npos) {
+        return ztune::Status::NotFound("unknown experiment '" + id + "'");
+      }
+    }
     RETURN_IF_ERROR(op == "pause" ? runner_.PauseTrial(id, /*hold=*/true) : runner_.Resume(id));
     return Json{{"trial_id", id}, {"status", TrialStatusName(runner_.FindTrial(id)->status)}};
   }

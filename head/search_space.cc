@@ -4,6 +4,7 @@
 #include <random>
 #include <set>
 
+#include "common/did_you_mean.h"
 #include "common/mix64.h"
 
 namespace ztune::head {
@@ -58,6 +59,34 @@ Status ValidateSampler(const std::vector<std::string>& path, const std::string& 
   return Status::Ok();
 }
 
+// A sampler object holds its sampler key alone, and a one-key object whose
+// key is a near miss of a sampler's name, with a list as its value, is a typo
+// rather than a constant: either would otherwise run every trial with a
+// config the user did not mean (issue 14: `{"log_uniform": [...]}` was the
+// constant `lr.log_uniform`, and every trial failed).
+Status CheckSamplerShape(const std::vector<std::string>& path, const Json& node) {
+  if (!node.is_object()) return Status::Ok();
+  std::string sampler;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    if (kSamplers.count(it.key())) sampler = it.key();
+  }
+  if (!sampler.empty() && node.size() > 1) {
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (it.key() == sampler) continue;
+      return Bad(path, "unknown key '" + it.key() + "' beside sampler '" + sampler +
+                           "' (a sampler is an object with its one key)");
+    }
+  }
+  if (node.size() == 1 && sampler.empty() && node.begin().value().is_array()) {
+    static const std::vector<std::string> kNames(kSamplers.begin(), kSamplers.end());
+    if (auto near = ClosestName(node.begin().key(), kNames)) {
+      return Bad(path, "unknown sampler '" + node.begin().key() + "' (did you mean '" + *near +
+                           "'?); for a constant object with this key write {\"choice\": [VALUE]}");
+    }
+  }
+  return Status::Ok();
+}
+
 Json* PathRef(Json& root, const std::vector<std::string>& path) {
   Json* cur = &root;
   for (const auto& p : path) cur = &(*cur)[p];
@@ -80,6 +109,7 @@ Result<SearchSpace> SearchSpace::Parse(const Json& space) {
     auto [path, node] = stack.back();
     stack.pop_back();
     if (path.size() > 32) return Bad(path, "nested too deeply");
+    RETURN_IF_ERROR(CheckSamplerShape(path, *node));
     if (node->is_object() && node->size() == 1 && kSamplers.count(node->begin().key())) {
       const std::string kind = node->begin().key();
       RETURN_IF_ERROR(ValidateSampler(path, kind, node->begin().value()));

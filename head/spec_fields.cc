@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "common/did_you_mean.h"
 #include "common/printable.h"
 
 namespace ztune::head {
@@ -16,8 +17,10 @@ Status CheckSpecKeys(const Json& j, const std::string& where,
     if (!allowed.count(it.key())) {
       std::string list;
       for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      const std::vector<std::string> names(allowed.begin(), allowed.end());
       return Status::InvalidArgument("spec" + (where.empty() ? "" : "." + where) +
-                                     ": unknown key '" + it.key() + "' (allowed: " + list + ")");
+                                     ": unknown key '" + it.key() + "'" +
+                                     DidYouMean(it.key(), names) + " (allowed: " + list + ")");
     }
   }
   return Status::Ok();

@@ -147,5 +147,26 @@ TEST(BadInputE2ETest, HeadSurvivesMalformedFramesAndUnknownSenders) {
   EXPECT_TRUE(exps["experiments"].empty());
 }
 
+// Issue 14: an unknown command said only "A subcommand is required".
+TEST(CliUsageE2ETest, AnUnknownCommandSaysSoAndSuggestsTheNearestOne) {
+  const std::string cli = ZTUNE_CLI_BIN;
+  CommandResult r = e2e::Run(cli + " stauts");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("ztune: unknown command 'stauts' (did you mean 'status'?)"),
+            std::string::npos)
+      << r.out;
+  // After global options, and one that takes a value: still the command word.
+  r = e2e::Run(cli + " --timeout-ms 5 --insecure frobnicate x");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("unknown command 'frobnicate'"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("did you mean"), std::string::npos) << r.out;
+  // No command at all is CLI11's own message; a known one parses.
+  r = e2e::Run(cli);
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("A subcommand is required"), std::string::npos) << r.out;
+  r = e2e::Run(cli + " keygen --help");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
 }  // namespace
 }  // namespace ztune::e2e

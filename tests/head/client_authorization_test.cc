@@ -290,5 +290,21 @@ TEST_F(ClientAuthorizationTest, UnknownTargetsAreNotFoundNotPermissionDenied) {
   }
 }
 
+// Issue 14: `resume e0099` said "unknown trial".
+TEST_F(ClientAuthorizationTest, PauseAndResumeNameWhatTheirIdIs) {
+  const std::string exp = SubmitAs(alice_);
+  Json reply = Call(Json{{"op", "resume"}, {"id", "e0099"}}, alice_);
+  EXPECT_EQ(ErrorCode(reply), "NotFound") << reply.dump();
+  EXPECT_EQ(ErrorMessage(reply), "unknown experiment 'e0099'") << reply.dump();
+  reply = Call(Json{{"op", "pause"}, {"id", "e0099"}}, alice_);
+  EXPECT_EQ(ErrorMessage(reply), "unknown experiment 'e0099'") << reply.dump();
+  reply = Call(Json{{"op", "resume"}, {"id", "e0099_00001"}}, alice_);
+  EXPECT_EQ(ErrorMessage(reply), "unknown trial 'e0099_00001'") << reply.dump();
+  reply = Call(Json{{"op", "pause"}, {"id", exp}}, alice_);
+  EXPECT_EQ(ErrorCode(reply), "InvalidArgument") << reply.dump();
+  EXPECT_EQ(ErrorMessage(reply), "'" + exp + "' is an experiment; pause takes a trial id")
+      << reply.dump();
+}
+
 }  // namespace
 }  // namespace ztune::head

@@ -88,5 +88,58 @@ TEST(ExperimentSpecTest, TrainableObeysTheNameLimitSoTheStoredSpecLoads) {
   EXPECT_EQ(loaded->spec.name, std::string(200, 'q'));
 }
 
+// Issue 14: a misspelt sampler ran every trial with a constant named after
+// it; a sampler with company was accepted.
+TEST(SearchSpaceTest, AMisspeltSamplerIsRefusedWithTheNameItMeant) {
+  auto s = SearchSpace::Parse(Json::parse(R"({"lr": {"log_uniform": [1e-5, 1e-1]}})"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("param_space.lr: unknown sampler 'log_uniform' (did you "
+                                      "mean 'loguniform'?)"),
+            std::string::npos)
+      << s.status().ToString();
+  EXPECT_NE(s.status().message().find("{\"choice\": [VALUE]}"), std::string::npos)
+      << "says how to keep such an object as a constant";
+  s = SearchSpace::Parse(Json::parse(R"({"model": {"opt": {"unifrom": [0, 1]}}})"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("param_space.model.opt: unknown sampler 'unifrom' (did "
+                                      "you mean 'uniform'?)"),
+            std::string::npos)
+      << s.status().ToString();
+}
+
+TEST(SearchSpaceTest, ASamplerObjectHoldsItsOneKey) {
+  auto s = SearchSpace::Parse(Json::parse(R"({"x": {"uniform": [0, 1], "extra": 1}})"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("param_space.x: unknown key 'extra' beside sampler "
+                                      "'uniform'"),
+            std::string::npos)
+      << s.status().ToString();
+}
+
+TEST(SearchSpaceTest, NestedConstantsThatAreNoTyposStayConstants) {
+  // Other keys, a near miss whose value is not a list, several keys: all
+  // plain configuration.
+  auto s = SearchSpace::Parse(Json::parse(
+      R"({"model": {"layers": [64, 32]}, "opt": {"choices": 3}, "both": {"normall": [1], "k": 2},
+          "wrapped": {"choice": [{"choices": [1, 2]}]}})"));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const Json v = s->Variant(1, 0);
+  EXPECT_EQ(v["model"]["layers"], Json::parse("[64, 32]"));
+  EXPECT_EQ(v["opt"]["choices"], 3);
+  EXPECT_EQ(v["both"]["k"], 2);
+  EXPECT_EQ(v["wrapped"]["choices"], Json::parse("[1, 2]")) << "the documented escape";
+}
+
+TEST(SearchSpaceTest, AMisspeltSpecKeyGetsTheKeyItMeant) {
+  auto e = ExperimentSpec::Parse(Json::parse(R"({"trainable": "q", "num_sample": 3})"), 1);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("unknown key 'num_sample' (did you mean 'num_samples'?)"),
+            std::string::npos)
+      << e.status().ToString();
+  e = ExperimentSpec::Parse(Json::parse(R"({"trainable": "q", "zzz": 3})"), 1);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().message().find("did you mean"), std::string::npos) << e.status().ToString();
+}
+
 }  // namespace
 }  // namespace ztune::head
