@@ -14,10 +14,26 @@ bool IsTrue(const std::optional<ResultView::Value>& v) {
   return v && v->kind == ResultView::Kind::kBoolean && v->boolean;
 }
 
+// The result's keys as a user sees them (sorted, the first 20), for an error
+// naming a key it lacks. The error path: a DOM is fine here.
+std::string ReportedKeys(const protocol::RawResult& raw) {
+  const Json dom = raw.ToJson();
+  std::string reported;
+  size_t listed = 0;
+  for (auto it = dom.begin(); it != dom.end(); ++it) {
+    if (++listed > 20) {
+      reported += ", ...";
+      break;
+    }
+    reported += (reported.empty() ? "" : ", ") + it.key();
+  }
+  return "(the result reports: " + reported + ")";
+}
+
 // The result's own `done`, else whether a stopping criterion is reached; an
 // error when a criterion's key is missing or not a number.
-bool Done(const ResultView& result, const ExperimentSpec& spec, int64_t iteration,
-          std::string* error) {
+bool Done(const ResultView& result, const protocol::RawResult& raw, const ExperimentSpec& spec,
+          int64_t iteration, std::string* error) {
   // Ray's _should_stop: a result that says it is done is done; the stopping
   // criteria (and their keys) only matter for the others.
   if (IsTrue(result.Find("done"))) return true;
@@ -25,8 +41,10 @@ bool Done(const ResultView& result, const ExperimentSpec& spec, int64_t iteratio
     // The stamped trial_id is a string: as a criterion it is "not a number".
     auto v = key == "trial_id" ? std::nullopt : result.FindFlat(key);
     if (!v || !(v->is_number() || v->kind == ResultView::Kind::kBoolean)) {
-      *error = "stopping criterion '" + key + "' not found (or not a number) in the result of "
-               "iteration " + std::to_string(iteration);
+      *error = "stopping criterion '" + key +
+               "' not found (or not a number) in the result of "
+               "iteration " +
+               std::to_string(iteration) + " " + ReportedKeys(raw);
       return false;
     }
     const double x =
@@ -36,30 +54,29 @@ bool Done(const ResultView& result, const ExperimentSpec& spec, int64_t iteratio
   return false;
 }
 
-// The keys the experiment's scheduler judges by must be in every result that
-// does not end the trial by itself (Ray's _validate_result_metrics; a final
-// `done` result may carry nothing else). Returns the error, or "".
-std::string MissingSchedulerKey(const ResultView& result, const protocol::RawResult& raw,
-                                const ExperimentSpec& spec, int64_t iteration) {
+// The experiment's metric and the keys its scheduler judges by must be in
+// every result that does not end the trial by itself (Ray's
+// _validate_result_metrics with strict checking: the runner's, scheduler's
+// and searcher's metrics; a final `done` result may carry nothing else).
+// Returns the error, or "".
+std::string MissingRequiredKey(const ResultView& result, const protocol::RawResult& raw,
+                               const ExperimentSpec& spec, int64_t iteration) {
   if (IsTrue(result.Find("done"))) return "";
-  for (const std::string& key : spec.scheduler.RequiredResultKeys()) {
+  auto missing = [&](const std::string& key, const std::string& role) -> std::string {
     auto v = result.FindFlat(key);
-    if (v && v->is_number()) continue;
-    // The error path: a DOM lists the keys in the order a user sees them.
-    const Json dom = raw.ToJson();
-    std::string reported;
-    size_t listed = 0;
-    for (auto it = dom.begin(); it != dom.end(); ++it) {
-      if (++listed > 20) {
-        reported += ", ...";
-        break;
-      }
-      reported += (reported.empty() ? "" : ", ") + it.key();
-    }
+    if (v && v->is_number()) return "";
     return "result of iteration " + std::to_string(iteration) + " has " +
-           (!v ? "no '" + key + "'" : "a non-numeric '" + key + "'") + ", which scheduler " +
-           spec.scheduler.TypeName() + " judges trials by (the result reports: " + reported + ")";
+           (!v ? "no '" + key + "'" : "a non-numeric '" + key + "'") + ", " + role + " " +
+           ReportedKeys(raw);
+  };
+  // The scheduler's keys first: its metric is usually the experiment's too,
+  // and the scheduler is what needs it on every result.
+  for (const std::string& key : spec.scheduler.RequiredResultKeys()) {
+    std::string error = missing(
+        key, "which scheduler " + std::string(spec.scheduler.TypeName()) + " judges trials by");
+    if (!error.empty()) return error;
   }
+  if (!spec.metric.empty()) return missing(spec.metric, "the experiment's metric");
   return "";
 }
 
@@ -98,9 +115,9 @@ BatchOutcome ResultProcessor::Process(const TrialId& trial_id, int64_t last_iter
       }
     }
     if (!out.error.empty()) break;
-    out.error = MissingSchedulerKey(in, rec.result, spec, iteration);
+    out.error = MissingRequiredKey(in, rec.result, spec, iteration);
     if (!out.error.empty()) break;
-    const bool done = Done(in, spec, iteration, &out.error);
+    const bool done = Done(in, rec.result, spec, iteration, &out.error);
     if (!out.error.empty()) break;
     out.checkpoint =
         out.checkpoint ||

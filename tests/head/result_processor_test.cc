@@ -90,5 +90,34 @@ TEST(ResultProcessorTest, FlagsMustBeBooleansAndIterationsIntegers) {
   EXPECT_TRUE(ResultProcessor::Process(TrialId("T"), 0, 0, spec, Batch({asked})).checkpoint);
 }
 
+// Issue 14 (Ray's strict metric checking): a metric the trainable never
+// reports fails the trial at its first result, naming the key and what the
+// result did report; so does a stopping criterion's key.
+TEST(ResultProcessorTest, TheExperimentsMetricMustBeInEveryResult) {
+  auto spec = Spec(R"({"trainable": "q", "metric": "acc", "mode": "max"})");
+  BatchOutcome o = ResultProcessor::Process(TrialId("T"), 0, 0, spec, Batch({R(1)}));
+  EXPECT_EQ(o.error,
+            "result of iteration 1 has no 'acc', the experiment's metric (the result reports: "
+            "loss, training_iteration)");
+  EXPECT_TRUE(o.accepted.empty());
+  Json with = R(1);
+  with["acc"] = 0.5;
+  o = ResultProcessor::Process(TrialId("T"), 0, 0, spec, Batch({with}));
+  EXPECT_TRUE(o.error.empty()) << o.error;
+  with["acc"] = "high";
+  o = ResultProcessor::Process(TrialId("T"), 0, 0, spec, Batch({with}));
+  EXPECT_NE(o.error.find("a non-numeric 'acc'"), std::string::npos) << o.error;
+  Json done = R(1);  // a final result may carry nothing else (Ray)
+  done["done"] = true;
+  o = ResultProcessor::Process(TrialId("T"), 0, 0, spec, Batch({done}));
+  EXPECT_TRUE(o.error.empty()) << o.error;
+
+  spec = Spec(R"({"trainable": "q", "stop": {"eval/acc": 0.9}})");
+  o = ResultProcessor::Process(TrialId("T"), 0, 0, spec, Batch({R(1)}));
+  EXPECT_EQ(o.error,
+            "stopping criterion 'eval/acc' not found (or not a number) in the result of iteration "
+            "1 (the result reports: loss, training_iteration)");
+}
+
 }  // namespace
 }  // namespace ztune::head
