@@ -155,6 +155,12 @@ int RunSubmit(const CommandContext& ctx, const std::string& spec_path, bool json
   }
   std::optional<Json> reply = CallOrReport(ctx, "submit", Json{{"spec", std::move(*spec)}}, &code);
   if (!reply) return code;
+  if (const Json* w = FindField(*reply, "warnings"); w != nullptr && w->is_array()) {
+    for (const Json& text : *w) {
+      if (text.is_string())
+        ctx.err << "warning: " << EscapeControl(text.get<std::string>()) << '\n';
+    }
+  }
   if (json) {
     PrintJson(ctx.out, StripEnvelope(std::move(*reply)));
   } else {

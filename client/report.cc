@@ -201,6 +201,11 @@ void RenderExperimentStatus(const Json& experiment, const std::vector<const Json
   }
   const std::string best = BestTrialText(experiment);
   if (!best.empty()) out << "Best trial: " << best << '\n';
+  if (const Json* w = FindField(experiment, "warnings"); w != nullptr && w->is_array()) {
+    for (const Json& text : *w) {
+      if (text.is_string()) out << "Warning: " << EscapeControl(text.get<std::string>()) << '\n';
+    }
+  }
   if (trials.empty()) {
     out << "No trials yet.\n";
     return;

@@ -137,7 +137,11 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request,
                                      const ClientCaller& caller) {
   if (op == "submit") {
     if (!request.contains("spec")) return ztune::Status::InvalidArgument("missing argument 'spec'");
-    return runner_.Submit(request["spec"], ExperimentOwner{caller.key, caller.name});
+    ASSIGN_OR_RETURN(Json reply,
+                     runner_.Submit(request["spec"], ExperimentOwner{caller.key, caller.name}));
+    const Experiment* e = runner_.FindExperiment(reply.value("experiment_id", std::string()));
+    if (e != nullptr) reply["warnings"] = e->spec.Warnings();
+    return reply;
   }
   if (op == "put_code") {
     ASSIGN_OR_RETURN(std::string code, StringArg(request, "code"));

@@ -68,6 +68,7 @@ Json ClientService::ExperimentDoc(const Experiment& e) const {
       {"finished", e.finished},
       {"stopped", e.stopped},
       {"best_trial", best},
+      {"warnings", e.spec.Warnings()},
       {"owner", e.owner.key.empty() ? Json() : Json{{"name", e.owner.name}, {"key", e.owner.key}}},
       {"spec", e.spec.ToJson()}};
 }

@@ -130,6 +130,19 @@ std::string ExperimentSpec::CodeHash() const {
              : std::string();
 }
 
+std::vector<std::string> ExperimentSpec::Warnings() const {
+  std::vector<std::string> out;
+  // ASHA and HyperBand end every trial at max_t; the others end none.
+  const bool scheduler_ends_trials =
+      scheduler.type == SchedulerType::kAsha || scheduler.type == SchedulerType::kHyperBand;
+  if (stop.empty() && !scheduler_ends_trials) {
+    out.push_back(
+        "no stop condition: trials run until their trainable reports done or they are "
+        "stopped (ztune stop); set \"stop\", e.g. {\"training_iteration\": 100}");
+  }
+  return out;
+}
+
 std::string ExperimentSpec::TrainableLabel() const {
   return IsSubmittedCode() ? "python:" + python_entry : trainable;
 }

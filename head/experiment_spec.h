@@ -99,6 +99,10 @@ struct ExperimentSpec {
   std::string CodeHash() const;
   // The trainable as people read it: the name, or "python:FILE:NAME".
   std::string TrainableLabel() const;
+  // What a user should hear about an accepted spec (submit's reply and the
+  // experiment's status): a spec that sets no stop condition runs its trials
+  // until their trainable reports done or someone stops them.
+  std::vector<std::string> Warnings() const;
   // What makes two actors interchangeable besides resources: the name, and
   // for submitted code the entry and the code too.
   std::string TrainableKey() const;

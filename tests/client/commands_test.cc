@@ -234,6 +234,15 @@ TEST(RenderStatusTest, NamesTheSchedulerUnlessFifo) {
       << text;
 }
 
+TEST(RenderStatusTest, ShowsTheExperimentsWarnings) {
+  Json reply = StatusFields();
+  EXPECT_EQ(RenderStatus(reply, StatusOptions{}).find("Warning:"), std::string::npos);
+  reply["experiments"][0]["warnings"] = Json::array({"no stop condition: trials run forever"});
+  const std::string text = RenderStatus(reply, StatusOptions{});
+  EXPECT_NE(text.find("Warning: no stop condition: trials run forever\n"), std::string::npos)
+      << text;
+}
+
 TEST(RenderStatusTest, TruncatesToMaxRowsUnlessAll) {
   Json reply = StatusFields();
   Json trials = Json::array();

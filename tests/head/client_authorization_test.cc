@@ -306,5 +306,19 @@ TEST_F(ClientAuthorizationTest, PauseAndResumeNameWhatTheirIdIs) {
       << reply.dump();
 }
 
+// Issue 14: a spec without a stop condition is accepted, and submit's reply
+// and the experiment's doc say that its trials run until stopped.
+TEST_F(ClientAuthorizationTest, SubmitAndStatusWarnOfASpecThatNeverStops) {
+  Json reply = Call(Json{{"op", "submit"}, {"spec", Json{{"trainable", "quadratic"}}}}, alice_);
+  ASSERT_TRUE(reply.value("ok", false)) << reply.dump();
+  ASSERT_EQ(reply["warnings"].size(), 1u) << reply.dump();
+  EXPECT_NE(reply["warnings"][0].get<std::string>().find("no stop condition"), std::string::npos);
+  const std::string exp = reply["experiment_id"];
+  Json doc = Call(Json{{"op", "experiment"}, {"experiment_id", exp}}, alice_);
+  EXPECT_EQ(doc["experiment"]["warnings"], reply["warnings"]) << doc.dump();
+  reply = Call(Json{{"op", "submit"}, {"spec", Json::parse(kSpec)}}, alice_);
+  EXPECT_TRUE(reply["warnings"].empty()) << reply.dump();
+}
+
 }  // namespace
 }  // namespace ztune::head

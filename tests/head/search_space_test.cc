@@ -141,5 +141,26 @@ TEST(SearchSpaceTest, AMisspeltSpecKeyGetsTheKeyItMeant) {
   EXPECT_EQ(e.status().message().find("did you mean"), std::string::npos) << e.status().ToString();
 }
 
+TEST(SearchSpaceTest, ASpecWithoutAStopConditionIsAcceptedWithAWarning) {
+  auto warnings = [](const char* spec) {
+    auto e = ExperimentSpec::Parse(Json::parse(spec), 1);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return e.ok() ? e->Warnings() : std::vector<std::string>{};
+  };
+  const auto none = warnings(R"({"trainable": "q"})");
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_NE(none[0].find("no stop condition"), std::string::npos) << none[0];
+  EXPECT_TRUE(warnings(R"({"trainable": "q", "stop": {"training_iteration": 5}})").empty());
+  // ASHA ends every trial at max_t; PBT ends none.
+  EXPECT_TRUE(warnings(R"({"trainable": "q", "metric": "loss", "mode": "min",
+                           "scheduler": {"type": "asha"}})")
+                  .empty());
+  EXPECT_EQ(warnings(R"({"trainable": "q", "metric": "loss", "mode": "min", "param_space":
+                         {"lr": {"uniform": [0, 1]}}, "scheduler": {"type": "pbt",
+                         "hyperparam_mutations": {"lr": [0.1, 0.2]}}})")
+                .size(),
+            1u);
+}
+
 }  // namespace
 }  // namespace ztune::head
