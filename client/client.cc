@@ -78,6 +78,7 @@ void HeadClient::CloseSocket() {
   monitor_.reset();  // before the socket it watches
   handshake_done_ = false;
   cut_ = false;
+  refused_ = false;
   if (!socket_.has_value()) return;
   zmqutil::SetIntOption(*socket_, ZMQ_LINGER, 0).IgnoreError();
   socket_->close();
@@ -155,9 +156,21 @@ Result<Json> HeadClient::Attempt(uint64_t rid, const std::string& frame, TimeMs 
   }
   SteadyClock clock;
   const TimeMs deadline = clock.NowMs() + options_.timeout_ms + extra_ms;
+  // The connect check: a head that refused every connection for this long is
+  // not there (a head still starting binds within it), so the user hears so
+  // now, not at the end of --timeout-ms.
+  const TimeMs connect_check_ms = std::min<TimeMs>(kConnectCheckMs, options_.timeout_ms);
+  const TimeMs check_at = clock.NowMs() + connect_check_ms;
   timeout_hint_.clear();
   while (true) {
-    const TimeMs remaining = deadline - clock.NowMs();
+    const TimeMs now = clock.NowMs();
+    if (!handshake_done_ && refused_ && now >= check_at) {
+      CloseSocket();
+      return Status::Unavailable("cannot connect to the head at " + options_.endpoint +
+                                 ": connection refused for " + std::to_string(connect_check_ms) +
+                                 " ms; is ztune-head running at " + options_.endpoint + "?");
+    }
+    TimeMs remaining = deadline - now;
     if (remaining <= 0) {
       if (!handshake_done_ && cut_) {
         timeout_hint_ = options_.curve
@@ -173,7 +186,9 @@ Result<Json> HeadClient::Attempt(uint64_t rid, const std::string& frame, TimeMs 
     }
     zmq_pollitem_t items[2] = {{socket_->handle(), 0, ZMQ_POLLIN, 0},
                                {monitor_->handle(), 0, ZMQ_POLLIN, 0}};
-    const int rc = zmq_poll(items, 2, static_cast<long>(remaining));
+    const TimeMs wait_ms =
+        !handshake_done_ && now < check_at ? std::min(remaining, check_at - now) : remaining;
+    const int rc = zmq_poll(items, 2, static_cast<long>(wait_ms));
     if (rc < 0) {
       if (zmq_errno() == EINTR) continue;
       const std::string err = zmq_strerror(zmq_errno());
@@ -186,6 +201,7 @@ Result<Json> HeadClient::Attempt(uint64_t rid, const std::string& frame, TimeMs 
       const zmqutil::ConnectionEvents events = monitor_->Drain();
       handshake_done_ = handshake_done_ || events.connected;
       cut_ = cut_ || events.disconnected;
+      refused_ = refused_ || events.connect_retried;
       if (events.auth_failed) {
         CloseSocket();
         return Status::PermissionDenied(

@@ -32,6 +32,9 @@ namespace ztune::client {
 inline constexpr char kClientProtocolVersion[] = "ZTUNE1";
 // Largest request JSON frame the head accepts.
 inline constexpr size_t kMaxRequestBytes = 16u << 20;
+// How long a client waits on a refused connection before it says that no
+// head listens at the endpoint (at most --timeout-ms).
+inline constexpr int64_t kConnectCheckMs = 1000;
 inline constexpr char kDefaultHeadEndpoint[] = "tcp://127.0.0.1:7500";
 inline constexpr int kDefaultTimeoutMs = 10000;
 
@@ -111,6 +114,7 @@ class HeadClient {
   // connection was closed.
   bool handshake_done_ = false;
   bool cut_ = false;
+  bool refused_ = false;  // a connect to the endpoint failed since the socket opened
   uint64_t next_rid_ = 1;
   // Appended to a timeout's message: what the connection's events suggest.
   std::string timeout_hint_;

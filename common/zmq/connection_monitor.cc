@@ -6,9 +6,9 @@
 namespace ztune::zmqutil {
 namespace {
 
-constexpr int kEvents = ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
-                        ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                        ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+constexpr int kEvents = ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECT_RETRIED |
+                        ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                        ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
 
 std::string ProtocolErrorText(uint32_t code) {
   if (code == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
@@ -68,6 +68,7 @@ ConnectionEvents ConnectionMonitor::Drain() {
     }
     switch (id) {
       case ZMQ_EVENT_DISCONNECTED: events.disconnected = true; break;
+      case ZMQ_EVENT_CONNECT_RETRIED: events.connect_retried = true; break;
       case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: events.connected = true; break;
       case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
         events.auth_failed = true;

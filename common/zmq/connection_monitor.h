@@ -32,6 +32,9 @@ struct ConnectionEvents {
   // The peer closed the connection mid-handshake without saying why: with
   // CURVE, a wrong head key; without, a head that requires CURVE.
   bool closed_in_handshake = false;
+  // A TCP connect failed (refused, unreachable) and libzmq will retry it:
+  // nothing listens at the endpoint, at least not yet.
+  bool connect_retried = false;
 };
 
 // What to check when the head closed a connection mid-handshake, for a side

@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "tests/client/fake_head.h"
 
@@ -89,6 +91,46 @@ TEST(HeadClientTest, TimesOutWhenNothingListens) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(r.status().message().find(endpoint), std::string::npos);
+}
+
+// Issue 14: a client with nothing to talk to says so after a short connect
+// check (kConnectCheckMs), not at the end of its timeout.
+TEST(HeadClientTest, SaysNoHeadIsRunningAfterTheConnectCheck) {
+  std::string endpoint;
+  {
+    FakeHead gone([](const Json&) { return std::vector<Frames>{}; });
+    endpoint = gone.endpoint();
+  }
+  constexpr int kTimeoutMs = 60'000;  // far beyond the check: failing here means it waited
+  HeadClient client(Options(endpoint, kTimeoutMs));
+  const auto start = std::chrono::steady_clock::now();
+  Result<Json> r = client.Call("status");
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(r.status().message(), "cannot connect to the head at " + endpoint +
+                                      ": connection refused for " +
+                                      std::to_string(kConnectCheckMs) +
+                                      " ms; is ztune-head running at " + endpoint + "?");
+  EXPECT_LT(waited, std::chrono::milliseconds(kTimeoutMs / 2));
+}
+
+// A head that binds while the client's check is under way answers it.
+TEST(HeadClientTest, AHeadThatStartsWithinTheConnectCheckAnswers) {
+  std::string endpoint;
+  {
+    FakeHead gone([](const Json&) { return std::vector<Frames>{}; });
+    endpoint = gone.endpoint();
+  }
+  HeadClient client(Options(endpoint, 10'000));
+  std::unique_ptr<FakeHead> late;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kConnectCheckMs / 5));
+    late = std::make_unique<FakeHead>(FakeHead::Canned({{"status", Json::object()}}), endpoint);
+  });
+  Result<Json> r = client.Call("status");
+  starter.join();
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
 }
 
 // first request unanswered -> socket dropped -> next call answered, and a

@@ -43,10 +43,12 @@ class FakeHead {
  public:
   using Handler = std::function<std::vector<Frames>(const Json& request)>;
 
-  explicit FakeHead(Handler handler) : handler_(std::move(handler)) {
+  // Binds `bind` (a free loopback port by default).
+  explicit FakeHead(Handler handler, std::string bind = "tcp://127.0.0.1:*")
+      : handler_(std::move(handler)) {
     std::promise<std::string> bound;
     auto endpoint = bound.get_future();
-    thread_ = std::thread([this, &bound] { Serve(bound); });
+    thread_ = std::thread([this, &bound, bind] { Serve(bound, bind); });
     endpoint_ = endpoint.get();
   }
 
@@ -84,11 +86,11 @@ class FakeHead {
   }
 
  private:
-  void Serve(std::promise<std::string>& bound) {
+  void Serve(std::promise<std::string>& bound, const std::string& bind) {
     zmq::context_t context;
     zmq::socket_t router(context, zmq::socket_type::router);
     (void)zmqutil::SetIntOption(router, ZMQ_LINGER, 0);
-    (void)zmqutil::Bind(router, "tcp://127.0.0.1:*");
+    (void)zmqutil::Bind(router, bind);
     bound.set_value(zmqutil::LastEndpoint(router).value());
     while (!stop_) {
       zmq_pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
