@@ -149,27 +149,17 @@ Table TrialTable(const std::vector<const Json*>& trials, const std::string& metr
   return table;
 }
 
-// Picks at most `max_rows` trials, live ones first, kept in their original
-// order; the rest are counted per status in *hidden.
+// Picks at most `max_rows` trials in the order docs/cli.md promises: live
+// ones first (RUNNING, ERROR, PAUSED, PENDING, then TERMINATED), each status
+// in the trials' own order; the rest are counted per status in *hidden.
 std::vector<const Json*> SelectRows(const std::vector<const Json*>& trials, size_t max_rows,
                                     std::map<std::string, int>* hidden) {
-  if (trials.size() <= max_rows) return trials;
-  std::vector<size_t> order(trials.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return DisplayPriority(StringField(*trials[a], "status")) <
-           DisplayPriority(StringField(*trials[b], "status"));
+  std::vector<const Json*> rows = trials;
+  std::stable_sort(rows.begin(), rows.end(), [](const Json* a, const Json* b) {
+    return DisplayPriority(StringField(*a, "status")) < DisplayPriority(StringField(*b, "status"));
   });
-  std::vector<bool> shown(trials.size(), false);
-  for (size_t i = 0; i < max_rows; ++i) shown[order[i]] = true;
-  std::vector<const Json*> rows;
-  for (size_t i = 0; i < trials.size(); ++i) {
-    if (shown[i]) {
-      rows.push_back(trials[i]);
-    } else {
-      ++(*hidden)[StringField(*trials[i], "status", "?")];
-    }
-  }
+  for (size_t i = max_rows; i < rows.size(); ++i) ++(*hidden)[StringField(*rows[i], "status", "?")];
+  if (rows.size() > max_rows) rows.resize(max_rows);
   return rows;
 }
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -240,6 +242,31 @@ TEST(RenderStatusTest, ShowsTheExperimentsWarnings) {
   reply["experiments"][0]["warnings"] = Json::array({"no stop condition: trials run forever"});
   const std::string text = RenderStatus(reply, StatusOptions{});
   EXPECT_NE(text.find("Warning: no stop condition: trials run forever\n"), std::string::npos)
+      << text;
+}
+
+// Issue 14: the rows come in the order docs/cli.md promises, live ones
+// first, whether or not the table is cut (RUNNING trials were printed last).
+TEST(RenderStatusTest, ListsLiveTrialsFirstInTheDocumentedOrder) {
+  Json reply = StatusFields();
+  const char* statuses[] = {"TERMINATED", "PENDING", "ERROR", "RUNNING", "PAUSED", "RUNNING"};
+  Json trials = Json::array();
+  for (int i = 0; i < 6; ++i) {
+    trials.push_back(
+        Trial("e0001_0000" + std::to_string(i), statuses[i], {{"lr", i}}, 0, nullptr, nullptr));
+  }
+  reply["trials"] = trials;
+  const std::string text = RenderStatus(reply, StatusOptions{});
+  const size_t table = text.find("\nTrial ");  // the best-trial line names a trial too
+  ASSERT_NE(table, std::string::npos) << text;
+  std::vector<size_t> at;
+  for (const char* id :
+       {"e0001_00003", "e0001_00005", "e0001_00002", "e0001_00004", "e0001_00001", "e0001_00000"}) {
+    at.push_back(text.find(id, table));
+    ASSERT_NE(at.back(), std::string::npos) << id << " missing in\n" << text;
+  }
+  EXPECT_TRUE(std::is_sorted(at.begin(), at.end()))
+      << "RUNNING (3, 5), ERROR (2), PAUSED (4), PENDING (1), TERMINATED (0):\n"
       << text;
 }
 
