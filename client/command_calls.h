@@ -6,6 +6,7 @@
 // Thread affinity: that of the HeadClient in the context.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -20,6 +21,13 @@ void PrintJson(std::ostream& out, const Json& j);
 // Calls `op`; on failure reports and sets *exit_code.
 std::optional<Json> CallOrReport(const CommandContext& ctx, const std::string& op, Json args,
                                  int* exit_code);
+
+// A paged read, page by page: calls `on_page` with each reply in turn (its
+// `list_key` holds that page's items) until the last page or until on_page
+// returns false. False (and *exit_code set) when a call failed.
+bool ForEachPage(const CommandContext& ctx, const std::string& op, const Json& args,
+                 const char* list_key, const std::function<bool(Json& page)>& on_page,
+                 int* exit_code);
 
 // A paged read (status, trials, results): asks for every page in turn and
 // returns the last reply with `list_key` holding the items of all pages. The

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "client/client.h"
+#include "client/results_export.h"
 #include "common/clock.h"
 #include "common/json.h"
 #include "common/status.h"
@@ -93,6 +94,18 @@ enum class ResultsFormat { kTable, kCsv, kJson };
 int RunResults(const CommandContext& ctx, const std::string& trial_id, ResultsFormat format);
 
 int RunWorkers(const CommandContext& ctx, bool json);
+
+struct ExportOptions {
+  ExportFormat format = ExportFormat::kCsv;
+  // "" or "-" = stdout; a file is written whole or not at all.
+  std::string output;
+};
+
+// `ztune export EXP`: one row per stored result of every trial (a trial with
+// none gets one row), with trial_id, status and the config it trained with
+// (client/results_export.h). Exit 2 when the output cannot be written.
+int RunExport(const CommandContext& ctx, const std::string& experiment_id,
+              const ExportOptions& options);
 
 // `id` is an experiment id or a trial id. Prints the stopped trial ids, one a line.
 int RunStop(const CommandContext& ctx, const std::string& id, bool json);

@@ -321,6 +321,24 @@ int main(int argc, char** argv) {
     };
   });
 
+  // export
+  std::string export_exp;
+  zc::ExportOptions export_options;
+  std::string export_format = "csv";
+  auto* export_cmd = app.add_subcommand(
+      "export", "every result of every trial of an experiment, as CSV or JSON lines");
+  export_cmd->add_option("EXP", export_exp, "experiment id")->required();
+  export_cmd->add_option("--format", export_format, "csv (flattened columns) or jsonl")
+      ->check(CLI::IsMember({"csv", "jsonl"}))
+      ->capture_default_str();
+  export_cmd->add_option("-o,--output", export_options.output,
+                         "file to write (whole or not at all; default stdout)");
+  export_cmd->callback([&] {
+    export_options.format =
+        export_format == "jsonl" ? zc::ExportFormat::kJsonl : zc::ExportFormat::kCsv;
+    run = [&](const CommandContext& ctx) { return zc::RunExport(ctx, export_exp, export_options); };
+  });
+
   // wait
   std::string wait_exp;
   zc::WaitOptions wait_options;

@@ -6,12 +6,16 @@ with --insecure and a tight client rate limit, and no head at all. Waits poll
 with deadlines; nothing sleeps for long.
 """
 
+import json
 import os
 import socket
+import subprocess
 import tempfile
 import time
 import unittest
 from unittest import mock
+
+import pandas
 
 import client_cluster
 from client_cluster import LocalCluster, wait_for
@@ -159,6 +163,52 @@ class CurveClusterTest(unittest.TestCase):
         workers = self.admin.workers()
         self.assertEqual([(w["name"], w["alive"]) for w in workers], [("w0", True)])
         self.assertEqual(workers[0]["resources_total"]["CPU"], 2)
+
+    def cli(self, *args, key=None):
+        """Runs the `ztune` CLI against this cluster; the CompletedProcess."""
+        return subprocess.run(
+            [client_cluster.CLI_BIN, "--head", self.cluster.client_endpoint,
+             "--key", key or self.admin_key, "--head-key", self.cluster.head_pub_file, *args],
+            capture_output=True, text=True, timeout=60)
+
+    def test_export_is_one_pandas_read_away(self):
+        lrs, iterations = [0.05, 0.2, 0.4], 6
+        exp = self.admin.submit(quadratic_spec(lrs, iterations), name="py-export")
+        self.assertTrue(self.admin.wait(exp, poll_s=0.05, timeout_s=45)["finished"],
+                        self.cluster.logs())
+        csv_path = os.path.join(self.cluster.dir, "export.csv")
+        out = self.cli("export", exp, "-o", csv_path, key=self.read_key)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stderr.strip(), f"wrote {len(lrs) * iterations} rows "
+                                             f"({len(lrs)} trials) to {csv_path}")
+        df = pandas.read_csv(csv_path)
+        self.assertEqual(list(df.columns[:5]),
+                         ["trial_id", "status", "config/lr", "config/target", "config/x0"])
+        self.assertEqual(len(df), len(lrs) * iterations)
+        self.assertEqual(set(df["status"]), {"TERMINATED"})
+        for trial_id, rows in df.groupby("trial_id"):
+            lr = self.admin.trial(trial_id)["config"]["lr"]
+            self.assertEqual(set(rows["config/lr"]), {lr})
+            self.assertEqual(list(rows["training_iteration"]), list(range(1, iterations + 1)))
+            for i, loss in zip(rows["training_iteration"], rows["loss"]):
+                self.assertAlmostEqual(loss, closed_form_loss(lr, i),
+                                       delta=1e-9 * max(1.0, loss))
+        # The same rows as JSON lines on stdout, results' structure kept.
+        out = self.cli("export", exp, "--format", "jsonl", key=self.read_key)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        rows = [json.loads(line) for line in out.stdout.splitlines()]
+        self.assertEqual(len(rows), len(df))
+        # Floats are written to round-trip (pandas' default parser may differ
+        # in the last bit; its round_trip parser reads them exactly).
+        exact = pandas.read_csv(csv_path, float_precision="round_trip")
+        self.assertEqual([r["loss"] for r in rows], list(exact["loss"]))
+        self.assertEqual(rows[0]["config"], {"lr": rows[0]["config"]["lr"], "x0": 10, "target": 0})
+        # An unknown experiment writes nothing.
+        missing = os.path.join(self.cluster.dir, "missing.csv")
+        out = self.cli("export", "e9999", "-o", missing, key=self.read_key)
+        self.assertEqual(out.returncode, 1, out.stderr)
+        self.assertIn("e9999", out.stderr)
+        self.assertFalse(os.path.exists(missing))
 
     def test_mutations_of_a_running_experiment(self):
         alice = self.client(self.submit_key)
