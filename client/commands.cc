@@ -251,6 +251,31 @@ int RunResume(const CommandContext& ctx, const std::string& id, const std::strin
   return kExitOk;
 }
 
+namespace {
+
+// The experiment's doc and, when a progress bar is drawn and the experiment
+// has an iteration budget, its trials (one paged `status` read instead of
+// `experiment`). Errors are reported on ctx.err.
+std::optional<Json> ReadForWait(const CommandContext& ctx, const std::string& experiment_id,
+                                bool with_trials, Json* trials, int* code) {
+  if (with_trials) {
+    std::optional<Json> reply =
+        CallAllPages(ctx, "status", Json{{"experiment_id", experiment_id}}, "trials", code);
+    if (!reply) return std::nullopt;
+    const Json& experiments = ArrayField(*reply, "experiments");
+    if (!experiments.empty()) {
+      *trials = std::move((*reply)["trials"]);
+      return experiments.front();
+    }
+  }
+  std::optional<Json> reply =
+      CallOrReport(ctx, "experiment", Json{{"experiment_id", experiment_id}}, code);
+  if (!reply) return std::nullopt;
+  return ObjectField(*reply, "experiment");
+}
+
+}  // namespace
+
 int RunWait(const CommandContext& ctx, const std::string& experiment_id, const WaitOptions& options,
             const Clock& clock) {
   const TimeMs start = clock.NowMs();
@@ -258,15 +283,46 @@ int RunWait(const CommandContext& ctx, const std::string& experiment_id, const W
   const TimeMs deadline =
       has_deadline ? start + static_cast<TimeMs>(options.timeout_s.value_or(0) * 1000.0) : 0;
   const int interval_ms = std::max(1, options.interval_ms);
+  // On a terminal, progress is one bar redrawn in place on stderr.
+  const bool bar = ctx.err_is_terminal && !options.json;
+  bool bar_drawn = false;
+  bool with_trials = false;  // learnt from the first reply: a budget to count iterations of
+  EtaEstimator eta;
   std::string last_progress;
+  auto end_bar = [&] {
+    if (bar_drawn) ctx.err << '\n';
+    bar_drawn = false;
+  };
   while (true) {
     int code = kExitOk;
-    std::optional<Json> reply =
-        CallOrReport(ctx, "experiment", Json{{"experiment_id", experiment_id}}, &code);
-    if (!reply) return code;
-    const Json& experiment = ObjectField(*reply, "experiment");
+    Json trials = Json::array();
+    std::optional<Json> read = ReadForWait(ctx, experiment_id, with_trials, &trials, &code);
+    if (!read) {
+      end_bar();
+      return code;
+    }
+    const Json& experiment = *read;
+    if (bar && !with_trials && IterationBudget(experiment).has_value()) {
+      with_trials = true;
+      continue;  // read again, with the trials
+    }
     const bool finished = BoolField(experiment, "finished");
+    if (bar) {
+      std::vector<const Json*> rows;
+      for (const Json& t : trials) rows.push_back(&t);
+      const Progress progress = MeasureProgress(experiment, with_trials ? &rows : nullptr);
+      const double now_s =
+          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
+      const std::optional<double> left =
+          eta.Observe(experiment_id, progress.Fraction(),
+                      NumberField(experiment, "created_at").value_or(0), now_s);
+      ctx.err << '\r' << experiment_id << ' ' << ProgressText(progress, left) << "\x1b[K"
+              << std::flush;
+      bar_drawn = true;
+    }
     if (finished) {
+      end_bar();
       if (options.json) {
         PrintJson(ctx.out, experiment);
       } else {
@@ -276,7 +332,7 @@ int RunWait(const CommandContext& ctx, const std::string& experiment_id, const W
       }
       return kExitOk;
     }
-    if (!options.json) {
+    if (!options.json && !bar) {
       // Progress goes to stderr, once per change, so stdout stays the result.
       const std::string progress = ExperimentLine(experiment);
       if (progress != last_progress) ctx.err << progress << '\n';
@@ -286,6 +342,7 @@ int RunWait(const CommandContext& ctx, const std::string& experiment_id, const W
     if (has_deadline) {
       const TimeMs remaining = deadline - clock.NowMs();
       if (remaining <= 0) {
+        end_bar();
         ctx.err << "error: experiment " << experiment_id << " not finished after "
                 << FormatNumber(options.timeout_s.value_or(0)) << " s ("
                 << TrialCountsText(experiment) << ")\n";

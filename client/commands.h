@@ -20,6 +20,7 @@
 #include <string>
 
 #include "client/client.h"
+#include "client/progress.h"
 #include "client/results_export.h"
 #include "common/clock.h"
 #include "common/json.h"
@@ -40,6 +41,10 @@ struct CommandContext {
   HeadClient& client;
   std::ostream& out;
   std::ostream& err;
+  // Whether out / err are terminals: `status --watch` redraws in place and
+  // `wait` draws a progress bar only there.
+  bool out_is_terminal = false;
+  bool err_is_terminal = false;
 };
 
 // Exit code for a failed Call: 1 if the head answered, 3 for Unavailable /
@@ -82,9 +87,19 @@ struct StatusOptions {
   // Show every trial row instead of at most max_rows per experiment.
   bool all = false;
   size_t max_rows = kDefaultMaxStatusRows;
+  // Refresh every interval_s until every experiment shown has finished: in
+  // place on a terminal, else a new report whenever anything but the ETA
+  // changed. An unreachable head is reported and waited for.
+  bool watch = false;
+  double interval_s = 2.0;
+  // For the Progress line's ETA (set by RunStatus; RenderStatus without it
+  // shows no ETA): the estimator and the time of the reply, Unix seconds.
+  EtaEstimator* eta = nullptr;
+  double now_s = 0;
 };
 
-// `experiment_id` empty = every experiment.
+// `experiment_id` empty = every experiment. With options.watch, returns when
+// every experiment shown has finished (0), or on a head error.
 int RunStatus(const CommandContext& ctx, const std::string& experiment_id,
               const StatusOptions& options);
 int RunTrials(const CommandContext& ctx, const std::string& experiment_id, bool json);

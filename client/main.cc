@@ -1,6 +1,8 @@
 // ztune: the command-line client of ztune-head (docs/cli.md). Parses flags,
 // builds a HeadClient and runs one command from commands.h; nothing else.
 #include <CLI/CLI.hpp>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -190,9 +192,17 @@ int main(int argc, char** argv) {
   zc::StatusOptions status_options;
   auto* status = app.add_subcommand("status", "progress report of one or all experiments");
   status->add_option("EXP", status_exp, "experiment id (default: all)");
-  status->add_flag("--json", status_options.json,
-                   "print {experiments, trials, resources, workers_alive}");
+  auto* status_json = status->add_flag("--json", status_options.json,
+                                       "print {experiments, trials, resources, workers_alive}");
   status->add_flag("--all", status_options.all, "list every trial (default: at most 20 each)");
+  status
+      ->add_flag("-w,--watch", status_options.watch,
+                 "refresh until the experiments finish (in place on a terminal)")
+      ->excludes(status_json);
+  status
+      ->add_option("--interval", status_options.interval_s, "seconds between refreshes of --watch")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
   status->callback([&] {
     run = [&](const CommandContext& ctx) { return zc::RunStatus(ctx, status_exp, status_options); };
   });
@@ -379,7 +389,8 @@ int main(int argc, char** argv) {
     client_options.curve = std::move(keys).value();
   }
   zc::HeadClient client(client_options);
-  const CommandContext ctx{client, std::cout, std::cerr};
+  const CommandContext ctx{client, std::cout, std::cerr, ::isatty(STDOUT_FILENO) == 1,
+                           ::isatty(STDERR_FILENO) == 1};
   const int rc = run(ctx);
   std::cout.flush();
   return rc;

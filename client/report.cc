@@ -7,6 +7,7 @@
 
 #include "client/commands.h"
 #include "client/json_util.h"
+#include "client/progress.h"
 #include "common/printable.h"
 
 namespace ztune::client {
@@ -168,6 +169,13 @@ void RenderExperimentStatus(const Json& experiment, const std::vector<const Json
                             const StatusOptions& options, std::ostream& out) {
   out << "== Status ==\n";
   out << ExperimentLine(experiment) << '\n';
+  const Progress progress = MeasureProgress(experiment, &trials);
+  std::optional<double> eta;
+  if (options.eta != nullptr) {
+    eta = options.eta->Observe(StringField(experiment, "experiment_id"), progress.Fraction(),
+                               NumberField(experiment, "created_at").value_or(0), options.now_s);
+  }
+  out << "Progress: " << ProgressText(progress, eta) << '\n';
   out << "Resources: " << FormatResources(resources) << '\n';
   out << "Workers alive: " << workers_alive << '\n';
   const std::string mode = StringField(experiment, "mode");

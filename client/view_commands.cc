@@ -2,6 +2,8 @@
 // trial, results, workers. Each reads from the head (every page of a paged
 // read) and renders a table or key/value listing, or the reply as JSON.
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <map>
 #include <set>
 #include <sstream>
@@ -46,8 +48,93 @@ int RunExperiments(const CommandContext& ctx, bool json) {
   return kExitOk;
 }
 
+namespace {
+
+double NowUnixS() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+bool AllFinished(const Json& status_reply) {
+  for (const Json& e : ArrayField(status_reply, "experiments")) {
+    if (!BoolField(e, "finished")) return false;
+  }
+  return true;
+}
+
+// Draws `text` over the previous frame: cursor home, every line cleared to
+// its end, then the rest of the screen (a shorter frame leaves nothing behind).
+void Redraw(std::ostream& out, const std::string& text) {
+  std::string frame = "\x1b[H";
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) frame += line + "\x1b[K\n";
+  frame += "\x1b[J";
+  out << frame << std::flush;
+}
+
+// `status --watch`: see StatusOptions::watch.
+int WatchStatus(const CommandContext& ctx, const std::string& experiment_id,
+                const StatusOptions& options) {
+  EtaEstimator eta;
+  StatusOptions render = options;
+  render.eta = &eta;
+  StatusOptions plain = options;  // no ETA: what decides whether a plain report is new
+  const std::string title = "ztune status" + (experiment_id.empty() ? "" : " " + experiment_id) +
+                            " \u00b7 every " + FormatNumber(options.interval_s) + " s";
+  const bool terminal = ctx.out_is_terminal;
+  if (terminal) ctx.out << "\x1b[2J";
+  std::string last_plain;
+  std::string last_problem;
+  std::string last_frame;
+  const auto interval = std::chrono::duration<double>(std::max(0.001, options.interval_s));
+  while (true) {
+    Json args = Json::object();
+    if (!experiment_id.empty()) args["experiment_id"] = experiment_id;
+    // Errors are held back: an unreachable head (restarting, say) is shown
+    // and waited for; anything else ends the watch with its message.
+    std::ostringstream problem;
+    const CommandContext quiet{ctx.client, ctx.out, problem};
+    int code = kExitOk;
+    std::optional<Json> reply = CallAllPages(quiet, "status", std::move(args), "trials", &code);
+    const double now = NowUnixS();
+    if (!reply) {
+      if (code != kExitUnreachable) {
+        ctx.err << problem.str();
+        return code;
+      }
+      std::string text = problem.str();
+      if (!text.empty() && text.back() == '\n') text.pop_back();
+      if (terminal) {
+        Redraw(ctx.out, title + " \u00b7 " + FormatTime(Json(now)) + "\n" + text +
+                            "\n(retrying; the last report follows)\n\n" + last_frame);
+      } else if (text != last_problem) {
+        ctx.err << text << " (retrying)\n";
+      }
+      last_problem = text;
+    } else {
+      last_problem.clear();
+      render.now_s = now;
+      const bool done = AllFinished(*reply);
+      last_frame = RenderStatus(*reply, render);
+      if (terminal) {
+        Redraw(ctx.out, title + " \u00b7 " + FormatTime(Json(now)) +
+                            (done ? " \u00b7 finished" : " \u00b7 Ctrl-C to stop") + "\n\n" +
+                            last_frame);
+      } else if (std::string key = RenderStatus(*reply, plain); key != last_plain) {
+        ctx.out << (last_plain.empty() ? "" : "\n") << "[" << FormatTime(Json(now)) << "]\n"
+                << last_frame << std::flush;
+        last_plain = std::move(key);
+      }
+      if (done) return kExitOk;
+    }
+    std::this_thread::sleep_for(interval);
+  }
+}
+
+}  // namespace
+
 int RunStatus(const CommandContext& ctx, const std::string& experiment_id,
               const StatusOptions& options) {
+  if (options.watch && !options.json) return WatchStatus(ctx, experiment_id, options);
   Json args = Json::object();
   if (!experiment_id.empty()) args["experiment_id"] = experiment_id;
   int code = kExitOk;
@@ -56,7 +143,11 @@ int RunStatus(const CommandContext& ctx, const std::string& experiment_id,
   if (options.json) {
     PrintJson(ctx.out, StripEnvelope(std::move(*reply)));
   } else {
-    ctx.out << RenderStatus(*reply, options);
+    EtaEstimator eta;
+    StatusOptions render = options;
+    render.eta = &eta;
+    render.now_s = NowUnixS();
+    ctx.out << RenderStatus(*reply, render);
   }
   return kExitOk;
 }

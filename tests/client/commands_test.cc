@@ -593,5 +593,106 @@ TEST_F(CommandsTest, WaitWithZeroTimeoutPollsOnce) {
   EXPECT_EQ(OutJson()["status"], "RUNNING");
 }
 
+// status --watch: a report per change until every experiment finished.
+class WatchTest : public CommandsTest {
+ protected:
+  WatchTest()
+      : CommandsTest([this](const Json& req) -> std::vector<Frames> {
+          const int poll = ++polls_;
+          Json fields = StatusFields();
+          // Polls 1 and 2 the same, 3 a trial further, 4 finished.
+          if (poll >= 3) fields["trials"][1]["iteration"] = 8;
+          if (poll >= 4) fields["experiments"][0] = Experiment(/*finished=*/true);
+          return {ReplyFrames(OkReply(req, fields))};
+        }) {}
+  std::atomic<int> polls_{0};
+};
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST_F(WatchTest, PlainOutputPrintsEachChangeAndEndsWhenFinished) {
+  StatusOptions options;
+  options.watch = true;
+  options.interval_s = 0.01;
+  ASSERT_EQ(RunStatus(Ctx(), "e0001", options), kExitOk) << err_.str();
+  EXPECT_EQ(polls_.load(), 4);
+  const std::string text = out_.str();
+  EXPECT_EQ(Count(text, "== Status =="), 3u) << text;  // poll 2 changed nothing
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << "no terminal codes when not a terminal";
+  EXPECT_NE(text.find("Experiment e0001 (mnist): TERMINATED"), std::string::npos) << text;
+  EXPECT_NE(text.find("Progress: [##############################] 100% \u00b7 3/3 trials done"),
+            std::string::npos)
+      << text;
+}
+
+TEST_F(WatchTest, TerminalRedrawsInPlace) {
+  StatusOptions options;
+  options.watch = true;
+  options.interval_s = 0.01;
+  CommandContext ctx = Ctx();
+  ctx.out_is_terminal = true;
+  ASSERT_EQ(RunStatus(ctx, "", options), kExitOk) << err_.str();
+  const std::string text = out_.str();
+  EXPECT_EQ(text.rfind("\x1b[2J", 0), 0u) << "the screen is cleared once";
+  EXPECT_EQ(Count(text, "\x1b[H"), 4u) << "one frame per poll";
+  EXPECT_NE(text.find("ztune status \u00b7 every 0.01 s"), std::string::npos) << text;
+  // The last frame says so and the experiment is done.
+  const std::string last = text.substr(text.rfind("\x1b[H"));
+  EXPECT_NE(last.find("\u00b7 finished"), std::string::npos) << last;
+  EXPECT_NE(last.find("TERMINATED \u2014 3 trials"), std::string::npos) << last;
+}
+
+// The head answers nothing twice (restarting, say), then again.
+TEST(WatchUnreachableTest, AnUnreachableHeadIsShownAndWaitedFor) {
+  std::atomic<int> polls{0};
+  FakeHead head([&](const Json& req) -> std::vector<Frames> {
+    if (++polls <= 2) return {};
+    Json fields = StatusFields();
+    fields["experiments"][0] = Experiment(/*finished=*/true);
+    return {ReplyFrames(OkReply(req, fields))};
+  });
+  HeadClientOptions o;
+  o.endpoint = head.endpoint();
+  o.timeout_ms = 100;
+  HeadClient client(o);
+  std::ostringstream out, err;
+  StatusOptions options;
+  options.watch = true;
+  options.interval_s = 0.01;
+  ASSERT_EQ(RunStatus(CommandContext{client, out, err}, "e0001", options), kExitOk) << err.str();
+  EXPECT_EQ(Count(err.str(), "(retrying)"), 1u) << err.str();  // once per distinct problem
+  EXPECT_NE(err.str().find("no reply from head at " + head.endpoint()), std::string::npos)
+      << err.str();
+  EXPECT_NE(out.str().find("TERMINATED"), std::string::npos) << out.str();
+}
+
+TEST_F(ErrorHeadTest, WatchEndsOnAHeadError) {
+  StatusOptions options;
+  options.watch = true;
+  options.interval_s = 0.01;
+  EXPECT_EQ(RunStatus(Ctx(), "e0042", options), kExitHeadError);
+  EXPECT_EQ(err_.str(), "error: NotFound: no experiment e0042\n");
+}
+
+TEST_F(WaitTest, TerminalShowsOneBarRedrawnInPlace) {
+  WaitOptions options;
+  options.interval_ms = 10;
+  CommandContext ctx = Ctx();
+  ctx.err_is_terminal = true;
+  ASSERT_EQ(RunWait(ctx, "e0001", options, SteadyClock()), kExitOk);
+  const std::string err = err_.str();
+  EXPECT_EQ(Count(err, "\re0001 ["), 3u) << err;
+  EXPECT_EQ(Count(err, "\n"), 1u) << "one line, ended once: " << err;
+  EXPECT_NE(err.find("\re0001 [##########----------"), std::string::npos) << err;  // 1/3 done
+  EXPECT_NE(err.find("100% \u00b7 3/3 trials done\x1b[K\n"), std::string::npos) << err;
+  EXPECT_EQ(out_.str(),
+            "Experiment e0001 (mnist): TERMINATED \u2014 3 trials: 2 TERMINATED, 1 ERROR\n"
+            "Best trial: e0001_00000 loss=0.00121 (iteration 50)\n");
+}
+
 }  // namespace
 }  // namespace ztune::client
