@@ -177,6 +177,19 @@ int RunTrials(const CommandContext& ctx, const std::string& experiment_id, bool 
   return kExitOk;
 }
 
+namespace {
+
+// Exports longer than this are summarised in the human `trial` view.
+constexpr size_t kMaxExportChars = 4096;
+
+// `text` line by line, each prefixed by `indent`, control characters escaped.
+void PrintIndented(std::ostream& out, const std::string& text, const char* indent) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) out << indent << EscapeControl(line) << '\n';
+}
+
+}  // namespace
+
 int RunTrial(const CommandContext& ctx, const std::string& trial_id, bool json) {
   int code = kExitOk;
   std::optional<Json> reply = CallOrReport(ctx, "trial", Json{{"trial_id", trial_id}}, &code);
@@ -194,9 +207,13 @@ int RunTrial(const CommandContext& ctx, const std::string& trial_id, bool json) 
       {"trial_id", field("trial_id")},
       {"experiment_id", field("experiment_id")},
       {"status", field("status")},
+      {"phase", field("phase")},
+      {"held", field("held")},
       {"worker", field("worker")},
       {"attempt", field("attempt")},
       {"num_failures", field("num_failures")},
+      {"num_restores", field("num_restores")},
+      {"restore_from", field("restore_from")},
       {"iteration", field("iteration")},
       {"start_time", FormatTime(FieldOrNull(t, "start_time"))},
       {"end_time", FormatTime(FieldOrNull(t, "end_time"))},
@@ -266,14 +283,38 @@ int RunTrial(const CommandContext& ctx, const std::string& trial_id, bool json) 
     for (std::string line; std::getline(lines, line);) out << "  " << line << '\n';
   }
 
+  // The spec's export_formats, once the trial terminated. A long one (a
+  // model's weights) is summarised; --json has it whole.
+  const Json* exports = FindField(t, "exports");
+  if (exports != nullptr && exports->is_object() && !exports->empty()) {
+    out << "exports:\n";
+    for (const auto& [format, content] : exports->items()) {
+      const std::string text = content.is_string() ? content.get<std::string>() : DumpJson(content);
+      if (text.size() > kMaxExportChars) {
+        out << "  " << EscapeControl(format) << ": (" << text.size()
+            << " bytes; `ztune trial ID --json` has it whole)\n";
+        continue;
+      }
+      out << "  " << EscapeControl(format) << ":\n";
+      PrintIndented(out, text, "    ");
+    }
+  }
+
   const std::string error = StringField(t, "error");
   out << "error:";
   if (error.empty()) {
     out << " -\n";
   } else {
     out << '\n';
-    std::istringstream lines(error);
-    for (std::string line; std::getline(lines, line);) out << "  " << EscapeControl(line) << '\n';
+    PrintIndented(out, error, "  ");
+  }
+  // Every failure, oldest first, when there was more than the one above.
+  const Json& error_log = ArrayField(t, "error_log");
+  if (error_log.size() > 1 || (error_log.size() == 1 && error.empty())) {
+    out << "error_log (every failure, oldest first):\n";
+    for (const Json& entry : error_log) {
+      PrintIndented(out, entry.is_string() ? entry.get<std::string>() : DumpJson(entry), "  ");
+    }
   }
   return kExitOk;
 }

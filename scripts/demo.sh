@@ -1,35 +1,40 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: installs what is missing, builds, starts a
-# local head and 2 workers, submits examples/quadratic.json, shows progress,
-# prints the best trial and stops the cluster.
+# The main job on a fresh machine: installs what is missing, builds the three
+# binaries (not the tests), starts a local head and 2 workers that run the
+# Python digits trainable (examples/digits), tunes it with ASHA while showing
+# the live view, prints the best trial, exports every result as CSV and stops
+# the cluster. ZTUNE_DEMO_SPEC picks another spec for the digits workers
+# (e.g. examples/digits/spec-pbt.json).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-source "$ROOT/scripts/common.sh"
+# Its own directory (removed at the start): set before common.sh, which
+# would default it to ./run, where a cluster of local-cluster.sh keeps its data.
 export ZTUNE_RUN_DIR="${ZTUNE_RUN_DIR:-$ROOT/run/demo}"
+source "$ROOT/scripts/common.sh"
 export ZTUNE_HEAD="tcp://127.0.0.1:$ZTUNE_CLIENT_PORT"
+SPEC="${ZTUNE_DEMO_SPEC:-$ROOT/examples/digits/spec-asha.json}"
 
-echo "== installing dependencies and building =="
-"$ROOT/scripts/build.sh"
+echo "== installing dependencies and building ztune-head, ztune-worker, ztune =="
+ZTUNE_BUILD_TARGETS="ztune-head ztune-worker ztune" "$ROOT/scripts/build.sh"
 CLI="$(ztune_bin ztune)"
 
 trap '"$ROOT/scripts/local-cluster.sh" down >/dev/null 2>&1 || true' EXIT
 rm -rf "$ZTUNE_RUN_DIR"
-echo "== starting a local head and 2 workers (logs in $ZTUNE_RUN_DIR/logs) =="
-"$ROOT/scripts/local-cluster.sh" up 2
+echo "== starting a local head and 2 workers with the digits trainable (logs in $ZTUNE_RUN_DIR/logs) =="
+ZTUNE_TRAINABLES="$ROOT/examples/digits/trainables.json" "$ROOT/scripts/local-cluster.sh" up 2
 ensure_local_keys  # the CLI below authenticates with the cluster's admin key
 
-echo "== submitting examples/quadratic.json =="
-EXP="$("$CLI" submit "$ROOT/examples/quadratic.json")"
+echo "== submitting ${SPEC#"$ROOT"/} =="
+EXP="$("$CLI" submit "$SPEC")"
 echo "experiment $EXP"
-"$CLI" status "$EXP"
-echo
-
-until "$CLI" wait "$EXP" --timeout 1 >/dev/null 2>&1; do
+if [ -t 1 ]; then
+  # The live view: redrawn in place until the experiment finishes.
+  "$CLI" status "$EXP" --watch --interval 1
+else
+  # Not a terminal (a log): a line per change, then the report.
+  "$CLI" wait "$EXP"
   "$CLI" status "$EXP"
-  echo
-done
-echo "== final status =="
-"$CLI" status "$EXP"
+fi
 echo
 echo "== best trial =="
 BEST="$("$CLI" experiments --json | python3 -c '
@@ -41,6 +46,11 @@ for e in json.load(sys.stdin)["experiments"]:
 ' "$EXP")"
 if [ -z "$BEST" ]; then echo "no best trial (did every trial fail?)" >&2; exit 1; fi
 "$CLI" trial "$BEST"
+echo
+echo "== every result as CSV =="
+CSV="$ZTUNE_RUN_DIR/$EXP.csv"
+"$CLI" export "$EXP" -o "$CSV"
+echo "read it with: python3 -c 'import pandas; print(pandas.read_csv(\"$CSV\").groupby(\"trial_id\").accuracy.max())'"
 echo
 echo "== stopping the cluster =="
 "$ROOT/scripts/local-cluster.sh" down

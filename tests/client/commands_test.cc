@@ -457,6 +457,38 @@ TEST_F(ErroredTrialTest, TrialShowsErrorText) {
   EXPECT_NE(text.find("last_result:\n  (none)"), std::string::npos) << text;
 }
 
+// The human view shows everything docs/cli.md promises: restores, exports
+// (a long one summarised), every failure.
+TEST(TrialViewTest, ShowsRestoresExportsAndEveryFailure) {
+  Json trial = Trial("e0001_00001", "TERMINATED", {{"lr", 0.1}}, 20, nullptr, nullptr);
+  trial["num_restores"] = 2;
+  trial["held"] = false;
+  trial["restore_from"] = "e0001_00000";
+  trial["error"] = nullptr;
+  trial["error_log"] = Json::array({"Failure # 1 (occurred at 2026-12-04_03-20-39)\nboom",
+                                    "Failure # 2 (occurred at 2026-12-04_03-21-00)\nbang"});
+  trial["exports"] = {{"summary", "accuracy 0.98\nepochs 20"}, {"weights", std::string(5000, '7')}};
+  FakeHead head(FakeHead::Canned({{"trial", Json{{"trial", trial}}}}));
+  HeadClientOptions o;
+  o.endpoint = head.endpoint();
+  o.timeout_ms = 2000;
+  HeadClient client(o);
+  std::ostringstream out, err;
+  ASSERT_EQ(RunTrial(CommandContext{client, out, err}, "e0001_00001", false), kExitOk);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("\nnum_restores:   2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nrestore_from:   e0001_00000\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("exports:\n  summary:\n    accuracy 0.98\n    epochs 20\n"
+                      "  weights: (5000 bytes; `ztune trial ID --json` has it whole)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("error: -\nerror_log (every failure, oldest first):\n"
+                      "  Failure # 1 (occurred at 2026-12-04_03-20-39)\n  boom\n"
+                      "  Failure # 2 (occurred at 2026-12-04_03-21-00)\n  bang\n"),
+            std::string::npos)
+      << text;
+}
+
 // A head that pages: `trials` and `results` answer at most 2 items per call,
 // as the real head answers 500 trials or 1,000 results, with next_offset.
 class PagingHeadTest : public CommandsTest {
