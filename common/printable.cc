@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "common/utf8.h"
+
 namespace ztune {
 namespace {
 
@@ -40,6 +42,29 @@ std::string EscapeControl(std::string_view text, Newlines newlines) {
     } else {
       std::snprintf(buf, sizeof(buf), "\\x%02x", c);
       out += buf;
+    }
+  }
+  return out;
+}
+
+std::string EscapeForLog(std::string_view text) {
+  size_t plain = 0;
+  while (plain < text.size() && static_cast<unsigned char>(text[plain]) >= 0x20 &&
+         static_cast<unsigned char>(text[plain]) < 0x7f) {
+    ++plain;
+  }
+  if (plain == text.size()) return std::string(text);
+  std::string out(text.substr(0, plain));
+  char buf[8];
+  for (size_t i = plain; i < text.size();) {
+    const size_t n = Utf8SequenceLength(text, i);
+    if (n == 0) {
+      std::snprintf(buf, sizeof(buf), "\\x%02x", static_cast<unsigned char>(text[i]));
+      out += buf;
+      ++i;
+    } else {
+      out += EscapeControl(text.substr(i, n));
+      i += n;
     }
   }
   return out;

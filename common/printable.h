@@ -17,6 +17,12 @@ enum class Newlines { kEscape, kKeep };
 // terminal); '\r' is always escaped (it rewrites the current line).
 std::string EscapeControl(std::string_view text, Newlines newlines = Newlines::kEscape);
 
+// For a log line: EscapeControl (newlines escaped too: one record, one
+// line) and every byte of an invalid UTF-8 sequence as "\xNN", so binary
+// bytes from a peer never reach a log file raw. `text` itself when it is
+// printable ASCII (the common case costs one scan).
+std::string EscapeForLog(std::string_view text);
+
 // Whether `text` holds a C0/C1 control character or DEL.
 bool HasControl(std::string_view text);
 

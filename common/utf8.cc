@@ -3,10 +3,8 @@
 #include <cstdint>
 
 namespace ztune {
-namespace {
 
-// Length of the valid sequence starting at s[i], or 0 if it is invalid.
-size_t ValidSequenceLength(std::string_view s, size_t i) {
+size_t Utf8SequenceLength(std::string_view s, size_t i) {
   const auto b = [&](size_t k) { return static_cast<uint8_t>(s[k]); };
   const uint8_t c = b(i);
   if (c < 0x80) return 1;
@@ -35,11 +33,9 @@ size_t ValidSequenceLength(std::string_view s, size_t i) {
   return n;
 }
 
-}  // namespace
-
 bool IsValidUtf8(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
-    const size_t n = ValidSequenceLength(s, i);
+    const size_t n = Utf8SequenceLength(s, i);
     if (n == 0) return false;
     i += n;
   }
@@ -51,7 +47,7 @@ std::string Utf8OrReplaced(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 8);
   for (size_t i = 0; i < s.size();) {
-    const size_t n = ValidSequenceLength(s, i);
+    const size_t n = Utf8SequenceLength(s, i);
     if (n == 0) {
       out += "\xEF\xBF\xBD";  // U+FFFD for the offending byte
       ++i;

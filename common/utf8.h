@@ -9,6 +9,10 @@
 
 namespace ztune {
 
+// The length of the well-formed UTF-8 sequence starting at s[i] (1 for
+// ASCII), or 0 when the bytes there are not one. Requires i < s.size().
+size_t Utf8SequenceLength(std::string_view s, size_t i);
+
 // Whether `s` is well-formed UTF-8 (no overlong forms, surrogates, or code
 // points above U+10FFFF).
 bool IsValidUtf8(std::string_view s);

@@ -27,5 +27,18 @@ TEST(PrintableTest, DetectsControlCharacters) {
   EXPECT_FALSE(HasControl("\xc2\xa0"));  // no-break space is printable
 }
 
+TEST(PrintableTest, LogTextIsOneLineOfValidUtf8) {
+  EXPECT_EQ(EscapeForLog("plain ascii"), "plain ascii");
+  EXPECT_EQ(EscapeForLog("caf\xc3\xa9 \xe2\x82\xac"),
+            "caf\xc3\xa9 \xe2\x82\xac");  // valid UTF-8 kept
+  EXPECT_EQ(EscapeForLog("two\nlines\r\t"), "two\\nlines\\r\\t");
+  EXPECT_EQ(EscapeForLog(std::string_view("bin\xff\xfe\0\x80", 7)), "bin\\xff\\xfe\\x00\\x80");
+  // A truncated sequence and an overlong form: every byte escaped.
+  EXPECT_EQ(EscapeForLog("cut \xe2\x82"), "cut \\xe2\\x82");
+  EXPECT_EQ(EscapeForLog("overlong \xc0\xaf"), "overlong \\xc0\\xaf");
+  EXPECT_EQ(EscapeForLog("c1 \xc2\x9b"), "c1 \\u009b");
+  EXPECT_EQ(EscapeForLog("esc \x1b[31m"), "esc \\x1b[31m");
+}
+
 }  // namespace
 }  // namespace ztune
