@@ -81,6 +81,29 @@ class ScriptsTest(unittest.TestCase):
         self.assertEqual(endpoints["worker_endpoint"], f"tcp://0.0.0.0:{self.worker_port}")
         self.assertEqual(endpoints["client_endpoint"], f"tcp://127.0.0.1:{self.client_port}")
 
+    def test_keys_starting_with_a_dash_are_listed_once(self):
+        # A Z85 key may begin with '-': `grep -qF KEY` took it for an option,
+        # never found it, and listed it again at every start; the head then
+        # refused to start ("key ... is listed twice"), about one start in 40.
+        keys = os.path.join(self.run_dir, "keys")
+        os.makedirs(keys, mode=0o700)
+        for name in ("worker", "client"):
+            with open(os.path.join(keys, name + ".key"), "w") as f:
+                f.write("# test\npublic-key = -j{0}\nsecret-key = unused\n".format("A" * 38))
+            with open(os.path.join(keys, name + ".pub"), "w") as f:
+                f.write("public-key = -j{0}\n".format("A" * 38) if name == "worker" else
+                        "public-key = -k{0}\n".format("B" * 38))
+        for _ in range(2):
+            out = subprocess.run(
+                ["bash", "-c", f"source {REPO}/scripts/common.sh && ensure_local_keys"],
+                env=self.env, capture_output=True, text=True, timeout=60)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertNotIn("invalid option", out.stderr)
+        with open(os.path.join(self.run_dir, "data", "workers.allow")) as f:
+            self.assertEqual(f.read().count("-j" + "A" * 38), 1)
+        with open(os.path.join(self.run_dir, "data", "clients.allow")) as f:
+            self.assertEqual(f.read().count("-k" + "B" * 38), 1)
+
     def test_start_head_refuses_a_data_dir_it_would_not_key(self):
         start = self.script("start-head.sh", f"--data-dir={self.run_dir}/elsewhere")
         self.assertEqual(start.returncode, 2, start.stdout + start.stderr)
