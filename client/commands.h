@@ -149,6 +149,16 @@ struct WaitOptions {
 int RunWait(const CommandContext& ctx, const std::string& experiment_id, const WaitOptions& options,
             const Clock& clock);
 
+// `ztune report EXP -o FILE`: the dashboard page (docs/dashboard.md) with the
+// experiment, its trials and every trial's metric series, as one
+// self-contained HTML file. Exit 2 when FILE cannot be written.
+int RunReport(const CommandContext& ctx, const std::string& experiment_id,
+              const std::string& output);
+
+// The value of `metric` in a result: a top-level key, or a nested one named
+// with '/' ("eval/acc"); nullptr when absent.
+const Json* FindMetric(const Json& result, const std::string& metric);
+
 // ---- rendering (exposed for tests) ----
 
 // The human `status` report for a `status` reply.

@@ -3,19 +3,16 @@
 // all columns before its header, so its rows are spooled to an anonymous
 // temporary file first: memory stays one page of results, whatever the size
 // of the experiment. A file named with -o appears whole or not at all.
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <set>
 
 #include "client/command_calls.h"
 #include "client/commands.h"
 #include "client/json_util.h"
+#include "client/output_file.h"
 #include "client/results_export.h"
 #include "client/table.h"
 #include "common/printable.h"
@@ -27,57 +24,6 @@ struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }
 };
 using File = std::unique_ptr<std::FILE, FileCloser>;
-
-// Where the export goes: stdout, or FILE written as FILE.partial-PID and
-// renamed over FILE once complete (a failed export leaves FILE as it was).
-class ExportSink {
- public:
-  ExportSink(std::ostream& stdout_stream, std::string path)
-      : stdout_(stdout_stream), path_(std::move(path)) {}
-  ~ExportSink() {
-    if (!partial_.empty()) {
-      file_.close();
-      std::error_code ec;
-      std::filesystem::remove(partial_, ec);
-    }
-  }
-
-  Status Open() {
-    if (path_.empty() || path_ == "-") return Status::Ok();
-    partial_ = path_ + ".partial-" + std::to_string(::getpid());
-    file_.open(partial_, std::ios::binary | std::ios::trunc);
-    if (!file_) {
-      const std::string why = std::strerror(errno);
-      partial_.clear();
-      return Status::InvalidArgument("cannot write " + path_ + ": " + why);
-    }
-    return Status::Ok();
-  }
-
-  std::ostream& out() { return path_.empty() || path_ == "-" ? stdout_ : file_; }
-
-  Status Commit() {
-    if (partial_.empty()) {
-      stdout_.flush();
-      return stdout_ ? Status::Ok() : Status::IOError("writing to stdout failed");
-    }
-    file_.flush();
-    const bool written = static_cast<bool>(file_);
-    file_.close();
-    if (!written) return Status::IOError("writing " + partial_ + " failed (disk full?)");
-    std::error_code ec;
-    std::filesystem::rename(partial_, path_, ec);
-    if (ec) return Status::IOError("cannot rename " + partial_ + " to " + path_ + ": " + ec.message());
-    partial_.clear();
-    return Status::Ok();
-  }
-
- private:
-  std::ostream& stdout_;
-  std::string path_;
-  std::string partial_;
-  std::ofstream file_;
-};
 
 // The CSV spool: flattened records as JSON lines in an anonymous file.
 class CsvSpool {
@@ -148,7 +94,7 @@ int RunExport(const CommandContext& ctx, const std::string& experiment_id,
   if (!trials_reply) return code;
   const Json& trials = ArrayField(*trials_reply, "trials");
 
-  ExportSink sink(ctx.out, options.output);
+  OutputFile sink(ctx.out, options.output);
   CsvSpool spool;
   const bool csv = options.format == ExportFormat::kCsv;
   for (Status s : {sink.Open(), csv ? spool.Open() : Status::Ok()}) {

@@ -349,6 +349,17 @@ int main(int argc, char** argv) {
     run = [&](const CommandContext& ctx) { return zc::RunExport(ctx, export_exp, export_options); };
   });
 
+  // report
+  std::string report_exp;
+  std::string report_out;
+  auto* report = app.add_subcommand(
+      "report", "write an experiment's dashboard (trials table, plots) as one HTML file");
+  report->add_option("EXP", report_exp, "experiment id")->required();
+  report->add_option("-o,--output", report_out, "the HTML file to write")->required();
+  report->callback([&] {
+    run = [&](const CommandContext& ctx) { return zc::RunReport(ctx, report_exp, report_out); };
+  });
+
   // wait
   std::string wait_exp;
   zc::WaitOptions wait_options;

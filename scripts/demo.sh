@@ -2,9 +2,9 @@
 # The main job on a fresh machine: installs what is missing, builds the three
 # binaries (not the tests), starts a local head and 2 workers that run the
 # Python digits trainable (examples/digits), tunes it with ASHA while showing
-# the live view, prints the best trial, exports every result as CSV and stops
-# the cluster. ZTUNE_DEMO_SPEC picks another spec for the digits workers
-# (e.g. examples/digits/spec-pbt.json).
+# the live view, prints the best trial, exports every result as CSV, writes
+# the dashboard page and stops the cluster. ZTUNE_DEMO_SPEC picks another spec
+# for the digits workers (e.g. examples/digits/spec-pbt.json).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # Its own directory (removed at the start): set before common.sh, which
@@ -15,7 +15,7 @@ export ZTUNE_HEAD="tcp://127.0.0.1:$ZTUNE_CLIENT_PORT"
 SPEC="${ZTUNE_DEMO_SPEC:-$ROOT/examples/digits/spec-asha.json}"
 
 echo "== installing dependencies and building ztune-head, ztune-worker, ztune =="
-ZTUNE_BUILD_TARGETS="ztune-head ztune-worker ztune" "$ROOT/scripts/build.sh"
+ZTUNE_INSTALL_TEST_DEPS=0 ZTUNE_BUILD_TARGETS="ztune-head ztune-worker ztune" "$ROOT/scripts/build.sh"
 CLI="$(ztune_bin ztune)"
 
 trap '"$ROOT/scripts/local-cluster.sh" down >/dev/null 2>&1 || true' EXIT
@@ -50,7 +50,11 @@ echo
 echo "== every result as CSV =="
 CSV="$ZTUNE_RUN_DIR/$EXP.csv"
 "$CLI" export "$EXP" -o "$CSV"
-echo "read it with: python3 -c 'import pandas; print(pandas.read_csv(\"$CSV\").groupby(\"trial_id\").accuracy.max())'"
+echo "read it with pandas (Debian python3-pandas): python3 -c 'import pandas; print(pandas.read_csv(\"$CSV\").groupby(\"trial_id\").accuracy.max())'"
+echo
+echo "== the dashboard as one HTML file =="
+"$CLI" report "$EXP" -o "$ZTUNE_RUN_DIR/$EXP.html"
+echo "open it in a browser: file://$ZTUNE_RUN_DIR/$EXP.html"
 echo
 echo "== stopping the cluster =="
 "$ROOT/scripts/local-cluster.sh" down

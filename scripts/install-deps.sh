@@ -8,9 +8,13 @@ PACKAGES=(
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev librocksdb-dev libspdlog-dev
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv python3-pip python3-setuptools python3-wheel
-  python3-zmq python3-msgpack python3-numpy python3-sklearn python3-optuna python3-pandas python3-yaml
-  clang libclang-rt-dev
+  python3-zmq python3-msgpack python3-numpy python3-sklearn python3-optuna
 )
+# Only the tests need these (fuzzing, reading exports with pandas, the deploy
+# files' YAML, the dashboard in a browser); ZTUNE_INSTALL_TEST_DEPS=0 (the
+# demo) leaves them out.
+TEST_PACKAGES=(clang libclang-rt-dev python3-pandas python3-yaml chromium)
+if [ "${ZTUNE_INSTALL_TEST_DEPS:-1}" != 0 ]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
