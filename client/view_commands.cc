@@ -214,6 +214,7 @@ int RunTrial(const CommandContext& ctx, const std::string& trial_id, bool json) 
       {"num_failures", field("num_failures")},
       {"num_restores", field("num_restores")},
       {"restore_from", field("restore_from")},
+      {"restarted_as", field("restarted_as")},
       {"iteration", field("iteration")},
       {"start_time", FormatTime(FieldOrNull(t, "start_time"))},
       {"end_time", FormatTime(FieldOrNull(t, "end_time"))},

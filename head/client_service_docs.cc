@@ -6,21 +6,34 @@
 
 namespace ztune::head {
 
+namespace {
+
+// Resources with CPU and GPU always present (0 when none), whatever else.
+Json WithCpuAndGpu(Json resources) {
+  for (const char* k : {"CPU", "GPU"}) {
+    if (!resources.contains(k)) resources[k] = 0;
+  }
+  return resources;
+}
+
+}  // namespace
+
 Json ClientService::Workers() const {
   Json list = Json::array();
   for (const auto& [id, w] : runner_.registry().workers()) {
-    list.push_back(Json{{"worker_id", id},
-                        {"name", w.name},
-                        {"host", w.host},
-                        {"pid", w.pid},
-                        {"alive", w.alive},
-                        {"resources_total", w.total.ToJson()},
-                        {"resources_available",
-                         w.alive ? runner_.ledger().AvailableOf(id).ToJson() : Json::object()},
-                        {"gpu_ids", w.gpu_ids},
-                        {"trainables", w.trainables},
-                        {"actors", runner_.ActorsOn(id)},
-                        {"last_seen_ms_ago", SteadyClock().NowMs() - w.last_seen}});
+    list.push_back(
+        Json{{"worker_id", id},
+             {"name", w.name},
+             {"host", w.host},
+             {"pid", w.pid},
+             {"alive", w.alive},
+             {"resources_total", WithCpuAndGpu(w.total.ToJson())},
+             {"resources_available",
+              WithCpuAndGpu(w.alive ? runner_.ledger().AvailableOf(id).ToJson() : Json::object())},
+             {"gpu_ids", w.gpu_ids},
+             {"trainables", w.trainables},
+             {"actors", runner_.ActorsOn(id)},
+             {"last_seen_ms_ago", SteadyClock().NowMs() - w.last_seen}});
   }
   return Json{{"workers", list}};
 }
@@ -28,12 +41,8 @@ Json ClientService::Workers() const {
 Json ClientService::ResourcesDoc() const {
   ResourceSet total = runner_.ledger().Total();
   ResourceSet used = runner_.groups().OccupiedResources();
-  Json t = total.ToJson();
-  Json u = used.ToJson();
-  for (const char* k : {"CPU", "GPU"}) {
-    if (!t.contains(k)) t[k] = 0;
-    if (!u.contains(k)) u[k] = 0;
-  }
+  Json t = WithCpuAndGpu(total.ToJson());
+  Json u = WithCpuAndGpu(used.ToJson());
   for (auto it = t.begin(); it != t.end(); ++it) {
     if (!u.contains(it.key())) u[it.key()] = 0;
   }
@@ -96,6 +105,7 @@ Json ClientService::TrialDoc(const Trial& t) const {
               {"num_restores", t.num_restores},
               {"held", t.held},
               {"restore_from", NullIfEmpty(t.restore_from)},
+              {"restarted_as", NullIfEmpty(t.restarted_as)},
               {"exports", t.exports},
               {"scheduler", t.scheduler_state},
               {"exploits", ExploitsToJson(t.exploits)},

@@ -185,6 +185,7 @@ Json Trial::ToJson() const {
          {"attempt_hosts", AttemptHostsToJson(attempt_hosts)},
          {"exports", exports}};
   if (!scheduler_state.is_null()) j["scheduler"] = scheduler_state;
+  if (!restarted_as.empty()) j["restarted_as"] = restarted_as;
   if (!exploits.empty()) j["exploits"] = ExploitsToJson(exploits);
   if (checkpoint_requested) j["checkpoint_requested"] = true;
   // A running trial's pause decided (or under way: its memory SAVE is
@@ -256,6 +257,7 @@ std::string Trial::ToRecordText() const {
     w.Field("num_restores", Json(num_restores));
     if (pause_requested || phase == TrialPhase::kPausing) w.Field("pause_requested", Json(true));
     w.Field("placement", PlacementToJson(placement));
+    if (!restarted_as.empty()) w.Field("restarted_as", Json(restarted_as));
     w.Field("restore_from", Json(restore_from));
     if (!scheduler_state.is_null()) w.Field("scheduler", scheduler_state);
     w.Field("seq", Json(seq));
@@ -316,6 +318,12 @@ Result<Trial> Trial::FromJson(const Json& j) {
             : 0;
     t.held = j.value("held", false);
     t.restore_from = TrialId(j.value("restore_from", std::string()));
+    if (j.contains("restarted_as")) {
+      if (!j["restarted_as"].is_string() || j["restarted_as"].get<std::string>().empty()) {
+        return Status::Corruption("trial record: restarted_as is not a trial id");
+      }
+      t.restarted_as = TrialId(j["restarted_as"].get<std::string>());
+    }
     t.actor_worker = WorkerId(j.value("actor_worker", std::string()));
     if (j.contains("placement")) {
       ASSIGN_OR_RETURN(t.placement, PlacementFromJson(j["placement"]));

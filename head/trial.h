@@ -108,6 +108,10 @@ struct Trial {
   // Start from this trial's newest persistent checkpoint while this trial has
   // none of its own (Ray's restore_path).
   TrialId restore_from;
+  // The fresh trial `resume --errored restart` made of this ERROR trial: a
+  // trial restarted once is neither restarted nor retried again (Ray replaces
+  // it). Empty otherwise.
+  TrialId restarted_as;
   // Where the actor of the current attempt lives (persisted while RUNNING so
   // that a restarted head can re-attach it).
   WorkerId actor_worker;

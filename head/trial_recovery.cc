@@ -291,6 +291,8 @@ Result<Json> TrialRecovery::ResumeExperiment(const std::string& experiment_id,
   for (const auto& id : ids) {
     Trial& t = p_.book.TrialRef(id);
     if (t.status != TrialStatus::kError || errored.empty()) continue;
+    // Restarted before: its fresh trial stands for it.
+    if (!t.restarted_as.empty()) continue;
     if (errored == "retry") {
       t.error.clear();
       t.end_time = 0;
@@ -302,6 +304,10 @@ Result<Json> TrialRecovery::ResumeExperiment(const std::string& experiment_id,
     } else {
       Trial& fresh = p_.lifecycle.NewTrial(e, t.config);
       e.added_trials++;
+      // NewTrial may have grown the book: `t` is looked up again.
+      Trial& original = p_.book.TrialRef(id);
+      original.restarted_as = fresh.trial_id;
+      p_.book.MarkDirty(original);
       restarted.push_back(Json{{"from", id}, {"trial_id", fresh.trial_id}});
     }
   }

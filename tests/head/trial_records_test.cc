@@ -79,6 +79,7 @@ TEST(TrialRecordsTest, TheRecordTextIsTheDomDumped) {
   full.checkpoints_given_up_through = 4;
   full.held = true;
   full.restore_from = TrialId("t0001");
+  full.restarted_as = TrialId("t0003");
   full.actor_worker = WorkerId("w-12345678");
   full.NoteAttemptHost(WorkerId("w-12345678"));
   full.exports = Json{{"json", "{}"}};

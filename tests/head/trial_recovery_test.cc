@@ -422,6 +422,35 @@ TEST_F(TrialRecoveryTest, ResumeRestartAddsAFreshTrialPerErroredOne) {
   CheckAll();
 }
 
+// A trial restarted once is not restarted (nor retried) again, also after
+// a head restart: its fresh trial stands for it (Ray replaces the trial).
+// Once the fresh trial errs, it is the one restarted.
+TEST_F(TrialRecoveryTest, ResumeRestartTwiceRestartsEachErroredTrialOnce) {
+  StoreExperiment(2, 2, 2, /*finished=*/true);
+  StoreTrial(MakeTrial(0, TrialStatus::kError));
+  StoreTrial(MakeTrial(1, TrialStatus::kTerminated));
+  Load();
+  const TrialId fresh = TrialIdFor(kExp, 2);
+  ASSERT_TRUE(recovery_.ResumeExperiment(kExp, "restart", /*unfinished=*/true).ok());
+  EXPECT_EQ(T(0).restarted_as, fresh);
+
+  for (const char* errored : {"restart", "retry"}) {
+    SCOPED_TRACE(errored);
+    auto again = recovery_.ResumeExperiment(kExp, errored, /*unfinished=*/true);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_TRUE((*again)["restarted"].empty()) << again->dump();
+    EXPECT_TRUE((*again)["retried"].empty()) << again->dump();
+    EXPECT_EQ(T(0).status, TrialStatus::kError);
+    EXPECT_EQ(E().trial_ids.size(), 3u);
+  }
+
+  // The link is part of the record: a restarted head knows it too.
+  Result<Trial> stored = Trial::FromJson(Json::parse(T(0).ToRecordText()));
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->restarted_as, fresh);
+  CheckAll();
+}
+
 // An unknown experiment is NotFound and a bad `errored` InvalidArgument, both
 // before anything changes; `unfinished` false then terminates what is live.
 TEST_F(TrialRecoveryTest, ResumeRefusesBadArgumentsBeforeChangingAnything) {

@@ -175,6 +175,25 @@ TEST_F(TrialRunnerTest, TheCheckpointOpServesAKeptCheckpointsBytes) {
   EXPECT_EQ(bad["error"]["code"], "InvalidArgument");
 }
 
+// `workers` always names CPU and GPU, also when a worker has none of one
+// (scripts and dashboards read them without a default).
+TEST_F(TrialRunnerTest, TheWorkersOpAlwaysNamesCpuAndGpu) {
+  fleet_->Register("w-cpu", 2);
+  fleet_->Register("w-gpu", 0, 1);
+  ClientService clients(*runner_);
+  Json reply = clients.Handle(Json{{"op", "workers"}}, ClientCaller::Anonymous());
+  ASSERT_TRUE(reply.value("ok", false)) << reply.dump();
+  std::map<std::string, Json> by_name;
+  for (const Json& w : reply["workers"]) by_name[w["name"].get<std::string>()] = w;
+  ASSERT_EQ(by_name.size(), 2u) << reply.dump();
+  for (const char* field : {"resources_total", "resources_available"}) {
+    EXPECT_EQ(by_name["w-cpu"][field]["CPU"], 2) << reply.dump();
+    EXPECT_EQ(by_name["w-cpu"][field]["GPU"], 0) << reply.dump();
+    EXPECT_EQ(by_name["w-gpu"][field]["CPU"], 0) << reply.dump();
+    EXPECT_EQ(by_name["w-gpu"][field]["GPU"], 1) << reply.dump();
+  }
+}
+
 TEST_F(TrialRunnerTest, KeepsTheLatestCheckpointEvenWhenItScoresWorst) {
   fleet_->Register("w1", 1);
   // Order max on loss: older checkpoints score better, yet the newest stays.
