@@ -134,6 +134,7 @@ Status HeadServer::Start() {
       Json doc{{"worker_endpoint", bound_worker_endpoint_},
                {"client_endpoint", bound_client_endpoint_}};
       if (options_.security) doc["head_public_key"] = options_.security->key_pair.public_key.z85();
+      if (!options_.http_url.empty()) doc["http_endpoint"] = options_.http_url;
       out << doc.dump() << "\n";
       if (!out) return Status::IOError("cannot write " + tmp);
     }
@@ -340,12 +341,17 @@ Status HeadServer::WaitForSpace(const storage::WriteBatch& batch, Status refused
 }
 
 Status HeadServer::Run(const std::atomic<bool>& stop) {
-  zmq::pollitem_t items[] = {{workers_.handle(), 0, ZMQ_POLLIN, 0},
-                             {client_socket_.handle(), 0, ZMQ_POLLIN, 0}};
+  zmq::pollitem_t items[] = {
+      {workers_.handle(), 0, ZMQ_POLLIN, 0},
+      {client_socket_.handle(), 0, ZMQ_POLLIN, 0},
+      {nullptr, loop_reads_ != nullptr ? loop_reads_->wake_fd() : -1, ZMQ_POLLIN, 0}};
+  const size_t num_items = loop_reads_ != nullptr ? 3 : 2;
+  // The dashboard reads as a caller of the read role: it can change nothing.
+  const ClientCaller dashboard{"", "dashboard", ClientRole::kRead};
   while (!stop.load()) {
     long timeout = static_cast<long>(std::max<TimeMs>(0, NextPollMs()));
     try {
-      zmq::poll(items, 2, std::chrono::milliseconds(timeout));
+      zmq::poll(items, num_items, std::chrono::milliseconds(timeout));
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       if (e.num() == ETERM) break;
@@ -390,6 +396,9 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
                       r.delimited);
     }
     client_replies_.clear();
+    if (loop_reads_ != nullptr) {
+      loop_reads_->AnswerAll([&](const Json& r) { return clients_.Handle(r, dashboard); });
+    }
     SendHeartbeats();
   }
   return Status::Ok();

@@ -27,6 +27,7 @@
 #include "head/client_service.h"
 #include "head/client_waits.h"
 #include "head/log_relay.h"
+#include "head/loop_reads.h"
 #include "head/command_sink.h"
 #include "head/heartbeat_keeper.h"
 #include "head/checkpoint_files.h"
@@ -50,6 +51,9 @@ struct HeadServerOptions {
   std::string worker_endpoint = "tcp://127.0.0.1:7501";
   std::string client_endpoint = "tcp://127.0.0.1:7500";
   std::string endpoints_file;  // if set, the bound endpoints are written there as JSON
+  // The dashboard's URL (head/dashboard_server.h), written to the endpoints
+  // file as "http_endpoint" when set.
+  std::string http_url;
   int64_t max_worker_message_bytes = 512LL << 20;
   int64_t max_client_request_bytes = 16LL << 20;
   // Budgets per connection (docs/security.md, "Limits per connection"). A
@@ -91,6 +95,10 @@ class HeadServer final : public CommandSink {
 
   // Loads the store and binds both sockets. Startup errors are returned.
   Status Start();
+  // Reads queued by other threads (the dashboard), answered once per turn
+  // after the commit, as a read-only caller. Set before Run(); `reads` must
+  // outlive Run().
+  void SetLoopReads(LoopReads* reads) { loop_reads_ = reads; }
   // Runs until `stop` becomes true. Returns an error only for a failed commit
   // (the store is unusable: the process must exit and be restarted).
   Status Run(const std::atomic<bool>& stop);
@@ -235,6 +243,7 @@ class HeadServer final : public CommandSink {
   // Non-empty while a commit waits for disk space (WaitForSpace): why.
   std::string out_of_space_;
   std::vector<PendingClientReply> client_replies_;
+  LoopReads* loop_reads_ = nullptr;
   // Requests that wait on the head (add_trial for a slot, wait_trials).
   ClientWaits client_waits_;
   TimeMs last_heartbeat_sent_ = 0;

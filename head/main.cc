@@ -8,7 +8,9 @@
 
 #include "common/logging.h"
 #include "head/head_keys.h"
+#include "head/dashboard_server.h"
 #include "head/head_server.h"
+#include "head/loop_reads.h"
 #include "head/store_check.h"
 #include "storage/rocksdb_store.h"
 
@@ -147,6 +149,10 @@ int main(int argc, char** argv) {
                  "MiB of requests a second one client connection may send (0 = no limit)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  std::string http_endpoint;
+  app.add_option("--http-endpoint", http_endpoint,
+                 "serve the read-only web dashboard on [HOST:]PORT (loopback only; PORT 0 = any "
+                 "free port; default: no dashboard)");
   bool print_public_key = false;
   app.add_flag("--print-public-key", print_public_key,
                "print the head's public key (creating the key pair if there is none yet) and exit")
@@ -243,17 +249,40 @@ int main(int argc, char** argv) {
     options.security = ztune::head::HeadSecurity{*pair, workers_allow, clients_allow};
   }
   options.checkpoint_dir = data_dir + "/" + ztune::head::kCheckpointFilesDir;
+  // The dashboard is bound before the head starts, so that the endpoints
+  // file names its URL; it serves once the head does.
+  ztune::head::LoopReads loop_reads;
+  std::unique_ptr<ztune::head::DashboardServer> dashboard;
+  if (!http_endpoint.empty()) {
+    auto endpoint = ztune::head::ParseHttpEndpoint(http_endpoint);
+    if (!endpoint.ok()) {
+      std::fprintf(stderr, "ztune-head: %s\n", endpoint.status().message().c_str());
+      return 2;
+    }
+    dashboard = std::make_unique<ztune::head::DashboardServer>(loop_reads);
+    if (auto s = dashboard->Bind(*endpoint); !s.ok()) {
+      spdlog::critical("cannot start: {}", s.ToString());
+      return 4;
+    }
+    options.http_url = dashboard->url();
+  }
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   zmq::context_t context(1);
   ztune::head::HeadServer server(context, **store, options);
+  if (dashboard) server.SetLoopReads(&loop_reads);
   g_server.store(&server);
   std::signal(SIGHUP, OnHangUp);
   if (auto s = server.Start(); !s.ok()) {
     spdlog::critical("cannot start: {}", s.ToString());
     return 4;
   }
+  if (dashboard) {
+    dashboard->Start();
+    spdlog::info("dashboard at {}", dashboard->url());
+  }
   auto s = server.Run(g_stop);
+  if (dashboard) dashboard->Stop();
   std::signal(SIGHUP, SIG_IGN);
   g_server.store(nullptr);
   if (!s.ok()) {

@@ -1,0 +1,65 @@
+#include "head/loop_reads.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstdint>
+
+#include "common/check.h"
+
+namespace ztune::head {
+
+LoopReads::LoopReads() : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) { CHECK(fd_ >= 0); }
+
+LoopReads::~LoopReads() {
+  Close();
+  ::close(fd_);
+}
+
+Result<Json> LoopReads::Ask(Json request, std::chrono::milliseconds timeout) {
+  auto pending = std::make_shared<Pending>();
+  pending->request = std::move(request);
+  std::future<Json> reply = pending->reply.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return Status::Unavailable("the head is stopping");
+    if (waiting_.size() >= kMaxWaiting) {
+      return Status::ResourceExhausted("the head has " + std::to_string(kMaxWaiting) +
+                                       " dashboard reads waiting already");
+    }
+    waiting_.push_back(pending);
+  }
+  const uint64_t one = 1;
+  // A full counter (never: it holds 2^64-2) or EAGAIN still leaves it readable.
+  (void)!::write(fd_, &one, sizeof(one));
+  if (reply.wait_for(timeout) != std::future_status::ready) {
+    return Status::Unavailable("the head did not answer within " + std::to_string(timeout.count()) +
+                               " ms (busy or stalled)");
+  }
+  Json j = reply.get();
+  if (j.is_discarded()) return Status::Unavailable("the head is stopping");
+  return j;
+}
+
+void LoopReads::AnswerAll(const std::function<Json(const Json&)>& handle) {
+  uint64_t count = 0;
+  (void)!::read(fd_, &count, sizeof(count));  // reset; EAGAIN when nothing was written
+  std::deque<std::shared_ptr<Pending>> batch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    batch.swap(waiting_);
+  }
+  for (auto& p : batch) p->reply.set_value(handle(p->request));
+}
+
+void LoopReads::Close() {
+  std::deque<std::shared_ptr<Pending>> batch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    batch.swap(waiting_);
+  }
+  for (auto& p : batch) p->reply.set_value(Json(Json::value_t::discarded));
+}
+
+}  // namespace ztune::head
