@@ -59,6 +59,10 @@ Status HeadServer::Start() {
       return RunOffLoop(job, "checkpoint file sync", 0);
     });
   }
+  if (!options_.results_dir.empty()) {
+    results_dir_ = std::make_unique<ResultsDir>(options_.results_dir);
+    runner_.set_results_dir(results_dir_.get());
+  }
   RETURN_IF_ERROR(runner_.Load());
   if (checkpoint_files_ != nullptr) {
     // Files of commits that never happened, and the pause checkpoints of the
@@ -383,6 +387,8 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
         return s;
       }
       ++stats_.commits;
+      // The turn's results are durable: now they may appear in the copy.
+      if (results_dir_ != nullptr) results_dir_->Flush();
     }
     // Sending can fail a worker and queue more messages: iterate a copy.
     std::vector<Outgoing> outgoing;

@@ -28,6 +28,7 @@
 #include "head/client_waits.h"
 #include "head/log_relay.h"
 #include "head/loop_reads.h"
+#include "head/results_dir.h"
 #include "head/command_sink.h"
 #include "head/heartbeat_keeper.h"
 #include "head/checkpoint_files.h"
@@ -51,6 +52,9 @@ struct HeadServerOptions {
   std::string worker_endpoint = "tcp://127.0.0.1:7501";
   std::string client_endpoint = "tcp://127.0.0.1:7500";
   std::string endpoints_file;  // if set, the bound endpoints are written there as JSON
+  // Also write every stored result in Ray Tune's layout under this directory
+  // (head/results_dir.h); empty = not at all.
+  std::string results_dir;
   // The dashboard's URL (head/dashboard_server.h), written to the endpoints
   // file as "http_endpoint" when set.
   std::string http_url;
@@ -263,6 +267,7 @@ class HeadServer final : public CommandSink {
   HeadStats stats_;
   std::atomic<bool> reload_requested_{false};
   std::unique_ptr<CheckpointFiles> checkpoint_files_;  // with options_.checkpoint_dir
+  std::unique_ptr<ResultsDir> results_dir_;            // with options_.results_dir
   PayloadStreams payloads_;
   LogRelay log_relay_;
   StoreThread store_thread_;

@@ -149,6 +149,10 @@ int main(int argc, char** argv) {
                  "MiB of requests a second one client connection may send (0 = no limit)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--results-dir", options.results_dir,
+                 "also write every stored result in Ray Tune's layout here: "
+                 "EXPERIMENT/TRIAL/{params.json,result.json,progress.csv}, appended after each "
+                 "commit (docs/results-dir.md)");
   std::string http_endpoint;
   app.add_option("--http-endpoint", http_endpoint,
                  "serve the read-only web dashboard on [HOST:]PORT (loopback only; PORT 0 = any "

@@ -46,6 +46,7 @@
 #include "head/recovery_waits.h"
 #include "head/resource_ledger.h"
 #include "head/result_processor.h"
+#include "head/results_dir.h"
 #include "head/search_space.h"
 #include "head/searcher.h"
 #include "head/starvation_warning.h"
@@ -84,6 +85,10 @@ class TrialRunner {
  public:
   // Checkpoint files (not owned; nullptr: every checkpoint inline).
   void set_checkpoint_files(CheckpointFiles* files) { checkpoints_.set_files(files); }
+  // Where stored results are also written in Ray's layout (not owned;
+  // nullptr: nowhere). Each result goes in with the batch that stores it; the
+  // caller flushes it after that batch's commit.
+  void set_results_dir(ResultsDir* dir) { results_dir_ = dir; }
   CheckpointFiles* checkpoint_files() const { return checkpoints_.files(); }
   // Whether `rid` is a SAVE this head sent `worker_id` and awaits: the only
   // REPLYs that may announce a payload.
@@ -238,6 +243,7 @@ class TrialRunner {
   int64_t max_pending_ = 16;
 
   storage::WriteBatch batch_;
+  ResultsDir* results_dir_ = nullptr;
   CheckpointManager checkpoints_{store_, batch_, sink_};  // after batch_: writes into it
   CodeStore code_{store_, batch_, clock_, options_.code};  // after batch_: writes into it
   // (worker, trial, attempt) -> highest result seq of the turn, ACKed after commit.

@@ -226,6 +226,10 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id, protocol::ResultB
   if (error.empty() && !accepted.empty()) {
     for (const AcceptedResult& r : accepted) {
       batch_.Put(storage::Family::kResults, storage::ResultKey(t->trial_id, r.iteration), r.text);
+      if (results_dir_ != nullptr) {
+        results_dir_->Add(e.experiment_id, e.spec.name, e.spec.TrainableLabel(), t->trial_id.str(),
+                          t->config, r.text);
+      }
     }
     t->iteration = accepted.back().iteration;
     t->last_result.SetText(std::move(accepted.back().text));

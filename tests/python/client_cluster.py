@@ -128,8 +128,10 @@ class LocalCluster:
                 pass
         proc.wait(timeout=30)
 
-    def start_head(self, *extra):
-        """Starts the head on kernel-picked loopback ports; waits until it serves."""
+    def start_head(self, *extra, same_ports=False):
+        """Starts the head on kernel-picked loopback ports (with same_ports, on
+        the ports of the previous start: a restart that workers reconnect to);
+        waits until it serves."""
         args = [HEAD_BIN, "--data-dir", self.data_dir]
         if self.insecure:
             args.append("--insecure")
@@ -144,8 +146,12 @@ class LocalCluster:
             self.worker_key = self.add_worker_key("worker")
             args += ["--workers-allow", self.workers_allow, "--clients-allow", self.clients_allow]
         endpoints = os.path.join(self.dir, "endpoints.json")
-        args += ["--worker-endpoint", "tcp://127.0.0.1:*", "--client-endpoint",
-                 "tcp://127.0.0.1:*", "--endpoints-file", endpoints,
+        worker_endpoint, client_endpoint = "tcp://127.0.0.1:*", "tcp://127.0.0.1:*"
+        if same_ports and self.worker_endpoint:
+            worker_endpoint, client_endpoint = self.worker_endpoint, self.client_endpoint
+            os.remove(endpoints)
+        args += ["--worker-endpoint", worker_endpoint, "--client-endpoint",
+                 client_endpoint, "--endpoints-file", endpoints,
                  "--heartbeat-ms", str(HEARTBEAT_MS), "--liveness", str(LIVENESS),
                  "--log-level", "debug", "--strict-invariants", *extra]
         proc = self._spawn(args, "head.log")
