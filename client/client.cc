@@ -130,10 +130,18 @@ Result<Json> HeadClient::Call(const std::string& op, Json args) {
     // Lazy Pirate: abandon the socket, so a late reply cannot reach a later call.
     CloseSocket();
     if (attempt >= attempts) {
-      std::string msg = "no reply from head at " + options_.endpoint + " within " +
-                        std::to_string(options_.timeout_ms) + " ms";
-      if (attempts > 1) msg += " (" + std::to_string(attempts) + " attempts)";
-      msg += timeout_hint_;
+      std::string msg;
+      if (connect_refused_ms_ > 0) {
+        msg = "cannot connect to the head at " + options_.endpoint + ": connection refused for " +
+              std::to_string(connect_refused_ms_) + " ms";
+        if (attempts > 1) msg += " (" + std::to_string(attempts) + " attempts)";
+        msg += "; is ztune-head running at " + options_.endpoint + "?";
+      } else {
+        msg = "no reply from head at " + options_.endpoint + " within " +
+              std::to_string(options_.timeout_ms) + " ms";
+        if (attempts > 1) msg += " (" + std::to_string(attempts) + " attempts)";
+        msg += timeout_hint_;
+      }
       return Status::Unavailable(std::move(msg));
     }
     // Rebuild the args for the resend.
@@ -162,13 +170,16 @@ Result<Json> HeadClient::Attempt(uint64_t rid, const std::string& frame, TimeMs 
   const TimeMs connect_check_ms = std::min<TimeMs>(kConnectCheckMs, options_.timeout_ms);
   const TimeMs check_at = clock.NowMs() + connect_check_ms;
   timeout_hint_.clear();
+  connect_refused_ms_ = 0;
   while (true) {
     const TimeMs now = clock.NowMs();
     if (!handshake_done_ && refused_ && now >= check_at) {
       CloseSocket();
-      return Status::Unavailable("cannot connect to the head at " + options_.endpoint +
-                                 ": connection refused for " + std::to_string(connect_check_ms) +
-                                 " ms; is ztune-head running at " + options_.endpoint + "?");
+      // Like a timeout, a read is sent again (--retries rides out a head
+      // restart); the last attempt reports the refusal.
+      connect_refused_ms_ = connect_check_ms;
+      *timed_out = true;
+      return Status::Unavailable("connection refused");
     }
     TimeMs remaining = deadline - now;
     if (remaining <= 0) {

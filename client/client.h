@@ -118,6 +118,8 @@ class HeadClient {
   uint64_t next_rid_ = 1;
   // Appended to a timeout's message: what the connection's events suggest.
   std::string timeout_hint_;
+  // > 0 when the last attempt ended in the connect check: refused this long.
+  TimeMs connect_refused_ms_ = 0;
   bool head_answered_ = false;
   // Set by MatchReply from a refusal that names when to retry; 0 otherwise.
   int64_t retry_after_ms_ = 0;

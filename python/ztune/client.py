@@ -121,8 +121,17 @@ _CODE_PREFIX = "sha256:"
 #: a confused head cannot park the client for long.
 _MAX_RETRY_AFTER_MS = 10_000
 
+# A head that refused every connection this long is not there (one that is
+# starting binds within it): say so then, not at the end of the timeout.
+CONNECT_CHECK_S = 1.0
+
+# The hint of an attempt ended by the connect check.
+_REFUSED = "<connection refused>"
+
 _MONITOR_EVENTS = (
-    zmq.EVENT_DISCONNECTED
+    zmq.EVENT_CONNECTED
+    | zmq.EVENT_CONNECT_RETRIED
+    | zmq.EVENT_DISCONNECTED
     | zmq.EVENT_HANDSHAKE_SUCCEEDED
     | zmq.EVENT_HANDSHAKE_FAILED_AUTH
     | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
@@ -413,6 +422,8 @@ class Client:
         self._monitor: Optional[zmq.Socket] = None
         self._handshake_done = False
         self._cut = False
+        self._refused = False
+        self._connected = False
         self._closed = False
 
     # -- lifecycle --
@@ -478,14 +489,19 @@ class Client:
             reply, hint = self._attempt(rid, body, extra_s)
             if reply is None:
                 # Lazy Pirate: never reuse a socket after a timeout, so a late
-                # reply to this request cannot be taken for a later one's.
+                # reply to this request cannot be taken for a later one's. A
+                # refused connection is retried the same way (a head restart).
                 self._drop_socket()
                 if attempt >= attempts:
+                    tries = f" ({attempts} attempts)" if attempts > 1 else ""
+                    if hint == _REFUSED:
+                        ms = int(min(CONNECT_CHECK_S, self.timeout_s) * 1000)
+                        raise HeadUnavailable(
+                            f"cannot connect to the head at {self.endpoint}: connection refused "
+                            f"for {ms} ms{tries}; is ztune-head running at {self.endpoint}?")
                     ms = int(self.timeout_s * 1000)
-                    msg = f"no reply from head at {self.endpoint} within {ms} ms"
-                    if attempts > 1:
-                        msg += f" ({attempts} attempts)"
-                    raise HeadUnavailable(msg + hint)
+                    raise HeadUnavailable(
+                        f"no reply from head at {self.endpoint} within {ms} ms{tries}{hint}")
                 attempt += 1
                 continue
             if reply.get("ok") is True:
@@ -535,6 +551,8 @@ class Client:
             self._sock, self._monitor = sock, monitor
             self._handshake_done = False
             self._cut = False
+            self._refused = False
+            self._connected = False
         return self._sock
 
     def _drop_socket(self) -> None:
@@ -562,11 +580,18 @@ class Client:
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
         poller.register(self._monitor, zmq.POLLIN)
-        deadline = time.monotonic() + self.timeout_s + extra_s
+        start = time.monotonic()
+        deadline = start + self.timeout_s + extra_s
+        check_at = start + min(CONNECT_CHECK_S, self.timeout_s)
         while True:
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            if not self._connected and self._refused and now >= check_at:
+                return None, _REFUSED
+            left = deadline - now
             if left <= 0:
                 return None, self._timeout_hint()
+            if not self._connected and now < check_at:
+                left = min(left, check_at - now)
             ready = dict(poller.poll(left * 1000))
             if self._monitor in ready:
                 self._read_monitor()
@@ -592,6 +617,10 @@ class Client:
             event, value = msg["event"], msg["value"]
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self._handshake_done = True
+            elif event == zmq.EVENT_CONNECTED:
+                self._connected = True
+            elif event == zmq.EVENT_CONNECT_RETRIED:
+                self._refused = True
             elif event == zmq.EVENT_DISCONNECTED:
                 self._cut = True
             elif event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:

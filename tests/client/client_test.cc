@@ -133,6 +133,43 @@ TEST(HeadClientTest, AHeadThatStartsWithinTheConnectCheckAnswers) {
   EXPECT_TRUE(r.ok()) << r.status().ToString();
 }
 
+// --retries rides out a head restart: a read refused by the connect check
+// is sent again, and a head back within the retries answers it. A mutation
+// is not resent; the last refusal names the attempts.
+TEST(HeadClientTest, RetriesRideOutAHeadThatIsBackAfterTheConnectCheck) {
+  std::string endpoint;
+  {
+    FakeHead gone([](const Json&) { return std::vector<Frames>{}; });
+    endpoint = gone.endpoint();
+  }
+  // The call after the head went away first waits this out on its old,
+  // connected socket; the retries on new sockets are refused at once.
+  HeadClientOptions o = Options(endpoint, 3'000);
+  o.read_retries = 3;
+  HeadClient client(o);
+  std::unique_ptr<FakeHead> back;
+  std::thread starter([&] {
+    // Later than one connect check: the first attempt has been refused.
+    std::this_thread::sleep_for(std::chrono::milliseconds(kConnectCheckMs * 3 / 2));
+    back = std::make_unique<FakeHead>(FakeHead::Canned({{"status", Json::object()}}), endpoint);
+  });
+  Result<Json> r = client.Call("status");
+  starter.join();
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+
+  back.reset();
+  Result<Json> refused = client.Call("status");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "cannot connect to the head at " + endpoint + ": connection refused for " +
+                std::to_string(kConnectCheckMs) + " ms (4 attempts); is ztune-head running at " +
+                endpoint + "?");
+  Result<Json> mutation = client.Call("stop", Json{{"id", "e0001"}});
+  ASSERT_FALSE(mutation.ok());
+  EXPECT_EQ(mutation.status().message().find("attempts"), std::string::npos)
+      << mutation.status().message();
+}
+
 // first request unanswered -> socket dropped -> next call answered, and a
 // late reply carrying the old rid cannot be taken for the new one
 TEST(HeadClientTest, RecoversOnNextCallAfterTimeout) {
