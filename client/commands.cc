@@ -311,12 +311,9 @@ int RunWait(const CommandContext& ctx, const std::string& experiment_id, const W
       std::vector<const Json*> rows;
       for (const Json& t : trials) rows.push_back(&t);
       const Progress progress = MeasureProgress(experiment, with_trials ? &rows : nullptr);
-      const double now_s =
-          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-              .count();
       const std::optional<double> left =
           eta.Observe(experiment_id, progress.Fraction(),
-                      NumberField(experiment, "created_at").value_or(0), now_s);
+                      NumberField(experiment, "created_at").value_or(0), WallSeconds());
       ctx.err << '\r' << experiment_id << ' ' << ProgressText(progress, left) << "\x1b[K"
               << std::flush;
       bar_drawn = true;

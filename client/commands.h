@@ -155,10 +155,6 @@ int RunWait(const CommandContext& ctx, const std::string& experiment_id, const W
 int RunReport(const CommandContext& ctx, const std::string& experiment_id,
               const std::string& output);
 
-// The value of `metric` in a result: a top-level key, or a nested one named
-// with '/' ("eval/acc"); nullptr when absent.
-const Json* FindMetric(const Json& result, const std::string& metric);
-
 // ---- rendering (exposed for tests) ----
 
 // The human `status` report for a `status` reply.

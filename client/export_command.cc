@@ -1,8 +1,9 @@
 // `ztune export` (docs/cli.md): every stored result of every trial of an
 // experiment as CSV or JSON lines, read page by page. CSV needs the union of
 // all columns before its header, so its rows are spooled to an anonymous
-// temporary file first: memory stays one page of results, whatever the size
-// of the experiment. A file named with -o appears whole or not at all.
+// temporary file first: memory holds the trial list and one page of results,
+// however many results there are. A file named with -o appears whole or not
+// at all.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>

@@ -1,31 +1,16 @@
 // `ztune report` (docs/dashboard.md): one experiment, its trials and each
 // trial's metric series, read page by page and written into the dashboard
 // page (common/dashboard/dashboard_page.h) as one self-contained HTML file.
-#include <chrono>
-
 #include "client/command_calls.h"
 #include "client/commands.h"
 #include "client/json_util.h"
 #include "client/output_file.h"
+#include "common/clock.h"
 #include "common/dashboard/dashboard_page.h"
+#include "common/flat_key.h"
 #include "common/printable.h"
 
 namespace ztune::client {
-
-const Json* FindMetric(const Json& result, const std::string& metric) {
-  if (metric.empty() || !result.is_object()) return nullptr;
-  if (const Json* v = FindField(result, metric)) return v;
-  // A nested metric named with '/' ("eval/acc").
-  const Json* at = &result;
-  size_t from = 0;
-  while (true) {
-    const size_t slash = metric.find('/', from);
-    const std::string key = metric.substr(from, slash == std::string::npos ? slash : slash - from);
-    at = FindField(*at, key);
-    if (at == nullptr || slash == std::string::npos) return at;
-    from = slash + 1;
-  }
-}
 
 int RunReport(const CommandContext& ctx, const std::string& experiment_id,
               const std::string& output) {
@@ -53,7 +38,7 @@ int RunReport(const CommandContext& ctx, const std::string& experiment_id,
         ctx, "results", Json{{"trial_id", trial_id}}, "results",
         [&](Json& page) {
           for (const Json& r : page["results"]) {
-            const Json* value = FindMetric(r, metric);
+            const Json* value = metric.empty() ? nullptr : FindFlatKey(r, metric);
             points.push_back(Json::array({FieldOrNull(r, "training_iteration"),
                                           value != nullptr && value->is_number() ? *value : Json(),
                                           FieldOrNull(r, "timestamp")}));
@@ -66,9 +51,7 @@ int RunReport(const CommandContext& ctx, const std::string& experiment_id,
     series[trial_id] = std::move(points);
   }
 
-  const double now =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  Json data{{"generated_at", now},
+  Json data{{"generated_at", WallSeconds()},
             {"experiments", Json::array({experiment})},
             {"trials", Json{{experiment_id, std::move(trials)}}},
             {"series", std::move(series)}};

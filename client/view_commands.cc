@@ -14,6 +14,7 @@
 #include "client/json_util.h"
 #include "client/report.h"
 #include "client/table.h"
+#include "common/clock.h"
 #include "common/printable.h"
 
 namespace ztune::client {
@@ -50,7 +51,7 @@ int RunExperiments(const CommandContext& ctx, bool json) {
 
 namespace {
 
-double NowUnixS() {
+double WallSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
@@ -95,7 +96,7 @@ int WatchStatus(const CommandContext& ctx, const std::string& experiment_id,
     const CommandContext quiet{ctx.client, ctx.out, problem};
     int code = kExitOk;
     std::optional<Json> reply = CallAllPages(quiet, "status", std::move(args), "trials", &code);
-    const double now = NowUnixS();
+    const double now = WallSeconds();
     if (!reply) {
       if (code != kExitUnreachable) {
         ctx.err << problem.str();
@@ -146,7 +147,7 @@ int RunStatus(const CommandContext& ctx, const std::string& experiment_id,
     EtaEstimator eta;
     StatusOptions render = options;
     render.eta = &eta;
-    render.now_s = NowUnixS();
+    render.now_s = WallSeconds();
     ctx.out << RenderStatus(*reply, render);
   }
   return kExitOk;
@@ -251,8 +252,7 @@ int RunTrial(const CommandContext& ctx, const std::string& trial_id, bool json) 
       ck.AddRow({id ? FormatCell(*id) : "?", std::to_string(IntField(c, "iteration")),
                  StringField(c, "storage", "-")});
     }
-    std::istringstream lines(ck.ToString());
-    for (std::string line; std::getline(lines, line);) out << "  " << line << '\n';
+    PrintIndented(out, ck.ToString(), "  ");
   }
 
   // What the experiment's scheduler keeps of the trial (ASHA's rungs,
@@ -280,8 +280,7 @@ int RunTrial(const CommandContext& ctx, const std::string& trial_id, bool json) 
       lt.AddRow({std::to_string(IntField(x, "iteration")), StringField(x, "donor", "?"),
                  std::to_string(IntField(x, "donor_iteration")), change.empty() ? "-" : change});
     }
-    std::istringstream lines(lt.ToString());
-    for (std::string line; std::getline(lines, line);) out << "  " << line << '\n';
+    PrintIndented(out, lt.ToString(), "  ");
   }
 
   // The spec's export_formats, once the trial terminated. A long one (a

@@ -36,7 +36,8 @@ class FakeClock final : public Clock {
   TimeMs now_;
 };
 
-// Wall-clock seconds since the Unix epoch (for result timestamps only).
+// Wall-clock seconds since the Unix epoch: timestamps shown to people (results,
+// reports, ETAs), never for measuring durations.
 inline double WallSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
       .count();

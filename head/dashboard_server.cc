@@ -6,8 +6,9 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "common/clock.h"
 #include "common/dashboard/dashboard_page.h"
-#include "head/experiment_spec.h"
+#include "common/flat_key.h"
 
 namespace ztune::head {
 namespace {
@@ -218,9 +219,7 @@ Result<Json> DashboardServer::DashboardData(const std::string& experiment_id) {
       series[t.value("trial_id", "")] = series_[t.value("trial_id", "")].points;
     }
   }
-  const double now =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  return Json{{"generated_at", now},
+  return Json{{"generated_at", WallSeconds()},
               {"live", true},
               {"experiment_id", chosen},
               {"experiments", std::move(list)},

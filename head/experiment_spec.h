@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/flat_key.h"
 #include "common/json.h"
 #include "common/resources.h"
 #include "common/status.h"
@@ -112,8 +113,5 @@ struct ExperimentSpec {
 // ".py" without "." or ".." parts, NAME a dotted ASCII identifier.
 // InvalidArgument saying what is wrong (without the "spec." prefix).
 Status CheckPythonEntry(const std::string& entry);
-
-// Reads the flattened key "a/b/c" from a result; nullptr if missing.
-const Json* FindFlatKey(const Json& result, const std::string& flat_key);
 
 }  // namespace ztune::head

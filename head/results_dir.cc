@@ -138,20 +138,26 @@ void ResultsDir::Flush() {
 }
 
 Status ResultsDir::WriteTrial(const Pending& p) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(p.dir, ec);
-  if (ec) return Status::IOError("cannot create " + p.dir + ": " + ec.message());
-  const std::string params = p.dir + "/params.json";
-  if (!fs::exists(params, ec)) {
-    std::ofstream out(params, std::ios::trunc);
-    out << p.config.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
-    if (!out) return Status::IOError("cannot write " + params);
-  }
-  const std::string config = p.config.dump(-1, ' ', false, Json::error_handler_t::replace);
   const std::string progress = p.dir + "/progress.csv";
-  std::vector<std::string>& header = headers_[p.dir];
-  if (header.empty()) header = ReadHeader(progress);
+  auto known = headers_.find(p.dir);
+  if (known == headers_.end()) {
+    // Once per trial directory and head start: the directory, params.json
+    // and the header a previous head wrote; later turns only append.
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::create_directories(p.dir, ec);
+    if (ec) return Status::IOError("cannot create " + p.dir + ": " + ec.message());
+    const std::string params = p.dir + "/params.json";
+    if (!fs::exists(params, ec)) {
+      std::ofstream out(params, std::ios::trunc);
+      out << p.config.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
+      if (!out) return Status::IOError("cannot write " + params);
+    }
+    known = headers_.emplace(p.dir, ReadHeader(progress)).first;
+  }
+  // Kept only once the lines that hold it are written.
+  std::vector<std::string> header = known->second;
+  const std::string config = p.config.dump(-1, ' ', false, Json::error_handler_t::replace);
   std::string json_lines, csv_lines;
   for (const std::string& text : p.results) {
     Result<Json> parsed = ParseJson(text);
@@ -183,14 +189,15 @@ Status ResultsDir::WriteTrial(const Pending& p) {
     }
     csv_lines += CsvLine(fields);
   }
-  for (const auto& [path, text] :
-       {std::pair<std::string, const std::string&>{p.dir + "/result.json", json_lines},
-        std::pair<std::string, const std::string&>{progress, csv_lines}}) {
+  auto append = [](const std::string& path, const std::string& text) -> Status {
     std::ofstream out(path, std::ios::app | std::ios::binary);
     out << text;
     out.flush();
-    if (!out) return Status::IOError("cannot append to " + path);
-  }
+    return out ? Status::Ok() : Status::IOError("cannot append to " + path);
+  };
+  RETURN_IF_ERROR(append(p.dir + "/result.json", json_lines));
+  RETURN_IF_ERROR(append(progress, csv_lines));
+  known->second = std::move(header);
   return Status::Ok();
 }
 

@@ -58,8 +58,9 @@ class ResultsDir {
 
   std::string root_;
   std::map<std::string, Pending> pending_;  // by trial id, in id order
-  // Each trial's progress.csv header, once known (read back from the file
-  // after a head restart).
+  // The trial directories made ready (created, params.json written) in this
+  // head's life, with each one's progress.csv header once known (read back
+  // from the file after a head restart; empty until the first result).
   std::map<std::string, std::vector<std::string>> headers_;
   SteadyClock clock_;
   RateLimitedWarning warnings_{clock_, 10'000};

@@ -15,22 +15,16 @@
 namespace ztune::client {
 namespace {
 
+using testing::ClientOptions;
 using testing::ErrorReply;
 using testing::FakeHead;
 using testing::Frames;
 using testing::OkReply;
 using testing::ReplyFrames;
 
-HeadClientOptions Options(const std::string& endpoint, int timeout_ms = 2000) {
-  HeadClientOptions o;
-  o.endpoint = endpoint;
-  o.timeout_ms = timeout_ms;
-  return o;
-}
-
 TEST(HeadClientTest, ReturnsReplyWhenHeadAnswers) {
   FakeHead head(FakeHead::Canned({{"trial", Json{{"trial", {{"trial_id", "e0001_00000"}}}}}}));
-  HeadClient client(Options(head.endpoint()));
+  HeadClient client(ClientOptions(head.endpoint()));
   Result<Json> r = client.Call("trial", Json{{"trial_id", "e0001_00000"}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(client.head_answered());
@@ -47,7 +41,7 @@ TEST(HeadClientTest, ReturnsReplyWhenHeadAnswers) {
 
 TEST(HeadClientTest, UsesFreshRidPerCall) {
   FakeHead head(FakeHead::Canned({{"workers", Json{{"workers", Json::array()}}}}));
-  HeadClient client(Options(head.endpoint()));
+  HeadClient client(ClientOptions(head.endpoint()));
   ASSERT_TRUE(client.Call("workers").ok());
   ASSERT_TRUE(client.Call("workers").ok());
   auto requests = head.requests();
@@ -63,7 +57,7 @@ TEST(HeadClientTest, IgnoresReplyWithStaleRid) {
     return {ReplyFrames(stale), Frames{"ZTUNE1", "not json"}, Frames{"ZTUNE1"},
             ReplyFrames(OkReply(req, Json{{"which", "fresh"}}))};
   });
-  HeadClient client(Options(head.endpoint()));
+  HeadClient client(ClientOptions(head.endpoint()));
   Result<Json> r = client.Call("experiments");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ((*r)["which"], "fresh");
@@ -71,7 +65,7 @@ TEST(HeadClientTest, IgnoresReplyWithStaleRid) {
 
 TEST(HeadClientTest, TimesOutWithEndpointInMessageWhenHeadIsSilent) {
   FakeHead head([](const Json&) { return std::vector<Frames>{}; });
-  HeadClient client(Options(head.endpoint(), 150));
+  HeadClient client(ClientOptions(head.endpoint(), 150));
   Result<Json> r = client.Call("experiments");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
@@ -86,7 +80,7 @@ TEST(HeadClientTest, TimesOutWhenNothingListens) {
     FakeHead gone([](const Json&) { return std::vector<Frames>{}; });
     endpoint = gone.endpoint();
   }
-  HeadClient client(Options(endpoint, 100));
+  HeadClient client(ClientOptions(endpoint, 100));
   Result<Json> r = client.Call("status");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
@@ -102,7 +96,7 @@ TEST(HeadClientTest, SaysNoHeadIsRunningAfterTheConnectCheck) {
     endpoint = gone.endpoint();
   }
   constexpr int kTimeoutMs = 60'000;  // far beyond the check: failing here means it waited
-  HeadClient client(Options(endpoint, kTimeoutMs));
+  HeadClient client(ClientOptions(endpoint, kTimeoutMs));
   const auto start = std::chrono::steady_clock::now();
   Result<Json> r = client.Call("status");
   const auto waited = std::chrono::steady_clock::now() - start;
@@ -122,7 +116,7 @@ TEST(HeadClientTest, AHeadThatStartsWithinTheConnectCheckAnswers) {
     FakeHead gone([](const Json&) { return std::vector<Frames>{}; });
     endpoint = gone.endpoint();
   }
-  HeadClient client(Options(endpoint, 10'000));
+  HeadClient client(ClientOptions(endpoint, 10'000));
   std::unique_ptr<FakeHead> late;
   std::thread starter([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(kConnectCheckMs / 5));
@@ -144,7 +138,7 @@ TEST(HeadClientTest, RetriesRideOutAHeadThatIsBackAfterTheConnectCheck) {
   }
   // The call after the head went away first waits this out on its old,
   // connected socket; the retries on new sockets are refused at once.
-  HeadClientOptions o = Options(endpoint, 3'000);
+  HeadClientOptions o = ClientOptions(endpoint, 3'000);
   o.read_retries = 3;
   HeadClient client(o);
   std::unique_ptr<FakeHead> back;
@@ -180,7 +174,7 @@ TEST(HeadClientTest, RecoversOnNextCallAfterTimeout) {
     late["rid"] = req["rid"].get<uint64_t>() - 1;
     return {ReplyFrames(late), ReplyFrames(OkReply(req, Json{{"which", "fresh"}}))};
   });
-  HeadClient client(Options(head.endpoint(), 500));
+  HeadClient client(ClientOptions(head.endpoint(), 500));
   EXPECT_FALSE(client.Call("stop", Json{{"id", "e0001"}}).ok());
   Result<Json> r = client.Call("stop", Json{{"id", "e0001"}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -193,7 +187,7 @@ TEST(HeadClientTest, RetriesReadOnlyOpsButNotMutatingOnes) {
     if (seen++ % 2 == 0) return {};  // drop every other request
     return {ReplyFrames(OkReply(req, Json::object()))};
   });
-  HeadClientOptions o = Options(head.endpoint(), 500);
+  HeadClientOptions o = ClientOptions(head.endpoint(), 500);
   o.read_retries = 1;
   HeadClient client(o);
   Result<Json> r = client.Call("status");
@@ -211,7 +205,7 @@ TEST(HeadClientTest, MapsErrorCodesToStatus) {
   FakeHead head([](const Json& req) -> std::vector<Frames> {
     return {ReplyFrames(ErrorReply(req, req["args_code"], "detail"))};
   });
-  HeadClient client(Options(head.endpoint()));
+  HeadClient client(ClientOptions(head.endpoint()));
   const std::pair<const char*, StatusCode> cases[] = {
       {"InvalidArgument", StatusCode::kInvalidArgument},
       {"NotFound", StatusCode::kNotFound},
@@ -239,7 +233,7 @@ TEST(HeadClientTest, ReportsMalformedAndForeignProtocolReplies) {
     if (req["op"] == "trial") return {Frames{"ZTUNE9", reply.dump()}};
     return {ReplyFrames(reply)};  // no "ok"
   });
-  HeadClient client(Options(head.endpoint()));
+  HeadClient client(ClientOptions(head.endpoint()));
   Result<Json> foreign = client.Call("trial");
   EXPECT_EQ(foreign.status().code(), StatusCode::kFailedPrecondition);
   Result<Json> malformed = client.Call("workers");
@@ -257,7 +251,7 @@ TEST(HeadClientTest, TakesRidlessErrorAsTheAnswer) {
     if (req["op"] == "status") return {ReplyFrames(bogus_ok), ReplyFrames(error)};
     return {ReplyFrames(bogus_ok), ReplyFrames(OkReply(req, Json{{"which", "fresh"}}))};
   });
-  HeadClient client(Options(head.endpoint()));
+  HeadClient client(ClientOptions(head.endpoint()));
   Result<Json> r = client.Call("status");
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(r.status().message(), "request is not a JSON object");
@@ -283,7 +277,7 @@ TEST(HeadClientTest, WaitsOutARateLimitRefusalAndSendsAgain) {
     if (n % 3 != 2) return {ReplyFrames(throttled)};
     return {ReplyFrames(OkReply(req, Json{{"which", "fresh"}}))};
   });
-  HeadClient client(Options(head.endpoint(), 2000));
+  HeadClient client(ClientOptions(head.endpoint(), 2000));
   const auto start = std::chrono::steady_clock::now();
   Result<Json> r = client.Call("submit", Json{{"spec", Json::object()}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -298,7 +292,7 @@ TEST(HeadClientTest, WaitsOutARateLimitRefusalAndSendsAgain) {
   EXPECT_EQ(disk.status().message(), "disk");
   EXPECT_EQ(head.requests().size(), 4u);
 
-  HeadClient impatient(Options(head.endpoint(), 300));
+  HeadClient impatient(ClientOptions(head.endpoint(), 300));
   Result<Json> forever = impatient.Call("forever");
   EXPECT_EQ(forever.status().code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(forever.status().message(), "slow down");
@@ -307,7 +301,7 @@ TEST(HeadClientTest, WaitsOutARateLimitRefusalAndSendsAgain) {
 
 TEST(HeadClientTest, RejectsOversizedRequestWithoutSending) {
   FakeHead head(FakeHead::Canned({}));
-  HeadClient client(Options(head.endpoint()));
+  HeadClient client(ClientOptions(head.endpoint()));
   Json big{{"spec", {{"blob", std::string(kMaxRequestBytes, 'x')}}}};
   Result<Json> r = client.Call("submit", std::move(big));
   ASSERT_FALSE(r.ok());
@@ -317,9 +311,9 @@ TEST(HeadClientTest, RejectsOversizedRequestWithoutSending) {
 }
 
 TEST(HeadClientTest, RejectsBadArgsAndEndpoint) {
-  HeadClient bad_endpoint(Options("nonsense://x"));
+  HeadClient bad_endpoint(ClientOptions("nonsense://x"));
   EXPECT_EQ(bad_endpoint.Call("status").status().code(), StatusCode::kInvalidArgument);
-  HeadClient client(Options("tcp://127.0.0.1:1"));
+  HeadClient client(ClientOptions("tcp://127.0.0.1:1"));
   EXPECT_EQ(client.Call("status", Json::array()).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(client.Call("status", Json{{"rid", 1}}).status().code(), StatusCode::kInvalidArgument);
 }
@@ -327,8 +321,8 @@ TEST(HeadClientTest, RejectsBadArgsAndEndpoint) {
 TEST(HeadClientTest, SharesAContextAcrossClients) {
   FakeHead head(FakeHead::Canned({{"workers", Json{{"workers", Json::array()}}}}));
   zmq::context_t context;
-  HeadClient a(context, Options(head.endpoint()));
-  HeadClient b(context, Options(head.endpoint()));
+  HeadClient a(context, ClientOptions(head.endpoint()));
+  HeadClient b(context, ClientOptions(head.endpoint()));
   EXPECT_TRUE(a.Call("workers").ok());
   EXPECT_TRUE(b.Call("workers").ok());
 }

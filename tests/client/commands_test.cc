@@ -19,6 +19,7 @@
 namespace ztune::client {
 namespace {
 
+using testing::ClientOptions;
 using testing::ErrorReply;
 using testing::FakeHead;
 using testing::Frames;
@@ -144,14 +145,7 @@ std::map<std::string, Json> CannedOps() {
 class CommandsTest : public ::testing::Test {
  protected:
   explicit CommandsTest(FakeHead::Handler handler = FakeHead::Canned(CannedOps()))
-      : head_(std::move(handler)), client_(Options(head_.endpoint())) {}
-
-  static HeadClientOptions Options(const std::string& endpoint) {
-    HeadClientOptions o;
-    o.endpoint = endpoint;
-    o.timeout_ms = 2000;
-    return o;
-  }
+      : head_(std::move(handler)), client_(ClientOptions(head_.endpoint())) {}
 
   CommandContext Ctx() { return CommandContext{client_, out_, err_}; }
 
@@ -469,10 +463,7 @@ TEST(TrialViewTest, ShowsRestoresExportsAndEveryFailure) {
                                     "Failure # 2 (occurred at 2026-12-04_03-21-00)\nbang"});
   trial["exports"] = {{"summary", "accuracy 0.98\nepochs 20"}, {"weights", std::string(5000, '7')}};
   FakeHead head(FakeHead::Canned({{"trial", Json{{"trial", trial}}}}));
-  HeadClientOptions o;
-  o.endpoint = head.endpoint();
-  o.timeout_ms = 2000;
-  HeadClient client(o);
+  HeadClient client(ClientOptions(head.endpoint()));
   std::ostringstream out, err;
   ASSERT_EQ(RunTrial(CommandContext{client, out, err}, "e0001_00001", false), kExitOk);
   const std::string text = out.str();
@@ -687,10 +678,7 @@ TEST(WatchUnreachableTest, AnUnreachableHeadIsShownAndWaitedFor) {
     fields["experiments"][0] = Experiment(/*finished=*/true);
     return {ReplyFrames(OkReply(req, fields))};
   });
-  HeadClientOptions o;
-  o.endpoint = head.endpoint();
-  o.timeout_ms = 100;
-  HeadClient client(o);
+  HeadClient client(ClientOptions(head.endpoint(), 100));
   std::ostringstream out, err;
   StatusOptions options;
   options.watch = true;

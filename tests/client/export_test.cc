@@ -16,6 +16,7 @@
 namespace ztune::client {
 namespace {
 
+using testing::ClientOptions;
 using testing::ErrorReply;
 using testing::FakeHead;
 using testing::Frames;
@@ -123,14 +124,8 @@ std::vector<Frames> PagingHead(const Json& req) {
 
 class ExportTest : public ::testing::Test {
  protected:
-  ExportTest() : head_(PagingHead), client_(Options(head_.endpoint())) {}
+  ExportTest() : head_(PagingHead), client_(ClientOptions(head_.endpoint())) {}
 
-  static HeadClientOptions Options(const std::string& endpoint) {
-    HeadClientOptions o;
-    o.endpoint = endpoint;
-    o.timeout_ms = 2000;
-    return o;
-  }
   CommandContext Ctx() { return CommandContext{client_, out_, err_}; }
 
   std::filesystem::path TempDir() {
@@ -208,7 +203,7 @@ TEST_F(ExportTest, UnwritableOutputIsAUsageErrorAndUnknownExperimentAHeadError) 
   FakeHead unknown([](const Json& req) -> std::vector<Frames> {
     return {ReplyFrames(ErrorReply(req, "NotFound", "unknown experiment e0042"))};
   });
-  HeadClient client(Options(unknown.endpoint()));
+  HeadClient client(ClientOptions(unknown.endpoint()));
   std::ostringstream out, err;
   const auto target = std::filesystem::temp_directory_path() / "ztune_export_never.csv";
   EXPECT_EQ(RunExport(CommandContext{client, out, err}, "e0042",

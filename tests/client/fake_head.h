@@ -17,6 +17,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "client/client.h"
 #include "common/json.h"
 #include "common/zmq/socket_util.h"
 
@@ -32,6 +33,14 @@ inline Json OkReply(const Json& request, Json fields) {
   fields["rid"] = request.at("rid");
   fields["ok"] = true;
   return fields;
+}
+
+// Options of a HeadClient that talks to `endpoint`.
+inline HeadClientOptions ClientOptions(const std::string& endpoint, int timeout_ms = 2000) {
+  HeadClientOptions o;
+  o.endpoint = endpoint;
+  o.timeout_ms = timeout_ms;
+  return o;
 }
 
 inline Json ErrorReply(const Json& request, const std::string& code, const std::string& msg) {

@@ -15,6 +15,7 @@
 namespace ztune::client {
 namespace {
 
+using testing::ClientOptions;
 using testing::ErrorReply;
 using testing::FakeHead;
 using testing::Frames;
@@ -50,13 +51,6 @@ std::vector<Frames> Head(const Json& req) {
   return {ReplyFrames(ErrorReply(req, "NotFound", "unknown experiment e0042"))};
 }
 
-HeadClientOptions Options(const std::string& endpoint) {
-  HeadClientOptions o;
-  o.endpoint = endpoint;
-  o.timeout_ms = 2000;
-  return o;
-}
-
 // The JSON written in place of the page's placeholder.
 Json PageData(const std::string& page) {
   const std::string marker = "const ZTUNE_DATA = ";
@@ -68,7 +62,7 @@ Json PageData(const std::string& page) {
 
 TEST(ReportTest, WritesThePageWithTheExperimentsData) {
   FakeHead head(Head);
-  HeadClient client(Options(head.endpoint()));
+  HeadClient client(ClientOptions(head.endpoint()));
   std::ostringstream out, err;
   const auto path = std::filesystem::temp_directory_path() /
                     ("ztune_report_test_" + std::to_string(::getpid()) + ".html");
@@ -90,24 +84,12 @@ TEST(ReportTest, WritesThePageWithTheExperimentsData) {
 
 TEST(ReportTest, UnknownExperimentWritesNothing) {
   FakeHead head(Head);
-  HeadClient client(Options(head.endpoint()));
+  HeadClient client(ClientOptions(head.endpoint()));
   std::ostringstream out, err;
   const auto path = std::filesystem::temp_directory_path() / "ztune_report_never.html";
   EXPECT_EQ(RunReport(CommandContext{client, out, err}, "e0042", path.string()), kExitHeadError);
   EXPECT_EQ(err.str(), "error: NotFound: unknown experiment e0042\n");
   EXPECT_FALSE(std::filesystem::exists(path));
-}
-
-TEST(FindMetricTest, TopLevelAndNested) {
-  const Json r{{"loss", 1}, {"eval", {{"acc", 0.5}, {"deep", {{"x", 2}}}}}, {"a/b", 7}};
-  EXPECT_EQ(*FindMetric(r, "loss"), 1);
-  EXPECT_EQ(*FindMetric(r, "eval/acc"), 0.5);
-  EXPECT_EQ(*FindMetric(r, "eval/deep/x"), 2);
-  EXPECT_EQ(*FindMetric(r, "a/b"), 7);  // a literal key wins
-  EXPECT_EQ(FindMetric(r, "eval/nope"), nullptr);
-  EXPECT_EQ(FindMetric(r, "loss/x"), nullptr);
-  EXPECT_EQ(FindMetric(r, ""), nullptr);
-  EXPECT_EQ(FindMetric(Json(5), "loss"), nullptr);
 }
 
 }  // namespace
