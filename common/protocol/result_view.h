@@ -66,7 +66,7 @@ class ResultView {
   // A top-level key; with repeated keys the last one, as a DOM built from the
   // bytes would keep. nullopt when absent or the view is not an object.
   std::optional<Value> Find(std::string_view key) const;
-  // FindFlatKey's rule (head/experiment_spec.h): the whole key at the top
+  // FindFlatKey's rule (common/flat_key.h): the whole key at the top
   // level, else "a/b" as key b of object a.
   std::optional<Value> FindFlat(std::string_view flat_key) const;
 

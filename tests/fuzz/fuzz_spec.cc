@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/flat_key.h"
 #include "common/json_parse.h"
 #include "head/experiment_spec.h"
 #include "head/search_space.h"
@@ -41,7 +42,7 @@ void ExploreSpace(const head::SearchSpace& space, uint64_t seed, int64_t num_sam
     Json config = space.Variant(seed, k);
     if (!config.is_object()) Fail("a variant is not an object", config.dump());
     (void)config.dump();
-    if (!metric.empty()) (void)head::FindFlatKey(config, metric);
+    if (!metric.empty()) (void)FindFlatKey(config, metric);
   }
 }
 
