@@ -1,0 +1,467 @@
+// fleet: a thousand simulated ztune-workers in one process (bench/fleet/
+// sim_worker.h), each on its own DEALER connection to a real ztune-head,
+// speaking the protocol of docs/protocol.md. It stands in for a fleet of
+// machines on one host so that the head's limits can be measured
+// (docs/benchmarks.md, "Fleet"). Single-threaded: one zmq_poll over every
+// connection, and a heap of the simulated workers' timers.
+//
+// Prints one JSON document at the end (and writes it to --stats-file every
+// --report-s while it runs): registrations, reconnects, results sent and
+// acknowledged, the ACK latency of results (first send to ACK) and the
+// longest silence of the head seen by a registered worker.
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <zmq.hpp>
+
+#include "bench/fleet/sim_worker.h"
+#include "common/clock.h"
+#include "common/json.h"
+#include "common/protocol/codec.h"
+#include "common/security/curve_socket.h"
+#include "common/zmq/socket_util.h"
+
+namespace ztune::fleet {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop.store(true); }
+
+struct FleetOptions {
+  std::string head = "tcp://127.0.0.1:7501";
+  int workers = 100;
+  double cpus = 10;
+  double gpus = 0;
+  int64_t step_ms = 1000;
+  double step_jitter = 0.1;
+  double step_failure_rate = 0;
+  uint64_t checkpoint_bytes = 1024;
+  bool refuse_reset = false;
+  std::string name_prefix = "sim";
+  std::string key_file;
+  std::string head_key;
+  bool insecure = false;
+  int64_t heartbeat_ms = 1000;
+  int64_t liveness = 3;
+  int64_t max_backoff_ms = 2000;
+  double duration_s = 0;  // 0: until SIGINT/SIGTERM
+  double report_s = 5;
+  std::string stats_file;
+  int kill_workers = 0;
+  double kill_at_s = 0;
+  uint64_t seed = 1;
+};
+
+struct Slot {
+  SimWorker sim;
+  std::unique_ptr<zmq::socket_t> socket;  // null while disconnected or dead
+  bool dead = false;
+  TimeMs scheduled = -1;  // the due time of this slot's live heap entry
+};
+
+struct Timer {
+  TimeMs due;
+  size_t slot;
+  bool operator>(const Timer& o) const { return due > o.due; }
+};
+
+// 128 random bits in hex, new for every connection (docs/protocol.md §1).
+std::string RoutingId(std::mt19937_64& rng) {
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+Json Percentiles(std::vector<float> samples) {
+  Json j{{"count", samples.size()}};
+  if (samples.empty()) return j;
+  auto at = [&](double q) {
+    const size_t k = std::min(samples.size() - 1, static_cast<size_t>(q * samples.size()));
+    std::nth_element(samples.begin(), samples.begin() + static_cast<ptrdiff_t>(k), samples.end());
+    return samples[k];
+  };
+  j["p50"] = at(0.50);
+  j["p90"] = at(0.90);
+  j["p99"] = at(0.99);
+  j["max"] = *std::max_element(samples.begin(), samples.end());
+  return j;
+}
+
+class Fleet {
+ public:
+  explicit Fleet(FleetOptions o) : o_(std::move(o)), rng_(o_.seed) {}
+
+  int Run() {
+    if (!o_.insecure) {
+      auto keys = security::LoadCurveClientKeys(o_.key_file, o_.head_key);
+      if (!keys.ok()) {
+        std::fprintf(stderr, "fleet: %s\n", keys.status().ToString().c_str());
+        return 2;
+      }
+      keys_ = *keys;
+    }
+    ctx_.set(zmq::ctxopt::io_threads, 1);
+    ctx_.set(zmq::ctxopt::max_sockets, o_.workers * 2 + 64);
+    started_ = clock_.NowMs();
+    for (int i = 0; i < o_.workers; ++i) {
+      SimWorkerOptions w;
+      w.name = o_.name_prefix + std::to_string(i);
+      w.host = o_.name_prefix + "-host-" + std::to_string(i);
+      w.pid = getpid();
+      w.resources = {{"CPU", o_.cpus}};
+      if (o_.gpus > 0) w.resources["GPU"] = o_.gpus;
+      w.step_ms = o_.step_ms;
+      w.step_jitter = o_.step_jitter;
+      w.step_failure_rate = o_.step_failure_rate;
+      w.checkpoint_bytes = o_.checkpoint_bytes;
+      w.refuse_reset = o_.refuse_reset;
+      w.heartbeat_ms = o_.heartbeat_ms;
+      w.liveness = o_.liveness;
+      w.max_backoff_ms = o_.max_backoff_ms;
+      slots_.push_back(Slot{SimWorker(std::move(w), o_.seed * 1'000'003 + i), nullptr});
+    }
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (!Open(i)) return 2;
+    }
+    TimeMs next_report = started_ + static_cast<TimeMs>(o_.report_s * 1000);
+    bool killed = false;
+    while (!g_stop.load()) {
+      TimeMs now = clock_.NowMs();
+      if (o_.duration_s > 0 && now - started_ >= static_cast<TimeMs>(o_.duration_s * 1000)) break;
+      if (!killed && o_.kill_workers > 0 &&
+          now - started_ >= static_cast<TimeMs>(o_.kill_at_s * 1000)) {
+        KillWorkers();
+        killed = true;
+      }
+      if (now >= next_report) {
+        Report(now);
+        next_report = now + static_cast<TimeMs>(o_.report_s * 1000);
+      }
+      if (items_dirty_) RebuildItems();
+      TimeMs timeout = 100;
+      if (!timers_.empty()) timeout = std::clamp<TimeMs>(timers_.top().due - now, 0, 100);
+      const int ready = zmq::poll(items_.data(), items_.size(), std::chrono::milliseconds(timeout));
+      now = clock_.NowMs();
+      if (ready > 0) {
+        for (size_t k = 0; k < items_.size(); ++k) {
+          if (items_[k].revents & ZMQ_POLLIN) Read(item_slot_[k], now);
+        }
+      }
+      RunTimers(clock_.NowMs());
+    }
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].dead || !slots_[i].socket) continue;
+      std::vector<protocol::Message> out;
+      slots_[i].sim.Leave(out);
+      Send(i, out);
+    }
+    const Json stats = Stats(clock_.NowMs());
+    WriteStats(stats);
+    std::printf("%s\n", stats.dump(2).c_str());
+    for (Slot& s : slots_) s.socket.reset();
+    return 0;
+  }
+
+ private:
+  bool Open(size_t i) {
+    Slot& s = slots_[i];
+    try {
+      auto socket = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::dealer);
+      socket->set(zmq::sockopt::linger, 0);
+      socket->set(zmq::sockopt::routing_id, RoutingId(rng_));
+      socket->set(zmq::sockopt::maxmsgsize, protocol::kMaxFrameBytes);
+      // Unbounded queues: a simulated worker never drops a message it sent.
+      socket->set(zmq::sockopt::sndhwm, 0);
+      socket->set(zmq::sockopt::rcvhwm, 0);
+      if (!o_.insecure) {
+        const Status st = security::ApplyCurveClient(*socket, keys_);
+        if (!st.ok()) {
+          std::fprintf(stderr, "fleet: %s\n", st.ToString().c_str());
+          return false;
+        }
+      }
+      socket->connect(o_.head);
+      s.socket = std::move(socket);
+    } catch (const zmq::error_t& e) {
+      std::fprintf(stderr, "fleet: cannot connect to %s: %s\n", o_.head.c_str(), e.what());
+      return false;
+    }
+    items_dirty_ = true;
+    std::vector<protocol::Message> out;
+    s.sim.OnConnected(clock_.NowMs(), out);
+    Send(i, out);
+    Schedule(i);
+    return true;
+  }
+
+  void Close(size_t i) {
+    slots_[i].socket.reset();
+    items_dirty_ = true;
+  }
+
+  void KillWorkers() {
+    // The last K workers' machines die: connections gone, nothing said.
+    const size_t k = std::min<size_t>(static_cast<size_t>(o_.kill_workers), slots_.size());
+    for (size_t i = slots_.size() - k; i < slots_.size(); ++i) {
+      slots_[i].dead = true;
+      Close(i);
+    }
+    killed_ += k;
+    std::fprintf(stderr, "fleet: killed %zu workers\n", k);
+  }
+
+  void RebuildItems() {
+    items_.clear();
+    item_slot_.clear();
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (!slots_[i].socket) continue;
+      items_.push_back(zmq::pollitem_t{slots_[i].socket->handle(), 0, ZMQ_POLLIN, 0});
+      item_slot_.push_back(i);
+    }
+    items_dirty_ = false;
+  }
+
+  void Schedule(size_t i) {
+    Slot& s = slots_[i];
+    if (s.dead) return;
+    const TimeMs due = s.sim.NextTimerMs();
+    if (due == s.scheduled) return;
+    s.scheduled = due;
+    timers_.push(Timer{due, i});
+  }
+
+  void RunTimers(TimeMs now) {
+    while (!timers_.empty() && timers_.top().due <= now) {
+      const Timer t = timers_.top();
+      timers_.pop();
+      Slot& s = slots_[t.slot];
+      if (s.dead || t.due != s.scheduled) continue;  // superseded
+      s.scheduled = -1;
+      std::vector<protocol::Message> out;
+      switch (s.sim.OnTimer(now, out)) {
+        case SimWorker::LinkAction::kNone: Send(t.slot, out); break;
+        case SimWorker::LinkAction::kClose: Close(t.slot); break;
+        case SimWorker::LinkAction::kOpen:
+          if (!Open(t.slot)) g_stop.store(true);
+          continue;  // Open scheduled it
+      }
+      Schedule(t.slot);
+    }
+  }
+
+  void Read(size_t i, TimeMs now) {
+    // At most a few messages per connection per pass: no worker starves the others.
+    for (int n = 0; n < 64; ++n) {
+      Slot& s = slots_[i];
+      if (!s.socket) return;
+      auto parts = zmqutil::RecvMultipart(*s.socket);
+      if (!parts.ok() || parts->empty()) break;
+      std::vector<std::string_view> frames;
+      for (auto& p : *parts) frames.emplace_back(static_cast<const char*>(p.data()), p.size());
+      auto message = protocol::Decode(frames);
+      if (!message.ok()) {
+        ++undecodable_;
+        continue;
+      }
+      std::vector<protocol::Message> out;
+      s.sim.OnMessage(std::move(*message), now, out);
+      Send(i, out);
+    }
+    Schedule(i);
+  }
+
+  void Send(size_t i, std::vector<protocol::Message>& out) {
+    Slot& s = slots_[i];
+    for (protocol::Message& m : out) {
+      if (!s.socket) return;  // closed: the simulated worker re-sends after registering
+      const Status st = zmqutil::SendFrames(*s.socket, protocol::Encode(m));
+      if (!st.ok()) ++send_failures_;
+    }
+    out.clear();
+  }
+
+  Json Stats(TimeMs now) const {
+    SimStats sum;
+    std::vector<float> latency;
+    size_t registered = 0;
+    size_t actors = 0;
+    int64_t iterations = 0;
+    for (const Slot& s : slots_) {
+      const SimStats& w = s.sim.stats();
+      sum.connections += w.connections;
+      sum.registrations += w.registrations;
+      sum.silence_reconnects += w.silence_reconnects;
+      sum.disconnects_received += w.disconnects_received;
+      sum.epoch_changes += w.epoch_changes;
+      for (const auto& [k, v] : w.commands) sum.commands[k] += v;
+      sum.results_sent += w.results_sent;
+      sum.results_replayed += w.results_replayed;
+      sum.results_acked += w.results_acked;
+      sum.step_failures += w.step_failures;
+      sum.refusals += w.refusals;
+      sum.checkpoint_bytes_saved += w.checkpoint_bytes_saved;
+      sum.restores += w.restores;
+      sum.max_head_silence_ms = std::max(sum.max_head_silence_ms, w.max_head_silence_ms);
+      latency.insert(latency.end(), w.ack_latency_ms.begin(), w.ack_latency_ms.end());
+      if (!s.dead && s.sim.registered()) ++registered;
+      if (!s.dead) {
+        actors += s.sim.actor_count();
+        iterations += s.sim.live_iterations();
+      }
+    }
+    Json commands = Json::object();
+    for (const auto& [k, v] : sum.commands) commands[k] = v;
+    const double elapsed_s = static_cast<double>(now - started_) / 1000.0;
+    return Json{{"workers", slots_.size()},
+                {"registered", registered},
+                {"killed", killed_},
+                {"elapsed_s", elapsed_s},
+                {"live_actors", actors},
+                {"live_iterations", iterations},
+                {"connections", sum.connections},
+                {"registrations", sum.registrations},
+                {"silence_reconnects", sum.silence_reconnects},
+                {"disconnects_received", sum.disconnects_received},
+                {"epoch_changes", sum.epoch_changes},
+                {"commands", commands},
+                {"results_sent", sum.results_sent},
+                {"results_replayed", sum.results_replayed},
+                {"results_acked", sum.results_acked},
+                {"results_acked_per_s", elapsed_s > 0 ? sum.results_acked / elapsed_s : 0.0},
+                {"ack_latency_ms", Percentiles(std::move(latency))},
+                {"max_head_silence_ms", sum.max_head_silence_ms},
+                {"step_failures", sum.step_failures},
+                {"refusals", sum.refusals},
+                {"checkpoint_bytes_saved", sum.checkpoint_bytes_saved},
+                {"restores", sum.restores},
+                {"send_failures", send_failures_},
+                {"undecodable", undecodable_}};
+  }
+
+  void WriteStats(const Json& stats) const {
+    if (o_.stats_file.empty()) return;
+    // Whole or not at all: a reader never sees half a document.
+    const std::string tmp = o_.stats_file + ".tmp";
+    {
+      std::ofstream f(tmp, std::ios::trunc);
+      f << stats.dump(2) << "\n";
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, o_.stats_file, ec);
+  }
+
+  void Report(TimeMs now) {
+    const Json stats = Stats(now);
+    std::fprintf(stderr,
+                 "fleet: %.0f s: %zu/%zu registered, %zu actors, %llu results acked, "
+                 "ack p99 %s ms, head silence max %lld ms, %llu silence reconnects\n",
+                 stats["elapsed_s"].get<double>(), stats["registered"].get<size_t>(), slots_.size(),
+                 stats["live_actors"].get<size_t>(),
+                 static_cast<unsigned long long>(stats["results_acked"].get<uint64_t>()),
+                 stats["ack_latency_ms"].contains("p99")
+                     ? stats["ack_latency_ms"]["p99"].dump().c_str()
+                     : "-",
+                 static_cast<long long>(stats["max_head_silence_ms"].get<int64_t>()),
+                 static_cast<unsigned long long>(stats["silence_reconnects"].get<uint64_t>()));
+    WriteStats(stats);
+  }
+
+  FleetOptions o_;
+  std::mt19937_64 rng_;
+  SteadyClock clock_;
+  zmq::context_t ctx_;
+  security::CurveClientKeys keys_;
+  std::vector<Slot> slots_;
+  std::vector<zmq::pollitem_t> items_;
+  std::vector<size_t> item_slot_;
+  bool items_dirty_ = true;
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
+  TimeMs started_ = 0;
+  size_t killed_ = 0;
+  uint64_t send_failures_ = 0;
+  uint64_t undecodable_ = 0;
+};
+
+// Each connection needs descriptors on both sides; the default soft limit
+// (often 1,024) is too few for a thousand workers.
+void RaiseFileLimit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
+
+}  // namespace
+}  // namespace ztune::fleet
+
+int main(int argc, char** argv) {
+  using ztune::fleet::FleetOptions;
+  FleetOptions o;
+  CLI::App app{
+      "fleet: simulated ztune-workers on one machine, each on its own connection to a real "
+      "ztune-head, speaking docs/protocol.md. Prints JSON statistics at the end."};
+  app.add_option("--head", o.head, "the head's worker endpoint");
+  app.add_option("--workers", o.workers, "simulated workers (connections)")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--cpus", o.cpus, "CPUs each worker registers")->check(CLI::Range(0.0, 100000.0));
+  app.add_option("--gpus", o.gpus, "GPUs each worker registers")->check(CLI::Range(0.0, 10000.0));
+  app.add_option("--step-ms", o.step_ms, "simulated time of one training step")
+      ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}));
+  app.add_option("--step-jitter", o.step_jitter, "steps vary uniformly by +- this fraction")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--step-failure-rate", o.step_failure_rate,
+                 "probability that a step fails (the trial's attempt fails)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--checkpoint-bytes", o.checkpoint_bytes,
+                 "bytes of trainable data in every checkpoint (chunked above 256 KiB)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 32));
+  app.add_flag("--refuse-reset", o.refuse_reset, "answer RESET with reset=false");
+  app.add_option("--name-prefix", o.name_prefix, "worker names are PREFIX0, PREFIX1, ...");
+  app.add_option("--key", o.key_file, "the workers' key file (ztune keygen); one key for all");
+  app.add_option("--head-key", o.head_key, "the head's public key, or a file holding it");
+  app.add_flag("--insecure", o.insecure, "plain TCP (a head started with --insecure)");
+  app.add_option("--heartbeat-ms", o.heartbeat_ms, "until the head's REGISTERED says otherwise")
+      ->check(CLI::Range(int64_t{1}, int64_t{600'000}));
+  app.add_option("--liveness", o.liveness, "until the head's REGISTERED says otherwise")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
+  app.add_option("--max-backoff-ms", o.max_backoff_ms, "cap of the reconnect backoff")
+      ->check(CLI::Range(int64_t{1}, int64_t{600'000}));
+  app.add_option("--duration-s", o.duration_s, "run this long, then leave (0: until SIGTERM)")
+      ->check(CLI::Range(0.0, 1e7));
+  app.add_option("--report-s", o.report_s, "progress line on stderr and stats file this often")
+      ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--stats-file", o.stats_file, "the JSON statistics, rewritten every --report-s");
+  app.add_option("--kill-workers", o.kill_workers,
+                 "at --kill-at-s, this many workers die at once (connections closed, no word)")
+      ->check(CLI::Range(0, 100000));
+  app.add_option("--kill-at-s", o.kill_at_s, "when --kill-workers die")
+      ->check(CLI::Range(0.0, 1e7));
+  app.add_option("--seed", o.seed, "step times, failures and worker ids");
+  CLI11_PARSE(app, argc, argv);
+  if (!o.insecure && (o.key_file.empty() || o.head_key.empty())) {
+    std::fprintf(stderr, "fleet: --key and --head-key are required (or --insecure)\n");
+    return 2;
+  }
+  ztune::fleet::RaiseFileLimit();
+  signal(SIGINT, ztune::fleet::OnSignal);
+  signal(SIGTERM, ztune::fleet::OnSignal);
+  signal(SIGPIPE, SIG_IGN);
+  return ztune::fleet::Fleet(std::move(o)).Run();
+}

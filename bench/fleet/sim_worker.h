@@ -1,0 +1,218 @@
+// SimWorker: one simulated ztune-worker, speaking the head <-> worker protocol
+// of docs/protocol.md and nothing else (no head internals): registration and
+// re-registration with live actors, heartbeats and the head's liveness,
+// actors whose steps take simulated time, result batches kept in an outbox
+// until acknowledged and replayed after every new registration, request ids
+// answered at most once, checkpoints of a chosen size (chunked with credits
+// above the inline limit), RESTORE, RESET, STOP. The fleet (fleet_main.cc)
+// runs a thousand of them over real DEALER sockets in one thread.
+//
+// Pure state: no sockets, no clock of its own. The caller passes the time,
+// hands it every decoded message from the head, calls OnTimer when
+// NextTimerMs() is due, and sends what it appends to `out` in order. Its
+// LinkAction tells the caller when to close the connection (the head fell
+// silent) and when to open a new one. Not thread-safe: one owner thread.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/protocol/chunked_transfer.h"
+#include "common/protocol/messages.h"
+
+namespace ztune::fleet {
+
+// The trainable every simulated worker hosts unless told otherwise.
+inline constexpr char kSimTrainable[] = "sim";
+
+struct SimWorkerOptions {
+  std::string name = "sim";    // the worker id is "<name>-<8 hex digits>"
+  std::string host = "fleet";  // REGISTER's host (distinct per worker: see fleet_main.cc)
+  int64_t pid = 0;             // REGISTER's pid
+  std::map<std::string, double> resources = {{"CPU", 10}};
+  std::vector<std::string> trainables = {kSimTrainable};
+  // A step takes step_ms, varied uniformly by +-step_jitter of it.
+  int64_t step_ms = 1000;
+  double step_jitter = 0.1;
+  // Probability that a step fails (a RESULT batch with failed=true).
+  double step_failure_rate = 0;
+  // The bytes of the trainable's Save() data in every checkpoint.
+  uint64_t checkpoint_bytes = 1024;
+  // Answer RESET with reset=false (an actor that cannot be reused).
+  bool refuse_reset = false;
+  // Until REGISTERED says otherwise.
+  int64_t heartbeat_ms = 1000;
+  int64_t liveness = 3;
+  int64_t max_backoff_ms = 2000;
+};
+
+// What one simulated worker counts; the fleet sums them.
+struct SimStats {
+  uint64_t connections = 0;                  // connections opened (first and reconnects)
+  uint64_t registrations = 0;                // incarnations that got REGISTERED
+  uint64_t silence_reconnects = 0;           // the head was silent for heartbeat x liveness
+  uint64_t disconnects_received = 0;         // DISCONNECT from the head
+  uint64_t epoch_changes = 0;                // REGISTERED named another head epoch
+  std::map<std::string, uint64_t> commands;  // by command name
+  uint64_t results_sent = 0;                 // first sends
+  uint64_t results_replayed = 0;             // resent after a new registration
+  uint64_t results_acked = 0;
+  uint64_t step_failures = 0;
+  uint64_t refusals = 0;  // commands answered with an error
+  uint64_t checkpoint_bytes_saved = 0;
+  uint64_t restores = 0;
+  int64_t max_head_silence_ms = 0;  // longest gap between messages while registered
+  // Milliseconds from a batch's first send to the ACK of its last result, one
+  // sample per result (appended; the fleet computes percentiles).
+  std::vector<float> ack_latency_ms;
+};
+
+class SimWorker {
+ public:
+  // `seed` drives step times, failures and the worker id.
+  SimWorker(SimWorkerOptions options, uint64_t seed);
+
+  enum class LinkAction {
+    kNone,
+    kClose,  // close the connection: the head has been silent too long
+    kOpen,   // open a new connection, then call OnConnected
+  };
+
+  // A new connection is open (the first, or after kClose/kOpen): REGISTER
+  // with the next incarnation.
+  void OnConnected(TimeMs now, std::vector<protocol::Message>& out);
+  // One decoded message from the head.
+  void OnMessage(protocol::Message message, TimeMs now, std::vector<protocol::Message>& out);
+  // Steps, heartbeats, register resends, the head's silence, reconnect time.
+  LinkAction OnTimer(TimeMs now, std::vector<protocol::Message>& out);
+  // When OnTimer next has something to do.
+  TimeMs NextTimerMs() const;
+  // The worker leaves (SIGTERM): DISCONNECT to the head.
+  void Leave(std::vector<protocol::Message>& out);
+
+  const std::string& worker_id() const { return worker_id_; }
+  bool registered() const { return link_ == Link::kRegistered; }
+  uint64_t incarnation() const { return incarnation_; }
+  size_t actor_count() const { return actors_.size(); }
+  // Sum of the iterations every hosted actor completed.
+  int64_t live_iterations() const;
+  SimStats& stats() { return stats_; }
+  const SimStats& stats() const { return stats_; }
+
+ private:
+  using ActorKey = std::pair<std::string, uint64_t>;  // (trial_id, attempt)
+
+  struct Actor {
+    std::string trainable;
+    Json config;
+    int64_t iteration = 0;
+    double time_total_s = 0;
+    int64_t iterations_since_restore = 0;
+    double time_since_restore = 0;
+    uint64_t next_seq = 1;
+    uint64_t acked_seq = 0;
+    // Commands in arrival order; the front one runs. A TRAIN runs for its
+    // steps; a RESTORE waits until its chunked payload is complete
+    // (payload_bytes > 0 until then).
+    std::deque<protocol::Message> queue;
+    // The running TRAIN (the queue's front).
+    std::optional<TimeMs> step_due;
+    TimeMs train_started = 0;
+    std::vector<protocol::ResultRecord> batch;
+    bool stopping = false;      // a STOP is queued: later commands are refused
+    std::deque<uint64_t> rids;  // accepted lately, oldest first (REGISTER's live_actors)
+  };
+  struct OutboxEntry {
+    protocol::ResultBatch batch;
+    uint64_t watermark = 0;  // the last seq it holds (or the last before it)
+    std::optional<TimeMs> first_sent;
+  };
+  // A request id this worker accepted, and its answer once sent (kept unless
+  // it carried a checkpoint or was a TRAIN, whose batch is in the outbox).
+  struct Accepted {
+    bool answered = false;
+    std::optional<protocol::Message> answer;
+  };
+  enum class Link { kDisconnected, kRegistering, kRegistered };
+
+  void HandleMessage(protocol::Message message, TimeMs now, std::vector<protocol::Message>& out);
+  LinkAction Timers(TimeMs now, std::vector<protocol::Message>& out);
+  void SendRegister(TimeMs now, std::vector<protocol::Message>& out);
+  void HandleRegistered(const protocol::Registered& m, TimeMs now,
+                        std::vector<protocol::Message>& out);
+  // Sends, or holds until REGISTERED (docs/protocol.md §4.3). A REPLY whose
+  // payload exceeds the inline limit goes as a header plus CHUNKs.
+  void Emit(protocol::Message message, std::vector<protocol::Message>& out);
+  void EmitNow(protocol::Message message, std::vector<protocol::Message>& out);
+  void PumpChunks(std::vector<protocol::Message>& out);
+  void SendBatch(OutboxEntry& entry, TimeMs now, bool replay, std::vector<protocol::Message>& out);
+
+  // Records `rid` for `key`; false (after resending a kept answer) when it
+  // was accepted before and so must not run again.
+  bool AcceptOnce(uint64_t rid, const ActorKey& key, bool is_train,
+                  std::vector<protocol::Message>& out);
+  void Answered(uint64_t rid, const protocol::Message& answer, bool keep);
+  void Reply(uint64_t rid, const ActorKey& key, bool ok, std::string error, Json data,
+             std::string payload, bool keep, std::vector<protocol::Message>& out);
+  void Refuse(bool is_train, uint64_t rid, const ActorKey& key, std::string error,
+              std::vector<protocol::Message>& out);
+
+  void HandleCreate(const protocol::CreateActor& m, std::vector<protocol::Message>& out);
+  void HandleActorCommand(protocol::Message message, TimeMs now,
+                          std::vector<protocol::Message>& out);
+  void HandleChunk(const protocol::Chunk& m, std::string bytes, TimeMs now,
+                   std::vector<protocol::Message>& out);
+  void HandleAck(const protocol::AckEntry& m, TimeMs now);
+  // Runs `key`'s queued commands until one has to wait (a TRAIN stepping, a
+  // RESTORE's payload arriving) or the queue is empty.
+  static bool WaitsForPayload(const protocol::Message& m);
+  static void EraseQueuedRestore(Actor& a, uint64_t rid);
+  // The answer to a queued command that will not run.
+  void RefuseQueued(const protocol::Message& m, const ActorKey& key, const std::string& error,
+                    std::vector<protocol::Message>& out);
+  void Drain(const ActorKey& key, TimeMs now, std::vector<protocol::Message>& out);
+  // One step of `key`'s running TRAIN is due: a result (or a failure), and
+  // the batch goes out when the TRAIN is over.
+  void Step(const ActorKey& key, TimeMs now, std::vector<protocol::Message>& out);
+  TimeMs StepDuration();
+  Json MakeResult(const ActorKey& key, Actor& a, double step_s) const;
+
+  SimWorkerOptions options_;
+  std::mt19937_64 rng_;
+  std::string worker_id_;
+  Link link_ = Link::kDisconnected;
+  uint64_t incarnation_ = 0;
+  uint64_t head_epoch_ = 0;
+  bool have_epoch_ = false;
+  TimeMs last_heard_ = 0;
+  TimeMs last_sent_ = 0;
+  TimeMs last_register_ = 0;
+  TimeMs reconnect_at_ = 0;
+  int64_t backoff_ms_ = 0;
+  int64_t heartbeat_ms_;
+  int64_t liveness_;
+
+  std::map<ActorKey, Actor> actors_;
+  std::map<ActorKey, std::deque<OutboxEntry>> outbox_;
+  std::unordered_map<uint64_t, Accepted> accepted_;
+  std::deque<uint64_t> accepted_order_;  // bounded memory: the oldest are forgotten
+  std::deque<protocol::Message> held_;   // replies made while unregistered
+  protocol::ChunkSender chunks_out_;
+  // SAVE replies streaming in chunks, whole, by rid (to start over after a
+  // reconnect), and those a reconnect cut off, re-sent after REGISTERED.
+  std::map<uint64_t, protocol::Message> large_replies_;
+  std::vector<protocol::Message> interrupted_;
+  protocol::ChunkAssembler chunks_in_;
+  SimStats stats_;
+};
+
+}  // namespace ztune::fleet
