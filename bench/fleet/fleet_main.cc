@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -156,7 +157,16 @@ class Fleet {
       if (items_dirty_) RebuildItems();
       TimeMs timeout = 100;
       if (!timers_.empty()) timeout = std::clamp<TimeMs>(timers_.top().due - now, 0, 100);
-      const int ready = zmq::poll(items_.data(), items_.size(), std::chrono::milliseconds(timeout));
+      int ready = 0;
+      try {
+        ready = zmq::poll(items_.data(), items_.size(), std::chrono::milliseconds(timeout));
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) {
+          std::fprintf(stderr, "fleet: zmq_poll: %s\n", e.what());
+          return 1;
+        }
+        continue;  // a signal: the loop condition decides
+      }
       now = clock_.NowMs();
       if (ready > 0) {
         for (size_t k = 0; k < items_.size(); ++k) {

@@ -143,7 +143,8 @@ class LocalCluster:
                 raise RuntimeError(f"--print-public-key failed: {out.stdout}{out.stderr}")
             self.head_public = out.stdout.strip().splitlines()[-1].strip()
             self.head_pub_file = os.path.join(self.data_dir, "head.pub")
-            self.worker_key = self.add_worker_key("worker")
+            if self.worker_key is None:  # a restart keeps the workers' key
+                self.worker_key = self.add_worker_key("worker")
             args += ["--workers-allow", self.workers_allow, "--clients-allow", self.clients_allow]
         endpoints = os.path.join(self.dir, "endpoints.json")
         worker_endpoint, client_endpoint = "tcp://127.0.0.1:*", "tcp://127.0.0.1:*"
