@@ -41,7 +41,10 @@ namespace ztune::fleet {
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_new_window{false};
 void OnSignal(int) { g_stop.store(true); }
+// SIGUSR1: measure from now on (a benchmark's steady state, after its ramp-up).
+void OnNewWindow(int) { g_new_window.store(true); }
 
 struct FleetOptions {
   std::string head = "tcp://127.0.0.1:7501";
@@ -120,6 +123,7 @@ class Fleet {
     ctx_.set(zmq::ctxopt::io_threads, 1);
     ctx_.set(zmq::ctxopt::max_sockets, o_.workers * 2 + 64);
     started_ = clock_.NowMs();
+    window_started_ = started_;
     for (int i = 0; i < o_.workers; ++i) {
       SimWorkerOptions w;
       w.name = o_.name_prefix + std::to_string(i);
@@ -153,6 +157,10 @@ class Fleet {
       if (now >= next_report) {
         Report(now);
         next_report = now + static_cast<TimeMs>(o_.report_s * 1000);
+      }
+      if (g_new_window.exchange(false)) {
+        for (Slot& slot : slots_) slot.sim.ResetWindow();
+        window_started_ = now;
       }
       if (items_dirty_) RebuildItems();
       TimeMs timeout = 100;
@@ -342,6 +350,7 @@ class Fleet {
                 {"registered", registered},
                 {"killed", killed_},
                 {"elapsed_s", elapsed_s},
+                {"window_s", static_cast<double>(now - window_started_) / 1000.0},
                 {"live_actors", actors},
                 {"live_iterations", iterations},
                 {"connections", sum.connections},
@@ -403,6 +412,7 @@ class Fleet {
   bool items_dirty_ = true;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
   TimeMs started_ = 0;
+  TimeMs window_started_ = 0;  // ack latency and head silence are measured since
   size_t killed_ = 0;
   uint64_t send_failures_ = 0;
   uint64_t undecodable_ = 0;
@@ -472,6 +482,7 @@ int main(int argc, char** argv) {
   ztune::fleet::RaiseFileLimit();
   signal(SIGINT, ztune::fleet::OnSignal);
   signal(SIGTERM, ztune::fleet::OnSignal);
+  signal(SIGUSR1, ztune::fleet::OnNewWindow);
   signal(SIGPIPE, SIG_IGN);
   return ztune::fleet::Fleet(std::move(o)).Run();
 }

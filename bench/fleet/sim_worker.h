@@ -105,6 +105,12 @@ class SimWorker {
   size_t actor_count() const { return actors_.size(); }
   // Sum of the iterations every hosted actor completed.
   int64_t live_iterations() const;
+  // Starts a new measurement window: ack latency samples and the longest
+  // head silence are kept from now on only (counters keep counting).
+  void ResetWindow() {
+    stats_.ack_latency_ms.clear();
+    stats_.max_head_silence_ms = 0;
+  }
   SimStats& stats() { return stats_; }
   const SimStats& stats() const { return stats_; }
 

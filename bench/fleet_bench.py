@@ -1,0 +1,346 @@
+#!/usr/bin/python3
+"""The head under a simulated fleet (bench/fleet): one real ztune-head with
+CURVE on, W simulated workers of C CPUs each on their own connections, one
+experiment of T one-CPU trials of simulated steps, and a client that reads
+while it runs. Prints one JSON document.
+
+Scenarios:
+  steady   T trials run at once for --iterations steps of --step-ms. Once every
+           trial is RUNNING the fleet starts its measurement window (SIGUSR1):
+           ACK latency of results (the simulated worker's send to the head's
+           ACK, i.e. arrival to durable commit plus both socket hops), the
+           longest silence of the head any registered worker saw, silence
+           reconnects (missed heartbeats); and the reader times `status EXP`
+           (one page of 100 trials), `trials EXP` (a page of 100 at a random
+           offset) and `experiments`, one after another without pause.
+  restart  T trials run; once all are RUNNING the head is killed -9 and
+           restarted on its data: the time until it serves a client, and
+           until every actor is re-attached (all T trials RUNNING again with
+           no new attempt), and the experiment's outcome.
+
+Usage: bench/fleet_bench.py steady --workers 1000 --cpus 10 --trials 10000 \\
+           --step-ms 1000 --iterations 40
+Binaries from build/release (ZTUNE_BUILD_DIR overrides).
+"""
+import argparse
+import collections
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("ZTUNE_BUILD_DIR") or os.path.join(ROOT, "build", "release")
+HEAD = os.path.join(BUILD, "head", "ztune-head")
+CLI = os.path.join(BUILD, "client", "ztune")
+FLEET = os.path.join(BUILD, "bench", "fleet", "fleet")
+sys.path.insert(0, os.path.join(ROOT, "python"))
+from ztune.client import Client  # noqa: E402
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(cond, timeout_s, what, interval_s=0.1):
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        value = cond()
+        if value:
+            return value
+        time.sleep(interval_s)
+    raise RuntimeError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def percentiles(samples):
+    if not samples:
+        return {"count": 0}
+    s = sorted(samples)
+    at = lambda q: s[min(len(s) - 1, int(q * len(s)))]
+    return {"count": len(s), "p50": round(at(0.5), 3), "p99": round(at(0.99), 3),
+            "max": round(s[-1], 3)}
+
+
+def proc_cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_kib(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+class Cluster:
+    """A head with CURVE, its keys, the fleet, and an admin client."""
+
+    def __init__(self, args):
+        self.args = args
+        self.dir = tempfile.mkdtemp(prefix="ztune-fleet-bench-")
+        self.data = os.path.join(self.dir, "data")
+        self.keys = os.path.join(self.dir, "keys")
+        os.makedirs(self.keys)
+        self.worker_port, self.client_port = free_port(), free_port()
+        self.procs = []
+        out = subprocess.run([HEAD, "--data-dir", self.data, "--print-public-key"],
+                             capture_output=True, text=True, check=True)
+        self.head_pub = os.path.join(self.data, "head.pub")
+        self.worker_key = self.keygen("worker")
+        self.client_key = self.keygen("admin")
+        with open(os.path.join(self.keys, "workers.allow"), "w") as f:
+            f.write(self.public("worker") + " fleet\n")
+        with open(os.path.join(self.keys, "clients.allow"), "w") as f:
+            f.write(self.public("admin") + " admin bench\n")
+        del out
+        self.head = None
+        self.fleet = None
+
+    def keygen(self, name):
+        base = os.path.join(self.keys, name)
+        subprocess.run([CLI, "keygen", "--out", base], capture_output=True, check=True)
+        return base + ".key"
+
+    def public(self, name):
+        with open(os.path.join(self.keys, name + ".pub")) as f:
+            return next(l.split("=", 1)[1].strip() for l in f if l.startswith("public-key"))
+
+    def spawn(self, args, log):
+        with open(os.path.join(self.dir, log), "ab") as f:
+            p = subprocess.Popen(args, stdout=f, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        self.procs.append(p)
+        return p
+
+    def start_head(self):
+        self.head = self.spawn(
+            [HEAD, "--data-dir", self.data,
+             "--worker-endpoint", f"tcp://127.0.0.1:{self.worker_port}",
+             "--client-endpoint", f"tcp://127.0.0.1:{self.client_port}",
+             "--workers-allow", os.path.join(self.keys, "workers.allow"),
+             "--clients-allow", os.path.join(self.keys, "clients.allow"),
+             "--heartbeat-ms", str(self.args.heartbeat_ms), "--liveness", str(self.args.liveness),
+             "--max-trials-per-experiment", str(max(100000, self.args.trials))],
+            "head.log")
+        started = time.monotonic()
+        wait_for(lambda: self.try_client(), 60, "the head to serve")
+        return time.monotonic() - started
+
+    def try_client(self):
+        try:
+            c = self.client(timeout_s=1)
+            c.experiments()
+            c.close()
+            return True
+        except Exception:  # not serving yet
+            return False
+
+    def client(self, timeout_s=30):
+        return Client(f"tcp://127.0.0.1:{self.client_port}", client_key=self.client_key,
+                      head_key=self.head_pub, timeout_s=timeout_s)
+
+    def start_fleet(self, extra=()):
+        self.fleet_stats = os.path.join(self.dir, "fleet-stats.json")
+        self.fleet = self.spawn(
+            [FLEET, "--head", f"tcp://127.0.0.1:{self.worker_port}", "--key", self.worker_key,
+             "--head-key", self.head_pub, "--workers", str(self.args.workers),
+             "--cpus", str(self.args.cpus), "--step-ms", str(self.args.step_ms),
+             "--heartbeat-ms", str(self.args.heartbeat_ms), "--liveness", str(self.args.liveness),
+             "--report-s", "2", "--stats-file", self.fleet_stats, *extra], "fleet.log")
+
+    def fleet_result(self):
+        self.fleet.send_signal(signal.SIGTERM)
+        self.fleet.wait(timeout=120)
+        with open(self.fleet_stats) as f:
+            return json.load(f)
+
+    def close(self):
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait()
+        if not self.args.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def spec(args, max_failures=0):
+    return {"name": "fleet-bench", "trainable": "sim",
+            "param_space": {"x": {"uniform": [0, 1]}, "y": {"uniform": [0, 1]}},
+            "num_samples": args.trials, "metric": "score", "mode": "max",
+            "stop": {"training_iteration": args.iterations},
+            "resources": {"bundles": [{"CPU": 1}]},
+            "checkpoint": {"frequency": args.checkpoint_every}, "max_failures": max_failures,
+            "seed": 1}
+
+
+def counts(client, exp):
+    trials = client.trials(exp)
+    return collections.Counter(t["status"] for t in trials), trials
+
+
+class Reader(threading.Thread):
+    """Times client reads while the experiment runs."""
+
+    def __init__(self, cluster, exp, trials):
+        super().__init__(daemon=True)
+        self.client = cluster.client()
+        self.exp, self.trials = exp, trials
+        self.samples = collections.defaultdict(list)
+        self.errors = 0
+        self.stop = threading.Event()
+
+    def run(self):
+        rng = random.Random(1)
+        reads = [
+            ("status", lambda: self.client.request("status", experiment_id=self.exp, limit=100)),
+            ("trials_page", lambda: self.client.request(
+                "trials", experiment_id=self.exp,
+                offset=rng.randrange(max(1, self.trials - 100)), limit=100)),
+            ("experiments", lambda: self.client.request("experiments")),
+        ]
+        while not self.stop.is_set():
+            for name, read in reads:
+                t0 = time.perf_counter()
+                try:
+                    read()
+                except Exception:
+                    self.errors += 1
+                    continue
+                self.samples[name].append((time.perf_counter() - t0) * 1000)
+
+    def result(self):
+        self.stop.set()
+        self.join(timeout=60)
+        self.client.close()
+        out = {name: percentiles(s) for name, s in self.samples.items()}
+        out["errors"] = self.errors
+        return out
+
+
+def steady(args, c):
+    c.start_head()
+    c.start_fleet()
+    client = c.client()
+    wait_for(lambda: sum(w["alive"] for w in client.workers()) == args.workers, 300,
+             "every simulated worker to register")
+    head_cpu0 = proc_cpu_s(c.head.pid)
+    t0 = time.monotonic()
+    exp = client.submit(spec(args))
+    wait_for(lambda: counts(client, exp)[0].get("RUNNING", 0) == args.trials, 600,
+             "every trial to run", interval_s=0.5)
+    ramp_s = time.monotonic() - t0
+    c.fleet.send_signal(signal.SIGUSR1)  # the fleet's window starts now
+    reader = Reader(c, exp, args.trials)
+    reader.start()
+    w0 = time.monotonic()
+    cpu_w0 = proc_cpu_s(c.head.pid)
+    time.sleep(args.window_s)
+    window_s = time.monotonic() - w0
+    head_cpu_window = proc_cpu_s(c.head.pid) - cpu_w0
+    reads = reader.result()
+    fleet_window = json.load(open(c.fleet_stats))  # the last periodic stats (within 2 s)
+    final = client.wait(exp, poll_s=1, timeout_s=args.iterations * args.step_ms / 1000 * 3 + 600)
+    statuses, _ = counts(client, exp)
+    fleet = c.fleet_result()
+    return {
+        "ramp_up_s": round(ramp_s, 2),
+        "window_s": round(window_s, 2),
+        "reads_ms": reads,
+        "fleet_window": {k: fleet_window[k] for k in (
+            "window_s", "ack_latency_ms", "max_head_silence_ms", "silence_reconnects",
+            "disconnects_received", "results_acked_per_s")},
+        "head_cpu_s_per_s_in_window": round(head_cpu_window / window_s, 3),
+        "head_cpu_s_total": round(proc_cpu_s(c.head.pid) - head_cpu0, 2),
+        "head_rss_mib": round(proc_kib(c.head.pid, "VmRSS") / 1024, 1),
+        "head_peak_rss_mib": round(proc_kib(c.head.pid, "VmHWM") / 1024, 1),
+        "finished": final["finished"],
+        "statuses": dict(statuses),
+        "fleet_total": {k: fleet[k] for k in (
+            "results_acked", "results_sent", "results_replayed", "silence_reconnects",
+            "disconnects_received", "send_failures", "undecodable", "refusals")},
+    }
+
+
+def restart(args, c):
+    c.start_head()
+    c.start_fleet()
+    client = c.client()
+    wait_for(lambda: sum(w["alive"] for w in client.workers()) == args.workers, 300,
+             "every simulated worker to register")
+    exp = client.submit(spec(args))
+    wait_for(lambda: counts(client, exp)[0].get("RUNNING", 0) == args.trials, 600,
+             "every trial to run", interval_s=0.5)
+    time.sleep(args.window_s)
+    before = {t["trial_id"]: t.get("attempt") for t in client.trials(exp)}
+    client.close()
+    os.kill(c.head.pid, signal.SIGKILL)
+    c.head.wait()
+    killed = time.monotonic()
+    serving_s = c.start_head()
+    client = c.client()
+
+    def reattached():
+        st, trials = counts(client, exp)
+        return st.get("RUNNING", 0) == args.trials and all(
+            t.get("phase") not in ("awaiting_reattach", "awaiting_replay", "starting")
+            for t in trials)
+    wait_for(reattached, 600, "every trial RUNNING on a worker again", interval_s=0.05)
+    reattach_s = time.monotonic() - killed
+    after = {t["trial_id"]: t.get("attempt") for t in client.trials(exp)}
+    final = client.wait(exp, poll_s=1, timeout_s=args.iterations * args.step_ms / 1000 * 3 + 600)
+    statuses, _ = counts(client, exp)
+    fleet = c.fleet_result()
+    return {"head_serving_after_restart_s": round(serving_s, 3),
+            "all_reattached_after_kill_s": round(reattach_s, 3),
+            "new_attempts": sum(1 for k in before if after.get(k) != before[k]),
+            "finished": final["finished"], "statuses": dict(statuses),
+            "fleet_total": {k: fleet[k] for k in (
+                "epoch_changes", "silence_reconnects", "results_replayed", "refusals")}}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("scenario", choices=["steady", "restart"])
+    ap.add_argument("--workers", type=int, default=100)
+    ap.add_argument("--cpus", type=int, default=10)
+    ap.add_argument("--trials", type=int, default=1000)
+    ap.add_argument("--step-ms", type=int, default=1000)
+    ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--checkpoint-every", type=int, default=0)
+    ap.add_argument("--window-s", type=float, default=10, help="measured time once all run")
+    ap.add_argument("--heartbeat-ms", type=int, default=1000)
+    ap.add_argument("--liveness", type=int, default=3)
+    ap.add_argument("--keep", action="store_true", help="keep the run directory (logs)")
+    args = ap.parse_args()
+    c = Cluster(args)
+    try:
+        run = {"steady": steady, "restart": restart}[args.scenario]
+        result = run(args, c)
+    finally:
+        c.close()
+    doc = {"scenario": args.scenario, "workers": args.workers, "cpus_per_worker": args.cpus,
+           "trials": args.trials, "step_ms": args.step_ms, "iterations": args.iterations,
+           "heartbeat_ms": args.heartbeat_ms, "liveness": args.liveness,
+           "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d"), **result}
+    if args.keep:
+        doc["run_dir"] = c.dir
+    print(json.dumps(doc, indent=2))
+
+
+if __name__ == "__main__":
+    main()
