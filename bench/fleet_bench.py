@@ -6,13 +6,15 @@ while it runs. Prints one JSON document.
 
 Scenarios:
   steady   T trials run at once for --iterations steps of --step-ms. Once every
-           trial is RUNNING the fleet starts its measurement window (SIGUSR1):
+           trial is RUNNING, two measurement windows of --window-s: the fleet
+           alone, then with a client that reads without pause. Per window:
            ACK latency of results (the simulated worker's send to the head's
-           ACK, i.e. arrival to durable commit plus both socket hops), the
-           longest silence of the head any registered worker saw, silence
-           reconnects (missed heartbeats); and the reader times `status EXP`
-           (one page of 100 trials), `trials EXP` (a page of 100 at a random
-           offset) and `experiments`, one after another without pause.
+           ACK, i.e. arrival to durable commit plus both socket hops and the
+           fleet's own queueing), results acknowledged per second, the longest
+           silence of the head any registered worker saw, silence reconnects
+           (missed heartbeats), the head's CPU; in the second, the latency of
+           `status EXP` (one page of 100 trials), `trials EXP` (a page of 100
+           at a random offset) and `experiments`, timed one after another.
   restart  T trials run; once all are RUNNING the head is killed -9 and
            restarted on its data: the time until it serves a client, and
            until every actor is re-attached (all T trials RUNNING again with
@@ -153,12 +155,23 @@ class Cluster:
 
     def start_fleet(self, extra=()):
         self.fleet_stats = os.path.join(self.dir, "fleet-stats.json")
+        self.window_stats = []
         self.fleet = self.spawn(
             [FLEET, "--head", f"tcp://127.0.0.1:{self.worker_port}", "--key", self.worker_key,
              "--head-key", self.head_pub, "--workers", str(self.args.workers),
              "--cpus", str(self.args.cpus), "--step-ms", str(self.args.step_ms),
              "--heartbeat-ms", str(self.args.heartbeat_ms), "--liveness", str(self.args.liveness),
              "--report-s", "2", "--stats-file", self.fleet_stats, *extra], "fleet.log")
+
+    def next_window(self):
+        """Ends the fleet's measurement window and starts the next; returns
+        the figures of the window that ended."""
+        path = f"{self.fleet_stats}.window{len(self.window_stats)}"
+        self.fleet.send_signal(signal.SIGUSR1)
+        wait_for(lambda: os.path.exists(path), 30, "the fleet's window figures", 0.02)
+        with open(path) as f:
+            self.window_stats.append(json.load(f))
+        return self.window_stats[-1]
 
     def fleet_result(self):
         self.fleet.send_signal(signal.SIGTERM)
@@ -244,27 +257,36 @@ def steady(args, c):
     wait_for(lambda: counts(client, exp)[0].get("RUNNING", 0) == args.trials, 600,
              "every trial to run", interval_s=0.5)
     ramp_s = time.monotonic() - t0
-    c.fleet.send_signal(signal.SIGUSR1)  # the fleet's window starts now
-    reader = Reader(c, exp, args.trials)
-    reader.start()
-    w0 = time.monotonic()
-    cpu_w0 = proc_cpu_s(c.head.pid)
-    time.sleep(args.window_s)
-    window_s = time.monotonic() - w0
-    head_cpu_window = proc_cpu_s(c.head.pid) - cpu_w0
-    reads = reader.result()
-    fleet_window = json.load(open(c.fleet_stats))  # the last periodic stats (within 2 s)
+    # Window 1: the fleet alone. Window 2: the same with a client reading
+    # without pause. The fleet writes each window's figures when it ends.
+    c.next_window()
+    windows = []
+    for with_reads in (False, True):
+        reader = Reader(c, exp, args.trials) if with_reads else None
+        if reader:
+            reader.start()
+        w0, cpu0 = time.monotonic(), proc_cpu_s(c.head.pid)
+        fleet_cpu0 = proc_cpu_s(c.fleet.pid)
+        time.sleep(args.window_s)
+        seconds = time.monotonic() - w0
+        window = {"client_reads": with_reads, "seconds": round(seconds, 2),
+                  "head_cpu_s_per_s": round((proc_cpu_s(c.head.pid) - cpu0) / seconds, 3)}
+        if reader:
+            window["reads_ms"] = reader.result()
+        start, end = c.window_stats[-1], c.next_window()
+        window["results_acked_per_s"] = round(
+            (end["results_acked"] - start["results_acked"]) / end["window_s"])
+        window.update({k: end[k] for k in ("ack_latency_ms", "max_head_silence_ms")})
+        window.update({k: end[k] - start[k] for k in (
+            "silence_reconnects", "disconnects_received")})
+        window["fleet_cpu_s_per_s"] = round((proc_cpu_s(c.fleet.pid) - fleet_cpu0) / seconds, 3)
+        windows.append(window)
     final = client.wait(exp, poll_s=1, timeout_s=args.iterations * args.step_ms / 1000 * 3 + 600)
     statuses, _ = counts(client, exp)
     fleet = c.fleet_result()
     return {
         "ramp_up_s": round(ramp_s, 2),
-        "window_s": round(window_s, 2),
-        "reads_ms": reads,
-        "fleet_window": {k: fleet_window[k] for k in (
-            "window_s", "ack_latency_ms", "max_head_silence_ms", "silence_reconnects",
-            "disconnects_received", "results_acked_per_s")},
-        "head_cpu_s_per_s_in_window": round(head_cpu_window / window_s, 3),
+        "windows": windows,
         "head_cpu_s_total": round(proc_cpu_s(c.head.pid) - head_cpu0, 2),
         "head_rss_mib": round(proc_kib(c.head.pid, "VmRSS") / 1024, 1),
         "head_peak_rss_mib": round(proc_kib(c.head.pid, "VmHWM") / 1024, 1),

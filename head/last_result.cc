@@ -1,6 +1,7 @@
 #include "head/last_result.h"
 
 #include "common/check.h"
+#include "common/flat_key.h"
 
 namespace ztune::head {
 
@@ -21,6 +22,22 @@ void LastResult::AppendText(std::string& out) const {
   } else {
     out += Get().dump();
   }
+}
+
+std::optional<double> LastResult::Finite(std::optional<double> v) {
+  if (v && !std::isfinite(*v)) return std::nullopt;
+  return v;
+}
+
+std::optional<double> LastResult::Metric(const std::string& flat_key) const {
+  if (metric_ && metric_->key == flat_key) return metric_->value;
+  std::optional<double> value;
+  if (!is_null()) {
+    const Json* v = FindFlatKey(Get(), flat_key);
+    if (v != nullptr && v->is_number()) value = Finite(v->get<double>());
+  }
+  metric_ = MetricCache{flat_key, value};
+  return value;
 }
 
 }  // namespace ztune::head

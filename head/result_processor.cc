@@ -125,7 +125,11 @@ BatchOutcome ResultProcessor::Process(const TrialId& trial_id, int64_t last_iter
         (done && spec.checkpoint.at_end) || IsTrue(in.Find("should_checkpoint"));
     last = iteration;
     std::string text = in.StampedJson(trial_id.str(), done);  // `in` reads rec.result
-    out.accepted.push_back({iteration, std::move(rec.result), done, std::move(text)});
+    std::optional<double> metric;
+    if (!spec.metric.empty()) {
+      if (auto v = in.FindFlat(spec.metric); v && v->is_number()) metric = v->AsDouble();
+    }
+    out.accepted.push_back({iteration, std::move(rec.result), done, std::move(text), metric});
     if (done) {
       out.stop = true;
       break;  // a STOP ignores the rest of a buffered batch

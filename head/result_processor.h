@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,9 @@ struct AcceptedResult {
   protocol::RawResult raw;
   bool done = false;
   std::string text;
+  // The experiment's metric in this result when it is a number (the result
+  // is judged without a DOM; LastResult::SetText keeps it).
+  std::optional<double> metric;
 };
 
 struct BatchOutcome {

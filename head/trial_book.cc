@@ -159,11 +159,10 @@ const Trial* TrialBook::BestTrial(const Experiment& e) const {
   bool maximize = e.spec.mode == "max";
   for (const auto& id : e.trial_ids) {
     const Trial& t = TrialRef(id);
-    if (t.last_result.is_null()) continue;
-    const Json* v = FindFlatKey(t.last_result.Get(), e.spec.metric);
-    if (v == nullptr || !v->is_number()) continue;
-    double x = v->get<double>();
-    if (std::isnan(x)) continue;
+    // No parse of the result: its metric was kept when it was stored.
+    const std::optional<double> v = t.last_result.Metric(e.spec.metric);
+    if (!v) continue;
+    const double x = *v;
     if (best == nullptr || (maximize ? x > best_v : x < best_v)) {
       best = &t;
       best_v = x;

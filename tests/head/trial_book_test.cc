@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -164,6 +166,44 @@ TEST(TrialBookTest, TheBestTrialFollowsMetricAndModeAndSkipsWhatIsNotANumber) {
   EXPECT_EQ(book.BestTrial(e)->trial_id, ids[6]);
   e.spec.metric = "missing";
   EXPECT_EQ(book.BestTrial(e), nullptr);
+}
+
+// A result from a worker keeps its metric beside its text (read from the
+// bytes it came in), so the best trial is found without parsing any text;
+// the kept value agrees with the text: an infinity is stored as null and
+// passed over. Another key falls back to the text.
+TEST(TrialBookTest, TheBestTrialUsesTheMetricKeptWithTheStoredText) {
+  TrialBook book;
+  Experiment ex = Exp(book.NextExperimentId());
+  Experiment& e = book.AddExperiment(std::move(ex));
+  e.spec.metric = "loss";
+  e.spec.mode = "min";
+  struct Stored {
+    std::string text;
+    std::optional<double> loss;
+  };
+  const std::vector<Stored> stored = {
+      {R"({"acc":0.1,"loss":3.0})", 3.0},
+      {R"({"acc":0.9,"loss":null})", -std::numeric_limits<double>::infinity()},
+      {R"({"acc":0.5,"loss":1.0})", 1.0},
+      {R"({"acc":0.7})", std::nullopt},
+  };
+  std::vector<TrialId> ids;
+  for (const Stored& r : stored) {
+    Trial& t = book.AddTrial(e, Json::object());
+    t.last_result.SetText(r.text, "loss", r.loss);
+    ids.push_back(t.trial_id);
+  }
+  ASSERT_NE(book.BestTrial(e), nullptr);
+  EXPECT_EQ(book.BestTrial(e)->trial_id, ids[2]);
+  EXPECT_EQ(book.TrialRef(ids[1]).last_result.Metric("loss"), std::nullopt);
+  e.spec.metric = "acc";
+  e.spec.mode = "max";
+  EXPECT_EQ(book.BestTrial(e)->trial_id, ids[1]) << "parsed from the text";
+  EXPECT_EQ(book.TrialRef(ids[3]).last_result.Metric("acc"), 0.7);
+  // A new result replaces the kept value.
+  book.TrialRef(ids[3]).last_result.SetText(R"({"acc":0.95})", "acc", 0.95);
+  EXPECT_EQ(book.BestTrial(e)->trial_id, ids[3]);
 }
 
 }  // namespace
