@@ -16,9 +16,11 @@ Scenarios:
            `status EXP` (one page of 100 trials), `trials EXP` (a page of 100
            at a random offset) and `experiments`, timed one after another.
   restart  T trials run; once all are RUNNING the head is killed -9 and
-           restarted on its data: the time until it serves a client, and
-           until every actor is re-attached (all T trials RUNNING again with
-           no new attempt), and the experiment's outcome.
+           restarted on its data: the time from the kill until it serves a
+           client, until every actor is re-attached (no trial awaiting_reattach)
+           and until every trial trains again (none awaiting the replay of the
+           step it was taking when the head died, at most one step later);
+           new attempts (there should be none) and the experiment's outcome.
 
 Usage: bench/fleet_bench.py steady --workers 1000 --cpus 10 --trials 10000 \\
            --step-ms 1000 --iterations 40
@@ -316,19 +318,26 @@ def restart(args, c):
     serving_s = c.start_head()
     client = c.client()
 
-    def reattached():
+    # Re-attached: the head knows each trial's actor again (its worker
+    # registered and listed it); an actor whose step was running when the head
+    # died is then awaiting_replay until that step's batch arrives.
+    def phases_clear(waiting):
         st, trials = counts(client, exp)
         return st.get("RUNNING", 0) == args.trials and all(
-            t.get("phase") not in ("awaiting_reattach", "awaiting_replay", "starting")
-            for t in trials)
-    wait_for(reattached, 600, "every trial RUNNING on a worker again", interval_s=0.05)
+            t.get("phase") not in waiting for t in trials)
+    wait_for(lambda: phases_clear(("awaiting_reattach",)), 600, "every actor re-attached",
+             interval_s=0.02)
     reattach_s = time.monotonic() - killed
+    wait_for(lambda: phases_clear(("awaiting_reattach", "awaiting_replay", "starting")), 600,
+             "every trial training again", interval_s=0.02)
+    training_s = time.monotonic() - killed
     after = {t["trial_id"]: t.get("attempt") for t in client.trials(exp)}
     final = client.wait(exp, poll_s=1, timeout_s=args.iterations * args.step_ms / 1000 * 3 + 600)
     statuses, _ = counts(client, exp)
     fleet = c.fleet_result()
     return {"head_serving_after_restart_s": round(serving_s, 3),
             "all_reattached_after_kill_s": round(reattach_s, 3),
+            "all_training_again_after_kill_s": round(training_s, 3),
             "new_attempts": sum(1 for k in before if after.get(k) != before[k]),
             "finished": final["finished"], "statuses": dict(statuses),
             "fleet_total": {k: fleet[k] for k in (

@@ -39,6 +39,7 @@
 #include "common/json.h"
 #include "common/protocol/codec.h"
 #include "common/security/curve_socket.h"
+#include "common/zmq/connection_monitor.h"
 #include "common/zmq/socket_util.h"
 
 namespace ztune::fleet {
@@ -76,9 +77,12 @@ struct FleetOptions {
 };
 
 struct Slot {
+  explicit Slot(SimWorker w) : sim(std::move(w)) {}
   SimWorker sim;
   std::unique_ptr<zmq::socket_t> socket;  // null while disconnected or dead
   int fd = -1;                            // the socket's ZMQ_FD, in the fleet's epoll set
+  std::unique_ptr<zmqutil::ConnectionMonitor> monitor;  // with socket
+  int monitor_fd = -1;                                  // also in the epoll set
   bool ready = false;                     // in Fleet::ready_
   bool dead = false;
   TimeMs scheduled = -1;  // the due time of this slot's live heap entry
@@ -132,7 +136,8 @@ class Fleet {
       return 2;
     }
     ctx_.set(zmq::ctxopt::io_threads, 1);
-    ctx_.set(zmq::ctxopt::max_sockets, o_.workers * 2 + 64);
+    // Per worker: its DEALER, and its monitor's two PAIR ends.
+    ctx_.set(zmq::ctxopt::max_sockets, o_.workers * 3 + 64);
     started_ = clock_.NowMs();
     window_started_ = started_;
     for (int i = 0; i < o_.workers; ++i) {
@@ -150,7 +155,7 @@ class Fleet {
       w.heartbeat_ms = o_.heartbeat_ms;
       w.liveness = o_.liveness;
       w.max_backoff_ms = o_.max_backoff_ms;
-      slots_.push_back(Slot{SimWorker(std::move(w), o_.seed * 1'000'003 + i), nullptr});
+      slots_.emplace_back(SimWorker(std::move(w), o_.seed * 1'000'003 + i));
     }
     for (size_t i = 0; i < slots_.size(); ++i) {
       if (!Open(i)) return 2;
@@ -186,7 +191,14 @@ class Fleet {
         std::perror("fleet: epoll_wait");
         return 1;
       }
-      for (int k = 0; k < n; ++k) MarkReady(static_cast<size_t>(events[k].data.u64));
+      for (int k = 0; k < n; ++k) {
+        const uint64_t tag = events[k].data.u64;
+        if (tag & kMonitorTag) {
+          Monitor(static_cast<size_t>(tag & ~kMonitorTag), clock_.NowMs());
+        } else {
+          MarkReady(static_cast<size_t>(tag));
+        }
+      }
       now = clock_.NowMs();
       // Each ready connection once per pass, in turn; one that still has
       // messages after its share stays ready for the next pass.
@@ -205,7 +217,7 @@ class Fleet {
     const Json stats = Stats(clock_.NowMs());
     WriteStats(stats);
     std::printf("%s\n", stats.dump(2).c_str());
-    for (Slot& s : slots_) s.socket.reset();
+    for (size_t i = 0; i < slots_.size(); ++i) Close(i);
     close(epoll_fd_);
     return 0;
   }
@@ -228,8 +240,18 @@ class Fleet {
           return false;
         }
       }
+      // As a real worker: a cut connection is seen at once (a head killed
+      // and restarted), not after heartbeat x liveness of silence.
+      auto monitor = zmqutil::ConnectionMonitor::Start(ctx_, *socket);
+      if (!monitor.ok()) {
+        std::fprintf(stderr, "fleet: %s\n", monitor.status().ToString().c_str());
+        return false;
+      }
       socket->connect(o_.head);
       s.fd = socket->get(zmq::sockopt::fd);
+      s.monitor = std::move(*monitor);
+      size_t len = sizeof s.monitor_fd;
+      zmq_getsockopt(s.monitor->handle(), ZMQ_FD, &s.monitor_fd, &len);
       s.socket = std::move(socket);
     } catch (const zmq::error_t& e) {
       std::fprintf(stderr, "fleet: cannot connect to %s: %s\n", o_.head.c_str(), e.what());
@@ -238,7 +260,11 @@ class Fleet {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = i;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, s.fd, &ev) != 0) {
+    epoll_event mon{};
+    mon.events = EPOLLIN;
+    mon.data.u64 = i | kMonitorTag;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, s.fd, &ev) != 0 ||
+        epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, s.monitor_fd, &mon) != 0) {
       std::perror("fleet: epoll_ctl");
       return false;
     }
@@ -253,7 +279,27 @@ class Fleet {
     Slot& s = slots_[i];
     if (!s.socket) return;
     epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, s.fd, nullptr);
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, s.monitor_fd, nullptr);
+    s.monitor.reset();  // before its socket
     s.socket.reset();
+  }
+
+  void Monitor(size_t i, TimeMs now) {
+    Slot& s = slots_[i];
+    if (!s.monitor) return;
+    const zmqutil::ConnectionEvents events = s.monitor->Drain();
+    if (events.auth_failed && !auth_warned_) {
+      auth_warned_ = true;
+      std::fprintf(stderr,
+                   "fleet: the head refused the workers' key (ZAP status %d): is it in the "
+                   "head's workers.allow?\n",
+                   events.auth_status);
+    }
+    if (!events.disconnected) return;
+    if (s.sim.OnConnectionCut(now) == SimWorker::LinkAction::kClose) {
+      Close(i);
+      Schedule(i);
+    }
   }
 
   // ZeroMQ's ZMQ_FD only says that the socket's state may have changed: a
@@ -361,6 +407,7 @@ class Fleet {
       sum.connections += w.connections;
       sum.registrations += w.registrations;
       sum.silence_reconnects += w.silence_reconnects;
+      sum.connection_cuts += w.connection_cuts;
       sum.disconnects_received += w.disconnects_received;
       sum.epoch_changes += w.epoch_changes;
       for (const auto& [k, v] : w.commands) sum.commands[k] += v;
@@ -393,6 +440,7 @@ class Fleet {
                 {"connections", sum.connections},
                 {"registrations", sum.registrations},
                 {"silence_reconnects", sum.silence_reconnects},
+                {"connection_cuts", sum.connection_cuts},
                 {"disconnects_received", sum.disconnects_received},
                 {"epoch_changes", sum.epoch_changes},
                 {"commands", commands},
@@ -445,6 +493,9 @@ class Fleet {
   zmq::context_t ctx_;
   security::CurveClientKeys keys_;
   std::vector<Slot> slots_;
+  // epoll data: a slot index, with this bit for its monitor's descriptor.
+  static constexpr uint64_t kMonitorTag = uint64_t{1} << 63;
+  bool auth_warned_ = false;
   int epoll_fd_ = -1;          // every open connection's ZMQ_FD
   std::vector<size_t> ready_;  // connections to read in the next pass
   std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;

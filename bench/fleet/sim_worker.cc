@@ -166,6 +166,21 @@ SimWorker::LinkAction SimWorker::Timers(TimeMs now, std::vector<protocol::Messag
   return LinkAction::kNone;
 }
 
+SimWorker::LinkAction SimWorker::OnConnectionCut(TimeMs now) {
+  if (link_ == Link::kDisconnected) return LinkAction::kNone;
+  ++stats_.connection_cuts;
+  if (link_ == Link::kRegistered) {
+    reconnect_at_ = now;
+  } else {
+    // Cut before REGISTERED: a head that accepts connections and drops them
+    // is not hammered.
+    reconnect_at_ = now + backoff_ms_;
+    backoff_ms_ = std::min(backoff_ms_ * 2, options_.max_backoff_ms);
+  }
+  link_ = Link::kDisconnected;
+  return LinkAction::kClose;
+}
+
 TimeMs SimWorker::NextTimerMs() const {
   if (link_ == Link::kDisconnected) return reconnect_at_;
   TimeMs next = last_heard_ + heartbeat_ms_ * liveness_;

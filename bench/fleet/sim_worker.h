@@ -60,6 +60,7 @@ struct SimStats {
   uint64_t connections = 0;                  // connections opened (first and reconnects)
   uint64_t registrations = 0;                // incarnations that got REGISTERED
   uint64_t silence_reconnects = 0;           // the head was silent for heartbeat x liveness
+  uint64_t connection_cuts = 0;              // the connection ended under a worker
   uint64_t disconnects_received = 0;         // DISCONNECT from the head
   uint64_t epoch_changes = 0;                // REGISTERED named another head epoch
   std::map<std::string, uint64_t> commands;  // by command name
@@ -92,6 +93,12 @@ class SimWorker {
   void OnConnected(TimeMs now, std::vector<protocol::Message>& out);
   // One decoded message from the head.
   void OnMessage(protocol::Message message, TimeMs now, std::vector<protocol::Message>& out);
+  // The connection was cut (the socket monitor saw it end). A registered
+  // worker registers again at once on a new connection (what was in flight
+  // is lost; only a new registration reconciles it, docs/protocol.md §3);
+  // one that was still registering waits its backoff. kClose, or kNone when
+  // it is not connected anyway.
+  LinkAction OnConnectionCut(TimeMs now);
   // Steps, heartbeats, register resends, the head's silence, reconnect time.
   LinkAction OnTimer(TimeMs now, std::vector<protocol::Message>& out);
   // When OnTimer next has something to do.
