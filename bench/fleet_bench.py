@@ -21,6 +21,10 @@ Scenarios:
            and until every trial trains again (none awaiting the replay of the
            step it was taking when the head died, at most one step later);
            new attempts (there should be none) and the experiment's outcome.
+  storm    T trials run (max_failures 1) on W workers; --kill-workers of them
+           die at once (a second fleet process, killed -9): when the head
+           declares them dead, when their trials run again on live workers,
+           that each was retried once and that no other trial was disturbed.
 
 Usage: bench/fleet_bench.py steady --workers 1000 --cpus 10 --trials 10000 \\
            --step-ms 1000 --iterations 40
@@ -110,7 +114,7 @@ class Cluster:
             f.write(self.public("admin") + " admin bench\n")
         del out
         self.head = None
-        self.fleet = None
+        self.fleet = None  # the first fleet started
 
     def keygen(self, name):
         base = os.path.join(self.keys, name)
@@ -155,15 +159,20 @@ class Cluster:
         return Client(f"tcp://127.0.0.1:{self.client_port}", client_key=self.client_key,
                       head_key=self.head_pub, timeout_s=timeout_s)
 
-    def start_fleet(self, extra=()):
-        self.fleet_stats = os.path.join(self.dir, "fleet-stats.json")
-        self.window_stats = []
-        self.fleet = self.spawn(
+    def start_fleet(self, workers=None, prefix="sim", extra=()):
+        """The fleet of --workers (or `workers`) simulated workers named
+        PREFIX0, PREFIX1, ...; returns its process (the first is self.fleet)."""
+        stats = os.path.join(self.dir, f"fleet-{prefix}-stats.json")
+        proc = self.spawn(
             [FLEET, "--head", f"tcp://127.0.0.1:{self.worker_port}", "--key", self.worker_key,
-             "--head-key", self.head_pub, "--workers", str(self.args.workers),
+             "--head-key", self.head_pub, "--workers", str(workers or self.args.workers),
              "--cpus", str(self.args.cpus), "--step-ms", str(self.args.step_ms),
              "--heartbeat-ms", str(self.args.heartbeat_ms), "--liveness", str(self.args.liveness),
-             "--report-s", "2", "--stats-file", self.fleet_stats, *extra], "fleet.log")
+             "--name-prefix", prefix, "--report-s", "2", "--stats-file", stats, *extra],
+            f"fleet-{prefix}.log")
+        if self.fleet is None:
+            self.fleet, self.fleet_stats, self.window_stats = proc, stats, []
+        return proc
 
     def next_window(self):
         """Ends the fleet's measurement window and starts the next; returns
@@ -344,9 +353,57 @@ def restart(args, c):
                 "epoch_changes", "silence_reconnects", "results_replayed", "refusals")}}
 
 
+def storm(args, c):
+    """--kill-workers of the --workers die at once: a second fleet process
+    hosts them and is killed -9 (every connection gone in the same instant,
+    nothing said). Trials leave room (T below the slots of the survivors) so
+    that the dead workers' trials can start again at once."""
+    survivors = args.workers - args.kill_workers
+    c.start_head()
+    c.start_fleet(workers=survivors, prefix="live")
+    doomed = c.start_fleet(workers=args.kill_workers, prefix="doomed")
+    client = c.client()
+    wait_for(lambda: sum(w["alive"] for w in client.workers()) == args.workers, 300,
+             "every simulated worker to register")
+    exp = client.submit(spec(args, max_failures=1))
+    wait_for(lambda: counts(client, exp)[0].get("RUNNING", 0) == args.trials, 600,
+             "every trial to run", interval_s=0.5)
+    time.sleep(args.window_s)
+    before = {t["trial_id"]: (t["attempt"], t.get("worker") or "") for t in client.trials(exp)}
+    on_doomed = {k for k, (_, w) in before.items() if w.startswith("doomed")}
+    os.killpg(doomed.pid, signal.SIGKILL)
+    doomed.wait()
+    killed = time.monotonic()
+    wait_for(lambda: sum(not w["alive"] for w in client.workers()) == args.kill_workers, 600,
+             "the dead workers to be declared dead", interval_s=0.02)
+    dead_s = time.monotonic() - killed
+
+    def restarted():
+        trials = {t["trial_id"]: t for t in client.trials(exp)}
+        return all(trials[k]["attempt"] > before[k][0] and trials[k]["status"] == "RUNNING" and
+                   (trials[k].get("worker") or "").startswith("live") for k in on_doomed)
+    wait_for(restarted, 600, "the dead workers' trials to run again", interval_s=0.05)
+    restarted_s = time.monotonic() - killed
+    final = client.wait(exp, poll_s=1, timeout_s=args.iterations * args.step_ms / 1000 * 3 + 600)
+    after = {t["trial_id"]: t for t in client.trials(exp)}
+    statuses = collections.Counter(t["status"] for t in after.values())
+    fleet = c.fleet_result()
+    return {"killed_workers": args.kill_workers,
+            "trials_on_killed_workers": len(on_doomed),
+            "declared_dead_after_s": round(dead_s, 3),
+            "their_trials_running_again_after_s": round(restarted_s, 3),
+            "retried_once": sum(after[k]["attempt"] == before[k][0] + 1 for k in on_doomed),
+            "others_disturbed": sum(after[k]["attempt"] != before[k][0] or
+                                    after[k]["num_failures"] != 0
+                                    for k in before if k not in on_doomed),
+            "finished": final["finished"], "statuses": dict(statuses),
+            "fleet_live": {k: fleet[k] for k in (
+                "silence_reconnects", "disconnects_received", "refusals")}}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("scenario", choices=["steady", "restart"])
+    ap.add_argument("scenario", choices=["steady", "restart", "storm"])
     ap.add_argument("--workers", type=int, default=100)
     ap.add_argument("--cpus", type=int, default=10)
     ap.add_argument("--trials", type=int, default=1000)
@@ -356,11 +413,12 @@ def main():
     ap.add_argument("--window-s", type=float, default=10, help="measured time once all run")
     ap.add_argument("--heartbeat-ms", type=int, default=1000)
     ap.add_argument("--liveness", type=int, default=3)
+    ap.add_argument("--kill-workers", type=int, default=100, help="storm: workers that die")
     ap.add_argument("--keep", action="store_true", help="keep the run directory (logs)")
     args = ap.parse_args()
     c = Cluster(args)
     try:
-        run = {"steady": steady, "restart": restart}[args.scenario]
+        run = {"steady": steady, "restart": restart, "storm": storm}[args.scenario]
         result = run(args, c)
     finally:
         c.close()

@@ -118,8 +118,10 @@ Json Percentiles(std::vector<float> samples) {
 }
 
 class Fleet {
- public:
-  explicit Fleet(FleetOptions o) : o_(std::move(o)), rng_(o_.seed) {}
+ public:  // Routing ids and worker ids are random, not from --seed: two fleets (or
+  // two runs) with the same seed must not offer the head the same routing id
+  // (it refuses the second connection) or the same worker id.
+  explicit Fleet(FleetOptions o) : o_(std::move(o)), rng_(std::random_device{}()) {}
 
   int Run() {
     if (!o_.insecure) {
@@ -143,6 +145,7 @@ class Fleet {
     for (int i = 0; i < o_.workers; ++i) {
       SimWorkerOptions w;
       w.name = o_.name_prefix + std::to_string(i);
+      w.id_bits = (rng_() & 0xffffffffULL) | 1;  // never 0: that would mean "from the seed"
       w.host = o_.name_prefix + "-host-" + std::to_string(i);
       w.pid = getpid();
       w.resources = {{"CPU", o_.cpus}};

@@ -30,7 +30,7 @@ SimWorker::SimWorker(SimWorkerOptions options, uint64_t seed)
       heartbeat_ms_(options_.heartbeat_ms),
       liveness_(options_.liveness),
       chunks_in_(kMaxRestorePayloadBytes) {
-  worker_id_ = options_.name + "-" + HexId(rng_());
+  worker_id_ = options_.name + "-" + HexId(options_.id_bits != 0 ? options_.id_bits : rng_());
   backoff_ms_ = heartbeat_ms_;
 }
 

@@ -35,7 +35,10 @@ namespace ztune::fleet {
 inline constexpr char kSimTrainable[] = "sim";
 
 struct SimWorkerOptions {
-  std::string name = "sim";    // the worker id is "<name>-<8 hex digits>"
+  std::string name = "sim";  // the worker id is "<name>-<8 hex digits>"
+  // The 8 hex digits (their low 32 bits); 0: drawn from the seed. A fleet
+  // passes random ones, so that two fleets never name a worker alike.
+  uint64_t id_bits = 0;
   std::string host = "fleet";  // REGISTER's host (distinct per worker: see fleet_main.cc)
   int64_t pid = 0;             // REGISTER's pid
   std::map<std::string, double> resources = {{"CPU", 10}};
