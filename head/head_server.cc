@@ -19,6 +19,8 @@ constexpr int kMaxMessagesPerTurn = 4096;
 constexpr int64_t kClientSocketCapBytes = 256LL << 20;
 // Messages queued per worker connection before ZeroMQ stops reading it.
 constexpr int kWorkerPipeMessages = 10000;
+// Connections waiting to be accepted on each socket (the kernel caps it).
+constexpr int kListenBacklog = 4096;
 }  // namespace
 
 HeadServer::HeadServer(zmq::context_t& context, storage::Store& store, HeadServerOptions options)
@@ -108,6 +110,13 @@ Status HeadServer::Start() {
         "the endpoints controls this head");
   }
   RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_ROUTER_MANDATORY, 1));
+  // A restarted head is reconnected by every worker at once: with ZeroMQ's
+  // listen backlog of 100, a thousand simultaneous connects overflowed it,
+  // the kernel dropped the SYNs, and their retransmits (1 s, then 2 s) spread
+  // the re-registrations over 3 s (bench/fleet_bench.py restart). The kernel
+  // caps the backlog at net.core.somaxconn (4096 by default).
+  RETURN_IF_ERROR(zmqutil::SetIntOption(workers_, ZMQ_BACKLOG, kListenBacklog));
+  RETURN_IF_ERROR(zmqutil::SetIntOption(client_socket_, ZMQ_BACKLOG, kListenBacklog));
   // No handover: a connection naming a routing id that is in use is refused
   // instead of taking over its messages. Workers pick a fresh random routing
   // id per connection, so a reconnecting worker never collides with itself.
