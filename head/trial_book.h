@@ -46,6 +46,9 @@ class TrialBook {
   // as such; marked changed only if `changed`). Its experiment must be in the
   // book (CHECKed); its seq is counted past.
   Trial& AddLoadedTrial(Trial t, bool changed);
+  // Room for `n` trials in all, before a load adds them (no rehash per
+  // growth step: a start on 100,000 trials spent 6% of its time adding).
+  void ReserveTrials(size_t n) { trials_.reserve(n); }
   Trial* FindTrial(const TrialId& trial_id);
   const Trial* FindTrial(const TrialId& trial_id) const;
   // A trial of the book (CHECKed).

@@ -2,7 +2,11 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <system_error>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "common/json_parse.h"
 #include "storage/keys.h"
@@ -81,44 +85,103 @@ void PutChildRecords(storage::WriteBatch& batch, const Trial& t) {
   }
 }
 
+namespace {
+
+// One trial's records as stored, before parsing.
+struct RawTrial {
+  std::string key;
+  std::string value;    // the trial record
+  bool orphan = false;  // child records whose trial record is missing
+  std::vector<std::pair<std::string, std::string>> children;  // in key order
+};
+
+StoredTrial ParseTrial(RawTrial& raw) {
+  StoredTrial out;
+  out.key = std::move(raw.key);
+  if (raw.orphan) {
+    out.trial = Status::Corruption("child records without their trial record");
+    return out;
+  }
+  Json j = Json::parse(raw.value, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    out.trial = Status::Corruption("record is not JSON");
+    return out;
+  }
+  out.inline_lists = j.is_object() && (j.contains("checkpoints") || j.contains("error_log"));
+  out.trial = Trial::FromJson(j);
+  if (out.trial.ok() && out.trial->trial_id != std::string_view(out.key)) {
+    out.trial = Status::Corruption("the record names trial " + out.trial->trial_id);
+  }
+  for (const auto& [key, value] : raw.children) {
+    if (!out.trial.ok()) break;  // already damaged: one error per trial
+    if (Status st = AttachChild(*out.trial, key, value, out.inline_lists); !st.ok()) {
+      out.trial = std::move(st);
+    }
+  }
+  return out;
+}
+
+// Parses `raws` in order into `out`, on two threads where the machine has
+// two cores: a head's start is CPU-bound in this parse (JSON, then
+// Trial::FromJson: 60% of a start on 100,000 trials, docs/benchmarks.md).
+// Each record is parsed on its own; nothing is shared but the vectors'
+// disjoint halves.
+void ParseAll(std::vector<RawTrial>& raws, std::vector<StoredTrial>& out) {
+  out.clear();
+  out.resize(raws.size());
+  const size_t half = raws.size() / 2;
+  auto parse = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) out[i] = ParseTrial(raws[i]);
+  };
+  std::optional<std::thread> helper;
+  if (std::thread::hardware_concurrency() > 1 && half > 0) {
+    try {
+      helper.emplace(parse, half, raws.size());
+    } catch (const std::system_error&) {
+      // No thread to be had: this thread parses everything.
+    }
+  }
+  parse(0, helper ? half : raws.size());
+  if (helper) helper->join();
+}
+
+// Trials parsed per batch: bounds the raw records held at once.
+constexpr size_t kParseBatch = 4096;
+
+}  // namespace
+
 Status ScanTrials(storage::Store& store, const std::function<bool(StoredTrial&)>& fn) {
-  std::optional<StoredTrial> current;
+  std::vector<RawTrial> raws;
+  std::vector<StoredTrial> parsed;
   bool go_on = true;
+  // Parses the collected trials (each complete: the next trial's record has
+  // begun, or the scan ended) and hands them to `fn` in key order.
   auto flush = [&] {
-    if (current) go_on = fn(*current);
-    current.reset();
+    ParseAll(raws, parsed);
+    raws.clear();
+    for (StoredTrial& st : parsed) {
+      if (!fn(st)) {
+        go_on = false;
+        break;
+      }
+    }
+    parsed.clear();
     return go_on;
   };
   RETURN_IF_ERROR(store.Scan(storage::Family::kTrials, "", [&](std::string_view key,
                                                                std::string_view value) {
     if (!storage::IsTrialChildKey(key)) {
-      if (!flush()) return false;
-      current.emplace();
-      current->key = std::string(key);
-      Json j = Json::parse(value, nullptr, /*allow_exceptions=*/false);
-      if (j.is_discarded()) {
-        current->trial = Status::Corruption("record is not JSON");
-        return true;
-      }
-      current->inline_lists = j.is_object() && (j.contains("checkpoints") || j.contains("error_log"));
-      current->trial = Trial::FromJson(j);
-      if (current->trial.ok() && current->trial->trial_id != key) {
-        current->trial = Status::Corruption("the record names trial " + current->trial->trial_id);
-      }
+      if (raws.size() >= kParseBatch && !flush()) return false;
+      raws.push_back(RawTrial{std::string(key), std::string(value), false, {}});
       return true;
     }
     const std::string_view owner = key.substr(0, key.find('\0'));
-    if (!current || current->key != owner) {
-      if (!flush()) return false;
-      current.emplace();
-      current->key = std::string(owner);
-      current->trial = Status::Corruption("child records without their trial record");
+    if (raws.empty() || raws.back().key != owner) {
+      if (raws.size() >= kParseBatch && !flush()) return false;
+      raws.push_back(RawTrial{std::string(owner), {}, true, {}});
       return true;
     }
-    if (!current->trial.ok()) return true;  // already damaged: one error per trial
-    if (Status s = AttachChild(*current->trial, key, value, current->inline_lists); !s.ok()) {
-      current->trial = std::move(s);
-    }
+    if (!raws.back().orphan) raws.back().children.emplace_back(key, value);
     return true;
   }));
   if (go_on) flush();

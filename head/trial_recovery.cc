@@ -46,6 +46,7 @@ Status TrialRecovery::Load() {
   // Queued once every trial is in: whether a scheduler holds one back may
   // depend on the others (HyperBand's halvings are its bracket's largest).
   std::vector<Trial*> requeue;
+  p_.book.ReserveTrials(p_.book.num_trials() + loaded.trials.size());
   for (Trial& t : loaded.trials) {
     const RestartDisposition disposition = DispositionAfterRestart(t);
     const bool changed =

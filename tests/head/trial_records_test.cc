@@ -3,6 +3,7 @@
 // records with inline lists, and damage in any of them.
 #include "head/trial_records.h"
 
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <map>
@@ -155,6 +156,61 @@ struct Damage {
   std::function<void(storage::Store&)> apply;
   const char* message;
 };
+
+// The scan parses trials in batches, on two threads: over several batches
+// every trial still comes back once, in key order, with its own children, and
+// damage stays with the trial it is in (also at a batch's edge); a callback
+// that says stop is not called again.
+TEST(TrialRecordsTest, AScanOfThousandsOfTrialsKeepsOrderChildrenAndDamageAcrossBatches) {
+  storage::InMemoryStore store;
+  constexpr int kTrials = 9000;  // more than two parse batches
+  auto id_of = [](int i) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "e0001_%05d", i);
+    return TrialId(buf);
+  };
+  storage::WriteBatch b;
+  for (int i = 0; i < kTrials; ++i) {
+    const Trial t = MakeTrial(id_of(i), i % 3, i % 2);
+    PutTrialRecord(b, t);
+    PutChildRecords(b, t);
+  }
+  ASSERT_TRUE(store.Commit(b).ok());
+  Put(store, id_of(4096).str(), "{x");  // the first trial of the second batch
+  // Children of a trial that has no record, sorting between two trials.
+  const TrialId orphan("e0001_04095z");
+  Put(store, storage::TrialChildKey(orphan, 'c', 1),
+      CheckpointRecordToJson({1, 1, false, 0, {}}).dump());
+
+  const std::vector<StoredTrial> all = ScanAll(store);
+  ASSERT_EQ(all.size(), static_cast<size_t>(kTrials + 1));
+  for (size_t k = 1; k < all.size(); ++k) ASSERT_LT(all[k - 1].key, all[k].key);
+  size_t damaged = 0;
+  for (const StoredTrial& st : all) {
+    if (st.key == orphan.str()) {
+      ASSERT_FALSE(st.trial.ok());
+      EXPECT_NE(st.trial.status().message().find("without their trial record"), std::string::npos);
+      ++damaged;
+      continue;
+    }
+    if (st.key == id_of(4096).str()) {
+      ASSERT_FALSE(st.trial.ok());
+      EXPECT_NE(st.trial.status().message().find("not JSON"), std::string::npos);
+      ++damaged;
+      continue;
+    }
+    ASSERT_TRUE(st.trial.ok()) << st.key << ": " << st.trial.status().ToString();
+    const int i = std::stoi(st.key.substr(6));
+    EXPECT_EQ(st.trial->trial_id, id_of(i));
+    EXPECT_EQ(st.trial->checkpoints.size(), static_cast<size_t>(i % 3)) << st.key;
+    EXPECT_EQ(st.trial->error_log.size(), static_cast<size_t>(i % 2)) << st.key;
+  }
+  EXPECT_EQ(damaged, 2u);
+
+  int calls = 0;
+  ASSERT_TRUE(ScanTrials(store, [&](StoredTrial&) { return ++calls < 5000; }).ok());
+  EXPECT_EQ(calls, 5000);
+}
 
 TEST(TrialRecordsTest, DamagedChildrenMakeTheirTrialCorruptAndTheScanGoesOn) {
   const TrialId id = "e0001_00000";
