@@ -1,6 +1,8 @@
 #include "head/trial_records.h"
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -121,29 +123,55 @@ StoredTrial ParseTrial(RawTrial& raw) {
   return out;
 }
 
-// Parses `raws` in order into `out`, on two threads where the machine has
-// two cores: a head's start is CPU-bound in this parse (JSON, then
-// Trial::FromJson: 60% of a start on 100,000 trials, docs/benchmarks.md).
-// Each record is parsed on its own; nothing is shared but the vectors'
-// disjoint halves.
-void ParseAll(std::vector<RawTrial>& raws, std::vector<StoredTrial>& out) {
-  out.clear();
-  out.resize(raws.size());
-  const size_t half = raws.size() / 2;
-  auto parse = [&](size_t from, size_t to) {
-    for (size_t i = from; i < to; ++i) out[i] = ParseTrial(raws[i]);
-  };
-  std::optional<std::thread> helper;
-  if (std::thread::hardware_concurrency() > 1 && half > 0) {
-    try {
-      helper.emplace(parse, half, raws.size());
-    } catch (const std::system_error&) {
-      // No thread to be had: this thread parses everything.
+// One batch of trials being parsed: a helper thread starts on it at once,
+// and the thread that made it helps when it asks for the result, so that the
+// next batch is read from the store while this one is parsed (a head's start
+// is CPU-bound in this parse: JSON, then Trial::FromJson, 60% of a start on
+// 100,000 trials; reading the store is another 15%; docs/benchmarks.md).
+// Records are claimed one at a time through `next_`; each is parsed by one
+// thread into its own slot, so nothing else is shared.
+class ParseJob {
+ public:
+  explicit ParseJob(std::vector<RawTrial> raws) : raws_(std::move(raws)), out_(raws_.size()) {
+    if (std::thread::hardware_concurrency() > 1 && raws_.size() > 1) {
+      try {
+        helper_.emplace([this] { Help(); });
+      } catch (const std::system_error&) {
+        // No thread to be had: Finish() parses everything.
+      }
     }
   }
-  parse(0, helper ? half : raws.size());
-  if (helper) helper->join();
-}
+  // An unfinished job (the scan failed or stopped): what is unclaimed stays
+  // unparsed.
+  ~ParseJob() {
+    next_.store(raws_.size());
+    if (helper_) helper_->join();
+  }
+  ParseJob(const ParseJob&) = delete;
+  ParseJob& operator=(const ParseJob&) = delete;
+
+  // Every trial of the batch, in order; this thread parses what is left.
+  std::vector<StoredTrial>& Finish() {
+    Help();
+    if (helper_) {
+      helper_->join();
+      helper_.reset();
+    }
+    return out_;
+  }
+
+ private:
+  void Help() {
+    for (size_t i = next_.fetch_add(1); i < raws_.size(); i = next_.fetch_add(1)) {
+      out_[i] = ParseTrial(raws_[i]);
+    }
+  }
+
+  std::vector<RawTrial> raws_;
+  std::vector<StoredTrial> out_;
+  std::atomic<size_t> next_{0};
+  std::optional<std::thread> helper_;
+};
 
 // Trials parsed per batch: bounds the raw records held at once.
 constexpr size_t kParseBatch = 4096;
@@ -151,40 +179,46 @@ constexpr size_t kParseBatch = 4096;
 }  // namespace
 
 Status ScanTrials(storage::Store& store, const std::function<bool(StoredTrial&)>& fn) {
-  std::vector<RawTrial> raws;
-  std::vector<StoredTrial> parsed;
+  std::vector<RawTrial> raws;     // the batch being read
+  std::unique_ptr<ParseJob> job;  // the batch before it, being parsed
   bool go_on = true;
-  // Parses the collected trials (each complete: the next trial's record has
-  // begun, or the scan ended) and hands them to `fn` in key order.
-  auto flush = [&] {
-    ParseAll(raws, parsed);
-    raws.clear();
-    for (StoredTrial& st : parsed) {
+  // Hands the parsed batch to `fn`, in key order, on this thread.
+  auto deliver = [&] {
+    if (!job) return go_on;
+    for (StoredTrial& st : job->Finish()) {
       if (!fn(st)) {
         go_on = false;
         break;
       }
     }
-    parsed.clear();
+    job.reset();
     return go_on;
+  };
+  // The batch read so far is complete (the next trial's record has begun, or
+  // the scan ended): the previous one is delivered and this one parsed.
+  auto hand_over = [&] {
+    if (!deliver()) return false;
+    job = std::make_unique<ParseJob>(std::move(raws));
+    raws.clear();
+    return true;
   };
   RETURN_IF_ERROR(store.Scan(storage::Family::kTrials, "", [&](std::string_view key,
                                                                std::string_view value) {
     if (!storage::IsTrialChildKey(key)) {
-      if (raws.size() >= kParseBatch && !flush()) return false;
+      if (raws.size() >= kParseBatch && !hand_over()) return false;
       raws.push_back(RawTrial{std::string(key), std::string(value), false, {}});
       return true;
     }
     const std::string_view owner = key.substr(0, key.find('\0'));
     if (raws.empty() || raws.back().key != owner) {
-      if (raws.size() >= kParseBatch && !flush()) return false;
+      if (raws.size() >= kParseBatch && !hand_over()) return false;
       raws.push_back(RawTrial{std::string(owner), {}, true, {}});
       return true;
     }
     if (!raws.back().orphan) raws.back().children.emplace_back(key, value);
     return true;
   }));
-  if (go_on) flush();
+  if (go_on && hand_over()) deliver();
   return Status::Ok();
 }
 

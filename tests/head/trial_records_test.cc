@@ -212,6 +212,55 @@ TEST(TrialRecordsTest, AScanOfThousandsOfTrialsKeepsOrderChildrenAndDamageAcross
   EXPECT_EQ(calls, 5000);
 }
 
+// A store whose scans fail after `n` entries (a read error halfway).
+class ScanFailingStore : public storage::Store {
+ public:
+  ScanFailingStore(storage::Store& base, int n) : base_(base), n_(n) {}
+  Status Commit(const storage::WriteBatch& batch) override { return base_.Commit(batch); }
+  Result<std::optional<std::string>> Get(storage::Family f, std::string_view key) override {
+    return base_.Get(f, key);
+  }
+  Status Scan(storage::Family f, std::string_view prefix,
+              const std::function<bool(std::string_view, std::string_view)>& fn) override {
+    int seen = 0;
+    bool failed = false;
+    RETURN_IF_ERROR(base_.Scan(f, prefix, [&](std::string_view k, std::string_view v) {
+      if (++seen > n_) {
+        failed = true;
+        return false;
+      }
+      return fn(k, v);
+    }));
+    return failed ? Status::IOError("injected read error") : Status::Ok();
+  }
+
+ private:
+  storage::Store& base_;
+  const int n_;
+};
+
+// A read error while a batch is still being parsed: the scan returns the
+// error, the parse is abandoned (its thread joined), and nothing of the
+// unfinished batches reaches the callback.
+TEST(TrialRecordsTest, AReadErrorDuringTheScanAbandonsTheBatchesInFlight) {
+  storage::InMemoryStore store;
+  storage::WriteBatch b;
+  for (int i = 0; i < 6000; ++i) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "e0001_%05d", i);
+    PutTrialRecord(b, MakeTrial(TrialId(buf), 0, 0));
+  }
+  ASSERT_TRUE(store.Commit(b).ok());
+  ScanFailingStore failing(store, 5000);  // the first batch (4,096) is being parsed by then
+  int calls = 0;
+  const Status st = ScanTrials(failing, [&](StoredTrial&) {
+    ++calls;
+    return true;
+  });
+  EXPECT_EQ(st.code(), StatusCode::kIOError) << st.ToString();
+  EXPECT_EQ(calls, 0);
+}
+
 TEST(TrialRecordsTest, DamagedChildrenMakeTheirTrialCorruptAndTheScanGoesOn) {
   const TrialId id = "e0001_00000";
   auto child = [&](char kind, uint64_t n) { return storage::TrialChildKey(id, kind, n); };
