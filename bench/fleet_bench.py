@@ -103,8 +103,9 @@ class Cluster:
         os.makedirs(self.keys)
         self.worker_port, self.client_port = free_port(), free_port()
         self.procs = []
-        out = subprocess.run([HEAD, "--data-dir", self.data, "--print-public-key"],
-                             capture_output=True, text=True, check=True)
+        # The head makes its key pair (data/head.key, head.pub) and exits.
+        subprocess.run([HEAD, "--data-dir", self.data, "--print-public-key"],
+                       capture_output=True, text=True, check=True)
         self.head_pub = os.path.join(self.data, "head.pub")
         self.worker_key = self.keygen("worker")
         self.client_key = self.keygen("admin")
@@ -112,7 +113,6 @@ class Cluster:
             f.write(self.public("worker") + " fleet\n")
         with open(os.path.join(self.keys, "clients.allow"), "w") as f:
             f.write(self.public("admin") + " admin bench\n")
-        del out
         self.head = None
         self.fleet = None  # the first fleet started
 

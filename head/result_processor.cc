@@ -58,12 +58,14 @@ bool Done(const ResultView& result, const protocol::RawResult& raw, const Experi
 // every result that does not end the trial by itself (Ray's
 // _validate_result_metrics with strict checking: the runner's, scheduler's
 // and searcher's metrics; a final `done` result may carry nothing else).
-// Returns the error, or "".
+// `metric` is the experiment's metric as found in the result (looked up once
+// by the caller, which keeps it). Returns the error, or "".
 std::string MissingRequiredKey(const ResultView& result, const protocol::RawResult& raw,
-                               const ExperimentSpec& spec, int64_t iteration) {
+                               const ExperimentSpec& spec,
+                               const std::optional<ResultView::Value>& metric, int64_t iteration) {
   if (IsTrue(result.Find("done"))) return "";
-  auto missing = [&](const std::string& key, const std::string& role) -> std::string {
-    auto v = result.FindFlat(key);
+  auto missing = [&](const std::string& key, const std::string& role,
+                     const std::optional<ResultView::Value>& v) -> std::string {
     if (v && v->is_number()) return "";
     return "result of iteration " + std::to_string(iteration) + " has " +
            (!v ? "no '" + key + "'" : "a non-numeric '" + key + "'") + ", " + role + " " +
@@ -73,10 +75,11 @@ std::string MissingRequiredKey(const ResultView& result, const protocol::RawResu
   // and the scheduler is what needs it on every result.
   for (const std::string& key : spec.scheduler.RequiredResultKeys()) {
     std::string error = missing(
-        key, "which scheduler " + std::string(spec.scheduler.TypeName()) + " judges trials by");
+        key, "which scheduler " + std::string(spec.scheduler.TypeName()) + " judges trials by",
+        key == spec.metric ? metric : result.FindFlat(key));
     if (!error.empty()) return error;
   }
-  if (!spec.metric.empty()) return missing(spec.metric, "the experiment's metric");
+  if (!spec.metric.empty()) return missing(spec.metric, "the experiment's metric", metric);
   return "";
 }
 
@@ -115,7 +118,9 @@ BatchOutcome ResultProcessor::Process(const TrialId& trial_id, int64_t last_iter
       }
     }
     if (!out.error.empty()) break;
-    out.error = MissingRequiredKey(in, rec.result, spec, iteration);
+    std::optional<ResultView::Value> metric_value;
+    if (!spec.metric.empty()) metric_value = in.FindFlat(spec.metric);
+    out.error = MissingRequiredKey(in, rec.result, spec, metric_value, iteration);
     if (!out.error.empty()) break;
     const bool done = Done(in, rec.result, spec, iteration, &out.error);
     if (!out.error.empty()) break;
@@ -126,9 +131,7 @@ BatchOutcome ResultProcessor::Process(const TrialId& trial_id, int64_t last_iter
     last = iteration;
     std::string text = in.StampedJson(trial_id.str(), done);  // `in` reads rec.result
     std::optional<double> metric;
-    if (!spec.metric.empty()) {
-      if (auto v = in.FindFlat(spec.metric); v && v->is_number()) metric = v->AsDouble();
-    }
+    if (metric_value && metric_value->is_number()) metric = metric_value->AsDouble();
     out.accepted.push_back({iteration, std::move(rec.result), done, std::move(text), metric});
     if (done) {
       out.stop = true;

@@ -56,35 +56,26 @@ struct FleetOptions {
   int workers = 100;
   double cpus = 10;
   double gpus = 0;
-  int64_t step_ms = 1000;
-  double step_jitter = 0.1;
-  double step_failure_rate = 0;
-  uint64_t checkpoint_bytes = 1024;
-  bool refuse_reset = false;
+  // Every simulated worker's options; name, host, pid, resources and id per worker.
+  SimWorkerOptions worker;
   std::string name_prefix = "sim";
   std::string key_file;
   std::string head_key;
   bool insecure = false;
-  int64_t heartbeat_ms = 1000;
-  int64_t liveness = 3;
-  int64_t max_backoff_ms = 2000;
   double duration_s = 0;  // 0: until SIGINT/SIGTERM
   double report_s = 5;
   std::string stats_file;
-  int kill_workers = 0;
-  double kill_at_s = 0;
   uint64_t seed = 1;
 };
 
 struct Slot {
   explicit Slot(SimWorker w) : sim(std::move(w)) {}
   SimWorker sim;
-  std::unique_ptr<zmq::socket_t> socket;  // null while disconnected or dead
+  std::unique_ptr<zmq::socket_t> socket;  // null while disconnected
   int fd = -1;                            // the socket's ZMQ_FD, in the fleet's epoll set
   std::unique_ptr<zmqutil::ConnectionMonitor> monitor;  // with socket
   int monitor_fd = -1;                                  // also in the epoll set
-  bool ready = false;                     // in Fleet::ready_
-  bool dead = false;
+  bool ready = false;                                   // in Fleet::ready_
   TimeMs scheduled = -1;  // the due time of this slot's live heap entry
 };
 
@@ -118,7 +109,8 @@ Json Percentiles(std::vector<float> samples) {
 }
 
 class Fleet {
- public:  // Routing ids and worker ids are random, not from --seed: two fleets (or
+ public:
+  // Routing ids and worker ids are random, not from --seed: two fleets (or
   // two runs) with the same seed must not offer the head the same routing id
   // (it refuses the second connection) or the same worker id.
   explicit Fleet(FleetOptions o) : o_(std::move(o)), rng_(std::random_device{}()) {}
@@ -143,36 +135,22 @@ class Fleet {
     started_ = clock_.NowMs();
     window_started_ = started_;
     for (int i = 0; i < o_.workers; ++i) {
-      SimWorkerOptions w;
+      SimWorkerOptions w = o_.worker;
       w.name = o_.name_prefix + std::to_string(i);
       w.id_bits = (rng_() & 0xffffffffULL) | 1;  // never 0: that would mean "from the seed"
       w.host = o_.name_prefix + "-host-" + std::to_string(i);
       w.pid = getpid();
       w.resources = {{"CPU", o_.cpus}};
       if (o_.gpus > 0) w.resources["GPU"] = o_.gpus;
-      w.step_ms = o_.step_ms;
-      w.step_jitter = o_.step_jitter;
-      w.step_failure_rate = o_.step_failure_rate;
-      w.checkpoint_bytes = o_.checkpoint_bytes;
-      w.refuse_reset = o_.refuse_reset;
-      w.heartbeat_ms = o_.heartbeat_ms;
-      w.liveness = o_.liveness;
-      w.max_backoff_ms = o_.max_backoff_ms;
       slots_.emplace_back(SimWorker(std::move(w), o_.seed * 1'000'003 + i));
     }
     for (size_t i = 0; i < slots_.size(); ++i) {
       if (!Open(i)) return 2;
     }
     TimeMs next_report = started_ + static_cast<TimeMs>(o_.report_s * 1000);
-    bool killed = false;
     while (!g_stop.load()) {
       TimeMs now = clock_.NowMs();
       if (o_.duration_s > 0 && now - started_ >= static_cast<TimeMs>(o_.duration_s * 1000)) break;
-      if (!killed && o_.kill_workers > 0 &&
-          now - started_ >= static_cast<TimeMs>(o_.kill_at_s * 1000)) {
-        KillWorkers();
-        killed = true;
-      }
       if (now >= next_report) {
         Report(now);
         next_report = now + static_cast<TimeMs>(o_.report_s * 1000);
@@ -212,7 +190,7 @@ class Fleet {
       RunTimers(clock_.NowMs());
     }
     for (size_t i = 0; i < slots_.size(); ++i) {
-      if (slots_[i].dead || !slots_[i].socket) continue;
+      if (!slots_[i].socket) continue;
       std::vector<protocol::Message> out;
       slots_[i].sim.Leave(out);
       Send(i, out);
@@ -324,20 +302,8 @@ class Fleet {
     }
   }
 
-  void KillWorkers() {
-    // The last K workers' machines die: connections gone, nothing said.
-    const size_t k = std::min<size_t>(static_cast<size_t>(o_.kill_workers), slots_.size());
-    for (size_t i = slots_.size() - k; i < slots_.size(); ++i) {
-      slots_[i].dead = true;
-      Close(i);
-    }
-    killed_ += k;
-    std::fprintf(stderr, "fleet: killed %zu workers\n", k);
-  }
-
   void Schedule(size_t i) {
     Slot& s = slots_[i];
-    if (s.dead) return;
     const TimeMs due = s.sim.NextTimerMs();
     if (due == s.scheduled) return;
     s.scheduled = due;
@@ -349,7 +315,7 @@ class Fleet {
       const Timer t = timers_.top();
       timers_.pop();
       Slot& s = slots_[t.slot];
-      if (s.dead || t.due != s.scheduled) continue;  // superseded
+      if (t.due != s.scheduled) continue;  // superseded
       s.scheduled = -1;
       std::vector<protocol::Message> out;
       switch (s.sim.OnTimer(now, out)) {
@@ -401,40 +367,20 @@ class Fleet {
 
   Json Stats(TimeMs now) const {
     SimStats sum;
-    std::vector<float> latency;
     size_t registered = 0;
     size_t actors = 0;
     int64_t iterations = 0;
     for (const Slot& s : slots_) {
-      const SimStats& w = s.sim.stats();
-      sum.connections += w.connections;
-      sum.registrations += w.registrations;
-      sum.silence_reconnects += w.silence_reconnects;
-      sum.connection_cuts += w.connection_cuts;
-      sum.disconnects_received += w.disconnects_received;
-      sum.epoch_changes += w.epoch_changes;
-      for (const auto& [k, v] : w.commands) sum.commands[k] += v;
-      sum.results_sent += w.results_sent;
-      sum.results_replayed += w.results_replayed;
-      sum.results_acked += w.results_acked;
-      sum.step_failures += w.step_failures;
-      sum.refusals += w.refusals;
-      sum.checkpoint_bytes_saved += w.checkpoint_bytes_saved;
-      sum.restores += w.restores;
-      sum.max_head_silence_ms = std::max(sum.max_head_silence_ms, w.max_head_silence_ms);
-      latency.insert(latency.end(), w.ack_latency_ms.begin(), w.ack_latency_ms.end());
-      if (!s.dead && s.sim.registered()) ++registered;
-      if (!s.dead) {
-        actors += s.sim.actor_count();
-        iterations += s.sim.live_iterations();
-      }
+      sum.Add(s.sim.stats());
+      if (s.sim.registered()) ++registered;
+      actors += s.sim.actor_count();
+      iterations += s.sim.live_iterations();
     }
     Json commands = Json::object();
     for (const auto& [k, v] : sum.commands) commands[k] = v;
     const double elapsed_s = static_cast<double>(now - started_) / 1000.0;
     return Json{{"workers", slots_.size()},
                 {"registered", registered},
-                {"killed", killed_},
                 {"elapsed_s", elapsed_s},
                 {"window", window_},
                 {"window_s", static_cast<double>(now - window_started_) / 1000.0},
@@ -451,7 +397,7 @@ class Fleet {
                 {"results_replayed", sum.results_replayed},
                 {"results_acked", sum.results_acked},
                 {"results_acked_per_s", elapsed_s > 0 ? sum.results_acked / elapsed_s : 0.0},
-                {"ack_latency_ms", Percentiles(std::move(latency))},
+                {"ack_latency_ms", Percentiles(std::move(sum.ack_latency_ms))},
                 {"max_head_silence_ms", sum.max_head_silence_ms},
                 {"step_failures", sum.step_failures},
                 {"refusals", sum.refusals},
@@ -505,7 +451,6 @@ class Fleet {
   TimeMs started_ = 0;
   TimeMs window_started_ = 0;  // ack latency and head silence are measured since
   int window_ = 0;             // windows started by SIGUSR1
-  size_t killed_ = 0;
   uint64_t send_failures_ = 0;
   uint64_t undecodable_ = 0;
 };
@@ -534,37 +479,33 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100000));
   app.add_option("--cpus", o.cpus, "CPUs each worker registers")->check(CLI::Range(0.0, 100000.0));
   app.add_option("--gpus", o.gpus, "GPUs each worker registers")->check(CLI::Range(0.0, 10000.0));
-  app.add_option("--step-ms", o.step_ms, "simulated time of one training step")
+  app.add_option("--step-ms", o.worker.step_ms, "simulated time of one training step")
       ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}));
-  app.add_option("--step-jitter", o.step_jitter, "steps vary uniformly by +- this fraction")
+  app.add_option("--step-jitter", o.worker.step_jitter, "steps vary uniformly by +- this fraction")
       ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--step-failure-rate", o.step_failure_rate,
+  app.add_option("--step-failure-rate", o.worker.step_failure_rate,
                  "probability that a step fails (the trial's attempt fails)")
       ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--checkpoint-bytes", o.checkpoint_bytes,
+  app.add_option("--checkpoint-bytes", o.worker.checkpoint_bytes,
                  "bytes of trainable data in every checkpoint (chunked above 256 KiB)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 32));
-  app.add_flag("--refuse-reset", o.refuse_reset, "answer RESET with reset=false");
+  app.add_flag("--refuse-reset", o.worker.refuse_reset, "answer RESET with reset=false");
   app.add_option("--name-prefix", o.name_prefix, "worker names are PREFIX0, PREFIX1, ...");
   app.add_option("--key", o.key_file, "the workers' key file (ztune keygen); one key for all");
   app.add_option("--head-key", o.head_key, "the head's public key, or a file holding it");
   app.add_flag("--insecure", o.insecure, "plain TCP (a head started with --insecure)");
-  app.add_option("--heartbeat-ms", o.heartbeat_ms, "until the head's REGISTERED says otherwise")
+  app.add_option("--heartbeat-ms", o.worker.heartbeat_ms,
+                 "until the head's REGISTERED says otherwise")
       ->check(CLI::Range(int64_t{1}, int64_t{600'000}));
-  app.add_option("--liveness", o.liveness, "until the head's REGISTERED says otherwise")
+  app.add_option("--liveness", o.worker.liveness, "until the head's REGISTERED says otherwise")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
-  app.add_option("--max-backoff-ms", o.max_backoff_ms, "cap of the reconnect backoff")
+  app.add_option("--max-backoff-ms", o.worker.max_backoff_ms, "cap of the reconnect backoff")
       ->check(CLI::Range(int64_t{1}, int64_t{600'000}));
   app.add_option("--duration-s", o.duration_s, "run this long, then leave (0: until SIGTERM)")
       ->check(CLI::Range(0.0, 1e7));
   app.add_option("--report-s", o.report_s, "progress line on stderr and stats file this often")
       ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--stats-file", o.stats_file, "the JSON statistics, rewritten every --report-s");
-  app.add_option("--kill-workers", o.kill_workers,
-                 "at --kill-at-s, this many workers die at once (connections closed, no word)")
-      ->check(CLI::Range(0, 100000));
-  app.add_option("--kill-at-s", o.kill_at_s, "when --kill-workers die")
-      ->check(CLI::Range(0.0, 1e7));
   app.add_option("--seed", o.seed, "step times, failures and worker ids");
   CLI11_PARSE(app, argc, argv);
   if (!o.insecure && (o.key_file.empty() || o.head_key.empty())) {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <limits>
 
 #include "common/checkpoint/checkpoint_envelope.h"
 #include "common/check.h"
@@ -23,6 +22,25 @@ std::string HexId(uint64_t v) {
 }
 
 }  // namespace
+
+void SimStats::Add(const SimStats& o) {
+  connections += o.connections;
+  registrations += o.registrations;
+  silence_reconnects += o.silence_reconnects;
+  connection_cuts += o.connection_cuts;
+  disconnects_received += o.disconnects_received;
+  epoch_changes += o.epoch_changes;
+  for (const auto& [name, n] : o.commands) commands[name] += n;
+  results_sent += o.results_sent;
+  results_replayed += o.results_replayed;
+  results_acked += o.results_acked;
+  step_failures += o.step_failures;
+  refusals += o.refusals;
+  checkpoint_bytes_saved += o.checkpoint_bytes_saved;
+  restores += o.restores;
+  max_head_silence_ms = std::max(max_head_silence_ms, o.max_head_silence_ms);
+  ack_latency_ms.insert(ack_latency_ms.end(), o.ack_latency_ms.begin(), o.ack_latency_ms.end());
+}
 
 SimWorker::SimWorker(SimWorkerOptions options, uint64_t seed)
     : options_(std::move(options)),
@@ -56,12 +74,14 @@ void SimWorker::SendRegister(TimeMs now, std::vector<protocol::Message>& out) {
     // unfinished SAVE replies go again after REGISTERED, the head's RESTORE
     // payloads fail.
     for (auto& [rid, source] : chunks_out_.TakePeer("")) {
-      auto it = large_replies_.find(rid);
-      if (it == large_replies_.end()) continue;
-      interrupted_.push_back(std::move(it->second));
-      large_replies_.erase(it);
+      auto it = large_headers_.find(rid);
+      if (it == large_headers_.end()) continue;
+      protocol::Message again = std::move(it->second);
+      if (source->ReadAt(0, source->size(), again.payload).ok()) {
+        interrupted_.push_back(std::move(again));
+      }
     }
-    large_replies_.clear();
+    large_headers_.clear();
     for (protocol::Message& header : chunks_in_.TakePeer("")) {
       auto& r = std::get<protocol::Restore>(header.body);
       ActorKey key{r.trial_id, r.attempt};
@@ -109,14 +129,14 @@ void SimWorker::HandleRegistered(const protocol::Registered& m, TimeMs now,
   if (m.heartbeat_ms > 0) heartbeat_ms_ = m.heartbeat_ms;
   if (m.liveness > 0) liveness_ = m.liveness;
   backoff_ms_ = heartbeat_ms_;
-  const uint64_t epoch_changes_before = stats_.epoch_changes;
-  if (have_epoch_ && m.head_epoch != head_epoch_) ++stats_.epoch_changes;
+  const bool head_restarted = have_epoch_ && m.head_epoch != head_epoch_;
+  if (head_restarted) ++stats_.epoch_changes;
   head_epoch_ = m.head_epoch;
   have_epoch_ = true;
   // SAVE replies cut off by the reconnect start over, unless the head
   // restarted: a new head never asked for them (docs/protocol.md §7.1).
-  if (stats_.epoch_changes == epoch_changes_before) {
-    for (protocol::Message& m : interrupted_) EmitNow(std::move(m), out);
+  if (!head_restarted) {
+    for (protocol::Message& reply : interrupted_) EmitNow(std::move(reply), out);
   }
   interrupted_.clear();
   while (!held_.empty()) {
@@ -153,15 +173,13 @@ SimWorker::LinkAction SimWorker::Timers(TimeMs now, std::vector<protocol::Messag
     // backoff, which doubles up to the cap until a REGISTERED resets it.
     ++stats_.silence_reconnects;
     link_ = Link::kDisconnected;
-    reconnect_at_ = now + backoff_ms_;
-    backoff_ms_ = std::min(backoff_ms_ * 2, options_.max_backoff_ms);
+    BackOff(now);
     return LinkAction::kClose;
   }
   if (link_ == Link::kRegistering) {
     if (now - last_register_ >= heartbeat_ms_) SendRegister(now, out);
   } else if (now - last_sent_ >= heartbeat_ms_) {
     out.push_back(protocol::Message{protocol::Heartbeat{}, {}});
-    last_sent_ = now;
   }
   return LinkAction::kNone;
 }
@@ -174,11 +192,15 @@ SimWorker::LinkAction SimWorker::OnConnectionCut(TimeMs now) {
   } else {
     // Cut before REGISTERED: a head that accepts connections and drops them
     // is not hammered.
-    reconnect_at_ = now + backoff_ms_;
-    backoff_ms_ = std::min(backoff_ms_ * 2, options_.max_backoff_ms);
+    BackOff(now);
   }
   link_ = Link::kDisconnected;
   return LinkAction::kClose;
+}
+
+void SimWorker::BackOff(TimeMs now) {
+  reconnect_at_ = now + backoff_ms_;
+  backoff_ms_ = std::min(backoff_ms_ * 2, options_.max_backoff_ms);
 }
 
 TimeMs SimWorker::NextTimerMs() const {
@@ -218,12 +240,11 @@ void SimWorker::EmitNow(protocol::Message message, std::vector<protocol::Message
     message.payload.clear();
     out.push_back(std::move(message));
     chunks_out_.Cancel("", rid);  // a resend restarts its transfer
-    // Kept whole until its transfer ends, to start over after a reconnect
-    // (a simulated checkpoint fits in memory; the real worker re-reads its source).
-    protocol::Message again = out.back();
-    again.payload = payload;
-    std::get<protocol::Reply>(again.body).payload_bytes = 0;
-    large_replies_[rid] = std::move(again);
+    // The header, to start over after a reconnect (its bytes are in the
+    // sender's source until the transfer ends).
+    protocol::Message header = out.back();
+    std::get<protocol::Reply>(header.body).payload_bytes = 0;
+    large_headers_[rid] = std::move(header);
     chunks_out_.Start("", rid, std::move(payload));
     PumpChunks(out);
   } else {
@@ -239,7 +260,7 @@ void SimWorker::PumpChunks(std::vector<protocol::Message>& out) {
     out.push_back(std::move(c.message));
   }
   // Transfers the head credited in full are over.
-  std::erase_if(large_replies_,
+  std::erase_if(large_headers_,
                 [&](const auto& kv) { return !chunks_out_.Contains("", kv.first); });
 }
 
@@ -249,7 +270,6 @@ void SimWorker::SendBatch(OutboxEntry& entry, TimeMs now, bool replay,
   if (!entry.first_sent) entry.first_sent = now;
   (replay ? stats_.results_replayed : stats_.results_sent) += entry.batch.results.size();
   out.push_back(protocol::Message{entry.batch, {}});
-  last_sent_ = now;
 }
 
 // ---- request ids ----
@@ -284,11 +304,21 @@ bool SimWorker::AcceptOnce(uint64_t rid, const ActorKey& key, bool is_train,
   return true;
 }
 
-void SimWorker::Answered(uint64_t rid, const protocol::Message& answer, bool keep) {
+void SimWorker::Answered(uint64_t rid, const protocol::Message* kept) {
   auto it = accepted_.find(rid);
   if (it == accepted_.end()) return;
   it->second.answered = true;
-  if (keep) it->second.answer = answer;
+  if (kept != nullptr) it->second.answer = *kept;
+}
+
+std::string SimWorker::NoActorError(const ActorKey& key) const {
+  return "no actor for trial " + key.first + " attempt " + std::to_string(key.second) +
+         " on worker " + worker_id_;
+}
+
+std::string SimWorker::ExistsError(const ActorKey& key) const {
+  return "actor for trial " + key.first + " attempt " + std::to_string(key.second) +
+         " already exists on worker " + worker_id_;
 }
 
 void SimWorker::Reply(uint64_t rid, const ActorKey& key, bool ok, std::string error, Json data,
@@ -298,7 +328,7 @@ void SimWorker::Reply(uint64_t rid, const ActorKey& key, bool ok, std::string er
   protocol::Message m{protocol::Reply{rid, key.first, key.second, ok, std::move(error),
                                       data.is_null() ? Json::object() : std::move(data), 0},
                       std::move(payload)};
-  Answered(rid, m, keep);
+  Answered(rid, keep ? &m : nullptr);
   Emit(std::move(m), out);
 }
 
@@ -317,7 +347,7 @@ void SimWorker::Refuse(bool is_train, uint64_t rid, const ActorKey& key, std::st
   batch.failed = true;
   batch.error = std::move(error);
   protocol::Message m{std::move(batch), {}};
-  Answered(rid, m, /*keep=*/true);
+  Answered(rid, &m);
   Emit(std::move(m), out);
 }
 
@@ -380,15 +410,16 @@ void SimWorker::HandleCreate(const protocol::CreateActor& m, std::vector<protoco
   if (!AcceptOnce(m.rid, key, false, out)) return;
   if (std::find(options_.trainables.begin(), options_.trainables.end(), m.trainable) ==
       options_.trainables.end()) {
-    Refuse(false, m.rid, key, "unknown trainable '" + m.trainable + "' (this worker has: sim)",
-           out);
+    std::string hosted;
+    for (const std::string& name : options_.trainables) {
+      hosted += (hosted.empty() ? "" : ", ") + name;
+    }
+    Refuse(false, m.rid, key,
+           "unknown trainable '" + m.trainable + "' (this worker has: " + hosted + ")", out);
     return;
   }
   if (actors_.count(key) > 0) {
-    Refuse(false, m.rid, key,
-           "actor for trial " + m.trial_id + " attempt " + std::to_string(m.attempt) +
-               " already exists on worker " + worker_id_,
-           out);
+    Refuse(false, m.rid, key, ExistsError(key), out);
     return;
   }
   Actor& a = actors_[key];
@@ -417,17 +448,16 @@ void SimWorker::HandleActorCommand(protocol::Message message, TimeMs now,
       message.body);
   if (!AcceptOnce(rid, key, is_train, out)) return;
   auto it = actors_.find(key);
-  const std::string who = "actor for trial " + key.first + " attempt " + std::to_string(key.second);
   if (it == actors_.end()) {
-    Refuse(is_train, rid, key,
-           "no actor for trial " + key.first + " attempt " + std::to_string(key.second) +
-               " on worker " + worker_id_,
-           out);
+    Refuse(is_train, rid, key, NoActorError(key), out);
     return;
   }
   Actor& a = it->second;
   if (a.stopping) {
-    Refuse(is_train, rid, key, who + " is stopping", out);
+    Refuse(
+        is_train, rid, key,
+        "actor for trial " + key.first + " attempt " + std::to_string(key.second) + " is stopping",
+        out);
     return;
   }
   if (is_stop) {
@@ -546,13 +576,12 @@ void SimWorker::Drain(const ActorKey& key, TimeMs now, std::vector<protocol::Mes
   Actor& a = it->second;
   while (!a.queue.empty()) {
     protocol::Message& front = a.queue.front();
-    if (auto* t = std::get_if<protocol::Train>(&front.body)) {
+    if (std::holds_alternative<protocol::Train>(front.body)) {
       if (!a.step_due) {
         a.train_started = now;
         a.batch.clear();
         a.step_due = now + StepDuration();
       }
-      (void)t;
       return;  // stepping; Step() pops it when the batch is done
     }
     if (WaitsForPayload(front)) return;
@@ -597,10 +626,7 @@ void SimWorker::Drain(const ActorKey& key, TimeMs now, std::vector<protocol::Mes
       if (options_.refuse_reset) {
         Reply(reset->rid, key, true, {}, Json{{"reset", false}}, {}, /*keep=*/true, out);
       } else if (actors_.count(new_key) > 0) {
-        Refuse(false, reset->rid, key,
-               "actor for trial " + new_key.first + " attempt " + std::to_string(new_key.second) +
-                   " already exists on worker " + worker_id_,
-               out);
+        Refuse(false, reset->rid, key, ExistsError(new_key), out);
       } else {
         // The actor becomes the new key with zeroed counters; the old key's
         // unacknowledged results stay in the outbox under the old key.
@@ -614,12 +640,8 @@ void SimWorker::Drain(const ActorKey& key, TimeMs now, std::vector<protocol::Mes
         actors_.erase(it);
         CHECK(actors_.emplace(new_key, std::move(moved)).second);
         Reply(rid, new_key, true, {}, Json{{"reset", true}}, {}, /*keep=*/true, out);
-        for (const protocol::Message& later : behind) {
-          RefuseQueued(later, key,
-                       "no actor for trial " + key.first + " attempt " +
-                           std::to_string(key.second) + " on worker " + worker_id_,
-                       out);
-        }
+        for (const protocol::Message& later : behind)
+          RefuseQueued(later, key, NoActorError(key), out);
         return;
       }
     } else if (auto* stop = std::get_if<protocol::Stop>(&m.body)) {
@@ -678,9 +700,9 @@ void SimWorker::Step(const ActorKey& key, TimeMs now, std::vector<protocol::Mess
   Actor& a = it->second;
   CHECK(!a.queue.empty());
   const auto& train = std::get<protocol::Train>(a.queue.front().body);
-  // The step that ended now started when the previous one ended.
-  const double step_s =
-      static_cast<double>(options_.step_ms) / 1000.0;  // nominal: jitter only moves the clock
+  // The nominal step time goes into the result; the jitter only moves when
+  // the step ends.
+  const double step_s = static_cast<double>(options_.step_ms) / 1000.0;
   bool failed = false;
   bool batch_over = false;
   if (options_.step_failure_rate > 0 &&
@@ -721,7 +743,7 @@ void SimWorker::Step(const ActorKey& key, TimeMs now, std::vector<protocol::Mess
   entry.watermark = a.next_seq - 1;
   const uint64_t rid = train.rid;
   a.queue.pop_front();
-  Answered(rid, protocol::Message{protocol::Heartbeat{}, {}}, /*keep=*/false);
+  Answered(rid, nullptr);  // its batch is in the outbox
   auto& entries = outbox_[key];
   entries.push_back(std::move(entry));
   SendBatch(entries.back(), now, /*replay=*/false, out);

@@ -78,6 +78,9 @@ struct SimStats {
   // Milliseconds from a batch's first send to the ACK of its last result, one
   // sample per result (appended; the fleet computes percentiles).
   std::vector<float> ack_latency_ms;
+
+  // Sums the counters, merges the commands and samples, keeps the longest silence.
+  void Add(const SimStats& other);
 };
 
 class SimWorker {
@@ -176,7 +179,12 @@ class SimWorker {
   // was accepted before and so must not run again.
   bool AcceptOnce(uint64_t rid, const ActorKey& key, bool is_train,
                   std::vector<protocol::Message>& out);
-  void Answered(uint64_t rid, const protocol::Message& answer, bool keep);
+  // `rid` was answered; `kept` (if given) is sent again for a resend.
+  void Answered(uint64_t rid, const protocol::Message* kept);
+  std::string NoActorError(const ActorKey& key) const;
+  std::string ExistsError(const ActorKey& key) const;
+  // The next connection waits the backoff, which doubles up to the cap.
+  void BackOff(TimeMs now);
   void Reply(uint64_t rid, const ActorKey& key, bool ok, std::string error, Json data,
              std::string payload, bool keep, std::vector<protocol::Message>& out);
   void Refuse(bool is_train, uint64_t rid, const ActorKey& key, std::string error,
@@ -223,9 +231,10 @@ class SimWorker {
   std::deque<uint64_t> accepted_order_;  // bounded memory: the oldest are forgotten
   std::deque<protocol::Message> held_;   // replies made while unregistered
   protocol::ChunkSender chunks_out_;
-  // SAVE replies streaming in chunks, whole, by rid (to start over after a
-  // reconnect), and those a reconnect cut off, re-sent after REGISTERED.
-  std::map<uint64_t, protocol::Message> large_replies_;
+  // The headers of SAVE replies streaming in chunks, by rid (to start over
+  // after a reconnect), and the replies a reconnect cut off, with their
+  // bytes read back from the sender, re-sent after REGISTERED.
+  std::map<uint64_t, protocol::Message> large_headers_;
   std::vector<protocol::Message> interrupted_;
   protocol::ChunkAssembler chunks_in_;
   SimStats stats_;

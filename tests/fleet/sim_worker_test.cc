@@ -320,6 +320,38 @@ TEST_F(SimWorkerTest, LargeCheckpointsTravelInChunksWithCredits) {
   EXPECT_TRUE(restored[0].ok) << restored[0].error;
 }
 
+// A reconnect cuts a SAVE reply's chunks: it starts over from offset 0 after
+// REGISTERED from the same head, and is dropped for a restarted head (a new
+// epoch), which never asked for it.
+TEST_F(SimWorkerTest, AChunkedSaveCutByAReconnectStartsOverUnlessTheHeadRestarted) {
+  SimWorkerOptions o = Options();
+  o.checkpoint_bytes = 20 << 20;
+  Make(o);
+  Register(/*epoch=*/1);
+  Create(1, "t1");
+  auto first = Deliver(protocol::Save{2, "t1", 1, "persistent"});
+  ASSERT_EQ(OfKind<protocol::Reply>(first).size(), 1u);
+  const uint64_t total = OfKind<protocol::Reply>(first)[0].payload_bytes;
+  auto resent = [&](uint64_t epoch) {
+    Deliver(protocol::Disconnect{"unknown worker"});
+    return Deliver(protocol::Registered{sim_->worker_id(), kHeartbeatMs, kLiveness, epoch});
+  };
+  auto again = resent(1);
+  auto replies = OfKind<protocol::Reply>(again);
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].rid, 2u);
+  EXPECT_EQ(replies[0].payload_bytes, total);
+  auto chunks = OfKind<protocol::Chunk>(again);
+  ASSERT_FALSE(chunks.empty());
+  EXPECT_EQ(chunks[0].offset, 0u);
+  std::string payload;
+  for (const Message& m : again) {
+    if (std::holds_alternative<protocol::Chunk>(m.body)) payload += m.payload;
+  }
+  EXPECT_EQ(payload.size(), protocol::kWindowBytes);
+  EXPECT_TRUE(OfKind<protocol::Reply>(resent(2)).empty()) << "a new head never asked for it";
+}
+
 TEST_F(SimWorkerTest, ResetMovesTheActorAndStopEndsIt) {
   Make(Options());
   Register();
