@@ -79,6 +79,8 @@ Status HeadServer::Start() {
   runner_.FlushTo(batch);
   if (options_.security) RETURN_IF_ERROR(LoadWorkerKeyBindings(batch));
   if (!batch.empty()) RETURN_IF_ERROR(store_.Commit(batch));
+  // No worker is connected yet: what Load addressed to one cannot be sent.
+  before_commit_.clear();
   after_commit_.clear();
 
   if (options_.security) {
@@ -167,11 +169,13 @@ void HeadServer::SendToWorker(const WorkerId& worker_id, protocol::Message messa
   out.streamed_payload = payloads_.SplitLargeRestore(message);
   if (out.streamed_payload != nullptr) out.streamed_rid = protocol::HeaderRid(message.body);
   out.frames = protocol::Encode(message);
-  if (timing == SendTiming::kNow) {
-    SendOutgoing(out);
-  } else {
-    after_commit_.push_back(std::move(out));
-  }
+  (timing == SendTiming::kNow ? before_commit_ : after_commit_).push_back(std::move(out));
+}
+
+void HeadServer::SendQueued(std::vector<Outgoing>& queue) {
+  std::vector<Outgoing> sending;
+  sending.swap(queue);
+  for (auto& out : sending) SendOutgoing(out);
 }
 
 void HeadServer::SendOutgoing(Outgoing& out) {
@@ -387,6 +391,7 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
                 std::move(key));
     }
     new_bindings_.clear();
+    SendQueued(before_commit_);
     if (!batch.empty()) {
       Status s = CommitTurn(batch);
       if (s.code() == StatusCode::kResourceExhausted) s = WaitForSpace(batch, s, stop);
@@ -399,10 +404,10 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
       // The turn's results are durable: now they may appear in the copy.
       if (results_dir_ != nullptr) results_dir_->Flush();
     }
-    // Sending can fail a worker and queue more messages: iterate a copy.
-    std::vector<Outgoing> outgoing;
-    outgoing.swap(after_commit_);
-    for (auto& out : outgoing) SendOutgoing(out);
+    SendQueued(after_commit_);
+    // What those sends queued that need not wait (a failed worker's trials
+    // retried elsewhere) goes now, not a poll timeout later.
+    SendQueued(before_commit_);
     // After the commit that dropped their records, and after the RESTOREs
     // that stream them have opened them.
     if (checkpoint_files_ != nullptr) checkpoint_files_->RemovePending();

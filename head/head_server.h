@@ -192,6 +192,9 @@ class HeadServer final : public CommandSink {
                               const std::vector<std::string>& frames);
   // Sends an Outgoing: its frames, then starts streaming its payload if any.
   void SendOutgoing(Outgoing& out);
+  // Sends and empties `queue` (sending can fail a worker and queue more:
+  // those wait for the next call).
+  void SendQueued(std::vector<Outgoing>& queue);
   void DropStreamsOfDeadWorkers();
   // Runs `job` on the store thread, sending heartbeats while it runs; logs
   // it (as `what` of `bytes`) when it took longer than one heartbeat interval.
@@ -243,6 +246,11 @@ class HeadServer final : public CommandSink {
   std::string bound_worker_endpoint_;
   std::string bound_client_endpoint_;
 
+  // Messages that need not wait for the commit (TRAIN), sent together just
+  // before it: a burst per turn lets ZeroMQ's I/O thread move them in a few
+  // wake-ups, where one send per handled result woke it for nearly every
+  // message (a thread wake-up per result on a VM costs more than the result).
+  std::vector<Outgoing> before_commit_;
   std::vector<Outgoing> after_commit_;
   // Non-empty while a commit waits for disk space (WaitForSpace): why.
   std::string out_of_space_;
