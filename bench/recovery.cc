@@ -20,8 +20,9 @@
 //                              this directory, no root needed);
 //      crash_restart_big_wal   after appending ~240 MB of WAL (identical
 //                              rewrites of the trial records, see
-//                              AppendWalTail): what a head killed under load
-//                              leaves, up to max_total_wal_size (256 MiB).
+//                              AppendWalTail, a child killed after its last
+//                              commit): what a head killed under load
+//                              leaves, up to max_total_wal_size (64 MiB).
 //    Finally `ztune-head --check --json` (reads every record: 1 M results),
 //    page cache cold and then warm.
 //
@@ -57,8 +58,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -338,12 +341,16 @@ Json BuildStore(const std::string& data_dir, const StoreShape& shape) {
 // Grows the WAL the way a long-running head does before a crash, without
 // changing the store's content: rewrites the experiment records and the meta
 // key once (so the experiments family holds an unflushed entry from the start
-// of the tail and the WAL files cannot be dropped until max_total_wal_size,
-// 256 MiB, forces a flush), then rewrites the trial records with their own
+// of the tail and the WAL files cannot be dropped until max_total_wal_size
+// forces a flush), then rewrites the trial records with their own
 // values in synced batches until `target_mb` were written. A head keeps
 // rewriting trial records (every result updates one) and rarely touches its
-// experiment records, so a crash finds a WAL of up to ~256 MiB to replay.
-Json AppendWalTail(const std::string& data_dir, double target_mb) {
+// experiment records, so a crash finds a WAL of up to max_total_wal_size to
+// replay. Runs in a child process (AppendWalTail) that ends with _exit after
+// its last synced commit, as a head killed -9 would: a clean close flushes the
+// memtables and leaves no WAL to replay (what this benchmark measured before
+// 2026-12-04).
+Json AppendWalTailAndCrash(const std::string& data_dir, double target_mb) {
   auto t0 = Clock::now();
   auto opened = ztune::storage::RocksDbStore::Open(data_dir);
   if (!opened.ok()) return Json{{"error", "open: " + opened.status().ToString()}};
@@ -378,11 +385,38 @@ Json AppendWalTail(const std::string& data_dir, double target_mb) {
       batch.Clear();
     }
   }
-  store.reset();
+  (void)store.release();  // never closed: the child ends with _exit
   return Json{{"tail_written_mb", Mb(written)},
               {"tail_commits", commits},
-              {"tail_s", std::chrono::duration<double>(Clock::now() - t0).count()},
-              {"wal_mb_after_tail", Mb(SizeOf(data_dir).wal)}};
+              {"tail_s", std::chrono::duration<double>(Clock::now() - t0).count()}};
+}
+
+// Runs AppendWalTailAndCrash in a fresh process (this binary again, with
+// kWalTailChildFlag): a forked copy of this one would inherit RocksDB's
+// environment without its background threads, and its writes would stall on
+// the first flush the WAL bound asks for.
+constexpr const char* kWalTailChildFlag = "--wal-tail-child";
+
+Json AppendWalTail(const std::string& data_dir, double target_mb) {
+  // The binary's own path: in popen's shell, /proc/self/exe is the shell.
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) return Json{{"error", "cannot find this binary: " + ec.message()}};
+  const std::string cmd =
+      "'" + self + "' " + kWalTailChildFlag + " '" + data_dir + "' " + std::to_string(target_mb);
+  std::fflush(nullptr);
+  FILE* child = popen(cmd.c_str(), "r");
+  if (child == nullptr) return Json{{"error", "cannot start the WAL-tail child"}};
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, child)) > 0;) text.append(buf, n);
+  const int status = pclose(child);
+  Json out = Json::parse(text, nullptr, false);
+  if (status != 0 || out.is_discarded()) {
+    return Json{{"error", "the WAL-tail child failed: " + text}};
+  }
+  out["wal_mb_after_tail"] = Mb(SizeOf(data_dir).wal);
+  return out;
 }
 
 // Waits (polling every 2 ms) for the endpoints file; returns its JSON.
@@ -752,6 +786,12 @@ Json ReattachRun(int64_t heartbeat_ms, int actors, int repeats, const std::vecto
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == kWalTailChildFlag) {
+    const Json out = AppendWalTailAndCrash(argv[2], std::atof(argv[3]));
+    std::fputs(out.dump().c_str(), stdout);
+    std::fflush(stdout);
+    _exit(out.contains("error") ? 1 : 0);  // no destructors: the store is not closed
+  }
   CLI::App app{"ztune recovery benchmark: head cold start on a big store, re-attach after restart"};
   StoreShape shape;
   int actors = 200;

@@ -129,9 +129,10 @@ rocksdb::DBOptions MakeDbOptions(WalRecovery recovery) {
   o.paranoid_checks = true;
   o.max_background_jobs = 2;
   // Commits are synced WAL writes; memtables are flushed in the background.
-  // These cap memory and WAL size across the five families.
+  // These cap memory and WAL size across the five families (the WAL's bound
+  // is the restart's: see kMaxTotalWalBytes).
   o.db_write_buffer_size = 256 * kMiB;
-  o.max_total_wal_size = 256 * kMiB;
+  o.max_total_wal_size = kMaxTotalWalBytes;
   switch (recovery) {
     case WalRecovery::kStrict:
       // A torn last record (a crash mid-append, which can only belong to a
