@@ -61,7 +61,6 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -398,21 +397,16 @@ Json AppendWalTailAndCrash(const std::string& data_dir, double target_mb) {
 constexpr const char* kWalTailChildFlag = "--wal-tail-child";
 
 Json AppendWalTail(const std::string& data_dir, double target_mb) {
-  // The binary's own path: in popen's shell, /proc/self/exe is the shell.
   std::error_code ec;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   if (ec) return Json{{"error", "cannot find this binary: " + ec.message()}};
-  const std::string cmd =
-      "'" + self + "' " + kWalTailChildFlag + " '" + data_dir + "' " + std::to_string(target_mb);
-  std::fflush(nullptr);
-  FILE* child = popen(cmd.c_str(), "r");
-  if (child == nullptr) return Json{{"error", "cannot start the WAL-tail child"}};
-  std::string text;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, child)) > 0;) text.append(buf, n);
-  const int status = pclose(child);
+  const std::string out_path = data_dir + ".tail.json";
+  Proc child(self, {kWalTailChildFlag, data_dir, std::to_string(target_mb)}, data_dir + ".tail.log",
+             out_path);
+  const std::optional<int> status = child.Wait(600'000);
+  const std::string text = ztune::bench::ReadAll(out_path);
   Json out = Json::parse(text, nullptr, false);
-  if (status != 0 || out.is_discarded()) {
+  if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0 || out.is_discarded()) {
     return Json{{"error", "the WAL-tail child failed: " + text}};
   }
   out["wal_mb_after_tail"] = Mb(SizeOf(data_dir).wal);

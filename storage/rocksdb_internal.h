@@ -35,8 +35,8 @@ namespace ztune::storage::internal {
 inline constexpr uint64_t kKiB = 1024;
 inline constexpr uint64_t kMiB = 1024 * kKiB;
 
-// The WAL a crash leaves is replayed before the head serves (about 1 ms per
-// MB, and the replayed rewrites of trial records then slow the start's scan):
+// The WAL a crash leaves is replayed before the head serves (2-3 ms per MB
+// on our 2-vCPU VMs: docs/benchmarks.md, "recovery"):
 // RocksDB flushes the families holding the oldest WAL file once the WAL
 // exceeds this. The results family flushes at its own 32 MiB memtable; the
 // bound mostly makes the rarely written families (experiments, meta) and the
