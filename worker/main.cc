@@ -54,7 +54,10 @@ int main(int argc, char** argv) {
   app.add_option("--head", options.head_endpoint, "head worker endpoint, e.g. tcp://HOST:7501")
       ->required();
   app.add_option("--cpus", cpus, "CPUs to advertise (default: the machine's cores)");
-  app.add_option("--gpus", gpus, "GPUs to advertise (device ids 0..N-1)");
+  CLI::Option* gpus_flag = app.add_option(
+      "--gpus", gpus,
+      "GPUs to advertise (default: the devices CUDA_VISIBLE_DEVICES lists, else none); their "
+      "ids are CUDA_VISIBLE_DEVICES' indices when it is set (the first N), else 0..N-1");
   app.add_option("--resources", resources_json,
                  "extra resources as a JSON object, e.g. {\"memory\": 8e9, \"custom\": 4}");
   app.add_option("--name", options.name, "worker name (default: hostname-pid)");
@@ -123,10 +126,15 @@ int main(int argc, char** argv) {
   if (options.work_dir.empty()) options.work_dir = "./ztune-worker-" + options.name;
   auto extra = ParseExtraResources(resources_json);
   if (!extra.ok()) return BadFlags(extra.status().message());
-  auto resources = BuildResources(cpus, gpus, *extra);
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  auto gpu_ids =
+      GpuIds(gpus_flag->count() > 0 ? std::optional<int64_t>(gpus) : std::nullopt,
+             visible == nullptr ? std::nullopt : std::optional<std::string_view>(visible));
+  if (!gpu_ids.ok()) return BadFlags(gpu_ids.status().message());
+  options.gpu_ids = std::move(gpu_ids).value();
+  auto resources = BuildResources(cpus, static_cast<int64_t>(options.gpu_ids.size()), *extra);
   if (!resources.ok()) return BadFlags(resources.status().message());
   options.resources = *resources;
-  options.gpu_ids = GpuIds(gpus);
   if (!insecure) {
     auto keys = security::LoadCurveClientKeys(key_file, head_key);
     if (!keys.ok()) return BadFlags(keys.status().message());

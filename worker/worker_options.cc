@@ -2,13 +2,23 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <random>
 
 #include "common/json.h"
+#include "common/printable.h"
 
 namespace ztune::worker {
+namespace {
+
+// The most device ids a head accepts in a REGISTER (docs/protocol.md).
+constexpr size_t kMaxGpuDevices = 1024;
+
+}  // namespace
 
 std::string HostName() {
   char buf[256] = {};
@@ -67,9 +77,55 @@ Result<std::map<std::string, double>> BuildResources(double cpus, int64_t gpus,
   return out;
 }
 
-std::vector<int64_t> GpuIds(int64_t gpus) {
+Result<std::vector<int64_t>> GpuIds(std::optional<int64_t> gpus,
+                                    std::optional<std::string_view> visible) {
+  if (gpus && *gpus < 0) return Status::InvalidArgument("--gpus must be >= 0");
+  if (gpus && *gpus > static_cast<int64_t>(kMaxGpuDevices)) {
+    return Status::InvalidArgument("--gpus " + std::to_string(*gpus) + ": a head accepts at most " +
+                                   std::to_string(kMaxGpuDevices) + " devices per worker");
+  }
   std::vector<int64_t> ids;
-  for (int64_t i = 0; i < gpus; ++i) ids.push_back(i);
+  if (!visible || *visible == "NoDevFiles") {
+    for (int64_t i = 0; i < gpus.value_or(0); ++i) ids.push_back(i);
+    return ids;
+  }
+  const std::string shown = "CUDA_VISIBLE_DEVICES='" + EscapeForLog(*visible) + "'";
+  std::string_view rest = *visible == "-1" ? std::string_view() : *visible;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    std::string_view entry = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    while (!entry.empty() && std::isspace(static_cast<unsigned char>(entry.front()))) {
+      entry.remove_prefix(1);
+    }
+    while (!entry.empty() && std::isspace(static_cast<unsigned char>(entry.back()))) {
+      entry.remove_suffix(1);
+    }
+    if (entry.empty() || entry.size() > 9 ||
+        entry.find_first_not_of("0123456789") != std::string_view::npos) {
+      return Status::InvalidArgument(
+          shown + ": '" + EscapeForLog(entry) +
+          "' is not a device index (ztune hands GPUs to trials by index; list indices, or "
+          "unset it and pass --gpus N for devices 0..N-1)");
+    }
+    int64_t id = 0;
+    std::from_chars(entry.data(), entry.data() + entry.size(), id);
+    if (std::find(ids.begin(), ids.end(), id) != ids.end()) {
+      return Status::InvalidArgument(shown + " lists device " + std::to_string(id) + " twice");
+    }
+    ids.push_back(id);
+  }
+  if (gpus && *gpus > static_cast<int64_t>(ids.size())) {
+    return Status::InvalidArgument("--gpus " + std::to_string(*gpus) + " but " + shown +
+                                   " leaves this worker " + std::to_string(ids.size()) +
+                                   " device(s)");
+  }
+  if (gpus) ids.resize(static_cast<size_t>(*gpus));
+  if (ids.size() > kMaxGpuDevices) {
+    return Status::InvalidArgument(shown + " lists " + std::to_string(ids.size()) +
+                                   " devices: a head accepts at most " +
+                                   std::to_string(kMaxGpuDevices) + " per worker");
+  }
   return ids;
 }
 

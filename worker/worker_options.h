@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/security/curve_socket.h"
@@ -67,8 +68,18 @@ Result<std::map<std::string, double>> ParseExtraResources(const std::string& jso
 Result<std::map<std::string, double>> BuildResources(double cpus, int64_t gpus,
                                                      const std::map<std::string, double>& extra);
 
-// 0 .. gpus-1.
-std::vector<int64_t> GpuIds(int64_t gpus);
+// The device ids behind GPU. `gpus` is --gpus (nullopt when not given),
+// `visible` the worker's own CUDA_VISIBLE_DEVICES (nullopt when unset).
+// Unset, or Slurm's "NoDevFiles" (a GRES without device files): 0 .. gpus-1,
+// none without --gpus. Otherwise the devices this process may use, as Ray
+// reads them (a Slurm step or a job script sets them, and on a shared node
+// they need not start at 0): comma-separated
+// indices, "" and "-1" listing none; all of them, or the first `gpus` when
+// --gpus is given. InvalidArgument for a negative --gpus, more --gpus than
+// listed devices, and an entry that is not an index (a UUID: ids are
+// handed to trials as indices) or repeats.
+Result<std::vector<int64_t>> GpuIds(std::optional<int64_t> gpus,
+                                    std::optional<std::string_view> visible);
 
 // Checks ranges (heartbeat_ms >= 1, liveness >= 1, max_backoff_ms >= 1,
 // non-empty endpoint and name). InvalidArgument naming the field.

@@ -113,8 +113,10 @@ Status WorkerRuntime::Loop() {
   link_ = Link::kDisconnected;
   std::string names;
   for (const auto& n : HostedTrainables()) names += (names.empty() ? "" : ", ") + n;
-  spdlog::info("worker {} starting: head {}, trainables [{}], work dir {}", options_.worker_id,
-               options_.head_endpoint, names, options_.work_dir);
+  std::string gpus;
+  for (int64_t id : options_.gpu_ids) gpus += (gpus.empty() ? "" : ",") + std::to_string(id);
+  spdlog::info("worker {} starting: head {}, trainables [{}], GPU devices [{}], work dir {}",
+               options_.worker_id, options_.head_endpoint, names, gpus, options_.work_dir);
   while (!shutdown_.load()) {
     Poll(PollTimeoutMs(clock_.NowMs()));
     // Input before timers: a head message already waiting refreshes liveness,

@@ -62,12 +62,17 @@ class LocalCluster {
     client_endpoint_ = e["client_endpoint"];
   }
 
-  void StartWorker(const std::string& name, int cpus, const std::vector<std::string>& extra = {}) {
-    StartWorkerAt(worker_endpoint_, name, cpus, extra);
+  // `env`: changes to the worker's environment (Process). A worker sees no
+  // CUDA_VISIBLE_DEVICES unless `env` sets it: a machine's own must not
+  // change which devices the tests' workers advertise.
+  void StartWorker(const std::string& name, int cpus, const std::vector<std::string>& extra = {},
+                   const std::vector<std::string>& env = {}) {
+    StartWorkerAt(worker_endpoint_, name, cpus, extra, env);
   }
   // A worker that reaches the head through `head_endpoint` (a proxy).
   void StartWorkerAt(const std::string& head_endpoint, const std::string& name, int cpus,
-                     const std::vector<std::string>& extra = {}) {
+                     const std::vector<std::string>& extra = {},
+                     const std::vector<std::string>& env = {}) {
     std::vector<std::string> args = {"--head", head_endpoint, "--cpus", std::to_string(cpus),
                                      "--name", name, "--work-dir", dir_ + "/work-" + name,
                                      "--heartbeat-ms", std::to_string(timing_.heartbeat_ms),
@@ -81,8 +86,10 @@ class LocalCluster {
       args.push_back(keys_.head_public_file());
     }
     args.insert(args.end(), extra.begin(), extra.end());
-    workers_.push_back(std::make_unique<Process>(ZTUNE_WORKER_BIN, args,
-                                                 dir_ + "/logs/worker-" + name + ".log"));
+    std::vector<std::string> worker_env = {"CUDA_VISIBLE_DEVICES"};
+    worker_env.insert(worker_env.end(), env.begin(), env.end());
+    workers_.push_back(std::make_unique<Process>(
+        ZTUNE_WORKER_BIN, args, dir_ + "/logs/worker-" + name + ".log", worker_env));
   }
 
   Process& head() { return *head_; }

@@ -24,12 +24,28 @@
 
 namespace ztune::e2e {
 
-// A child process whose stdout/stderr go to `log_path`. Killed (SIGKILL) on
-// destruction if still running.
+// A child process whose stdout/stderr go to `log_path`, with this process's
+// environment changed by `env`: a NAME=VALUE entry adds or replaces, a bare
+// NAME removes. Killed (SIGKILL) on destruction if still running.
 class Process {
  public:
   Process(const std::string& binary, const std::vector<std::string>& args,
-          const std::string& log_path) {
+          const std::string& log_path, const std::vector<std::string>& env = {}) {
+    // Built before fork: the child only execs.
+    auto name_of = [](const std::string& var) { return var.substr(0, var.find('=')); };
+    std::vector<std::string> vars;
+    for (const auto& v : env) {
+      if (v.find('=') != std::string::npos) vars.push_back(v);
+    }
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string var = *e;
+      bool changed = false;
+      for (const auto& v : env) changed |= name_of(v) == name_of(var);
+      if (!changed) vars.push_back(var);
+    }
+    std::vector<char*> envp;
+    for (auto& v : vars) envp.push_back(v.data());
+    envp.push_back(nullptr);
     pid_ = fork();
     if (pid_ == 0) {
       FILE* log = std::fopen(log_path.c_str(), "a");
@@ -42,8 +58,8 @@ class Process {
       argv.push_back(const_cast<char*>(binary.c_str()));
       for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
-      execv(binary.c_str(), argv.data());
-      std::perror("execv");
+      execve(binary.c_str(), argv.data(), envp.data());
+      std::perror("execve");
       _exit(127);
     }
   }

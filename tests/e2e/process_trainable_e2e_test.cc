@@ -951,6 +951,30 @@ TEST_F(ProcessTrainableE2ETest, TrialsArePlacedOnlyOnWorkersHostingTheirTrainabl
 // ---------------------------------------------------------------------------
 // 8. GPUs.
 
+// Trials that run until stopped: each trial's CUDA_VISIBLE_DEVICES, read once
+// all `n` of them are RUNNING with a result in one snapshot (so that they
+// held their GPUs together).
+std::map<std::string, std::string> DevicesWhenAllRunning(LocalCluster& cluster,
+                                                         const std::string& exp, size_t n) {
+  std::map<std::string, std::string> devices;
+  std::map<std::string, Json> snapshot;
+  bool ok = WaitFor(
+      [&] {
+        snapshot = Snapshot(cluster, exp);
+        devices.clear();
+        for (auto& [id, t] : snapshot) {
+          if (StatusOf(t) != "RUNNING" || !t["last_result"].is_object()) return false;
+          const Json& v = t["last_result"]["cuda_visible_devices"];
+          if (!v.is_string()) return false;
+          devices[id] = v.get<std::string>();
+        }
+        return snapshot.size() == n;
+      },
+      seconds(20));
+  EXPECT_TRUE(ok) << Json(snapshot).dump(2) << cluster.Logs();
+  return devices;
+}
+
 // A worker with --gpus 2 -> two concurrent {CPU 1, GPU 1} trials see disjoint
 // CUDA_VISIBLE_DEVICES "0" and "1"; four concurrent {GPU 0.5} trials share the
 // devices two by two; a CPU-only trial sees an empty (set) variable.
@@ -961,26 +985,8 @@ TEST_F(ProcessTrainableE2ETest, TrialsSeeTheirBundlesGpusInCudaVisibleDevices) {
   ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
   EXPECT_EQ(Workers(cluster)["g"]["gpu_ids"], Json::array({0, 1}));
 
-  // Trials that run until stopped; the devices are read once all of them are
-  // RUNNING with a result in one snapshot (so they held their GPUs together).
   auto devices_when_all_running = [&](const std::string& exp, size_t n) {
-    std::map<std::string, std::string> devices;
-    std::map<std::string, Json> snapshot;
-    bool ok = WaitFor(
-        [&] {
-          snapshot = Snapshot(cluster, exp);
-          devices.clear();
-          for (auto& [id, t] : snapshot) {
-            if (StatusOf(t) != "RUNNING" || !t["last_result"].is_object()) return false;
-            const Json& v = t["last_result"]["cuda_visible_devices"];
-            if (!v.is_string()) return false;
-            devices[id] = v.get<std::string>();
-          }
-          return snapshot.size() == n;
-        },
-        seconds(20));
-    EXPECT_TRUE(ok) << Json(snapshot).dump(2) << cluster.Logs();
-    return devices;
+    return DevicesWhenAllRunning(cluster, exp, n);
   };
 
   std::string whole = SubmitSpec(cluster, R"({"trainable": "gpu_report",
@@ -1023,6 +1029,36 @@ TEST_F(ProcessTrainableE2ETest, TrialsSeeTheirBundlesGpusInCudaVisibleDevices) {
     EXPECT_EQ(r["cuda_visible_devices"], "") << "set and empty, as Ray: " << r.dump();
   }
   EXPECT_EQ(results[1]["done"], true);
+  ExpectNoProcessLeft(cluster);
+}
+
+// A worker started where CUDA_VISIBLE_DEVICES is set (a Slurm step or a
+// container on a shared machine, given devices 5 and 7) advertises those
+// devices, and its trials get them, never 0 or 1, which belong to someone
+// else; --gpus N takes the first N of them.
+TEST_F(ProcessTrainableE2ETest, WorkersHandOutTheDevicesTheirCudaVisibleDevicesLists) {
+  ProcessCluster cluster("proc-gpu-env");
+  cluster.StartHead();
+  cluster.StartWorker("g", 4, Hosting(cluster), {"CUDA_VISIBLE_DEVICES=5,7"});
+  cluster.StartWorker("h", 4, Hosting(cluster, 0.5, {"--gpus", "1"}), {"CUDA_VISIBLE_DEVICES=3,2"});
+  ASSERT_TRUE(cluster.WaitForWorkers(2)) << cluster.Logs();
+  Json workers = Workers(cluster);
+  EXPECT_EQ(workers["g"]["gpu_ids"], Json::array({5, 7})) << workers.dump();
+  EXPECT_EQ(workers["g"]["resources_total"]["GPU"], 2) << workers.dump();
+  EXPECT_EQ(workers["h"]["gpu_ids"], Json::array({3})) << workers.dump();
+
+  std::string exp = SubmitSpec(cluster, R"({"trainable": "gpu_report",
+      "param_space": {"steps": 1000000000}, "num_samples": 3,
+      "stop": {"training_iteration": 1000000000},
+      "resources": {"bundles": [{"CPU": 1, "GPU": 1}]}})",
+                               "env");
+  ASSERT_FALSE(exp.empty());
+  auto devices = DevicesWhenAllRunning(cluster, exp, 3);
+  std::multiset<std::string> seen;
+  for (auto& [id, d] : devices) seen.insert(d);
+  EXPECT_EQ(seen, (std::multiset<std::string>{"3", "5", "7"})) << Json(devices).dump();
+  ASSERT_EQ(cluster.Cli("stop " + exp).exit_code, 0);
+  ASSERT_TRUE(WaitFinished(cluster, exp)) << Diagnostics(cluster, exp);
   ExpectNoProcessLeft(cluster);
 }
 

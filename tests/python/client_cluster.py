@@ -106,13 +106,13 @@ class LocalCluster:
 
     # ---- processes ----
 
-    def _spawn(self, args, log_name):
+    def _spawn(self, args, log_name, env=None):
         log = open(os.path.join(self.logs_dir, log_name), "ab")
         try:
             # Its own session, so the cleanup can end it and anything it
             # spawned by its process group id.
             proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+                                    stdin=subprocess.DEVNULL, start_new_session=True, env=env)
         finally:
             log.close()
         self._procs.append(proc)
@@ -185,7 +185,10 @@ class LocalCluster:
         else:
             args += ["--key", self.worker_key, "--head-key", self.head_pub_file]
         args += extra
-        return self._spawn(args, f"worker-{name}.log")
+        # The machine's own CUDA_VISIBLE_DEVICES would change which GPUs the
+        # workers advertise (docs/deploy.md).
+        env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+        return self._spawn(args, f"worker-{name}.log", env)
 
     def logs(self, tail=6000):
         """Every log's tail, for failure messages."""

@@ -6,9 +6,12 @@ result; then requeues a running job and checks that it resumes the same
 experiment from the head's data instead of starting again."""
 
 import csv
+import json
 import os
+import re
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import textwrap
@@ -53,7 +56,14 @@ class SlurmTest(unittest.TestCase):
                         f"--pid-file={d}/munge/munged.pid", f"--log-file={d}/munge/munged.log",
                         f"--seed-file={d}/munge/munged.seed"], check=True, timeout=30)
         cls.addClassCleanup(cls._stop_pidfile, os.path.join(d, "munge", "munged.pid"))
-        node = socket.gethostname().split(".")[0]
+        # Four stand-in GPUs: Slurm wants character devices but never opens them
+        # (no device cgroup here), so jobs get indices and CUDA_VISIBLE_DEVICES as
+        # on a real GPU node. They are /dev/null, zero, full and urandom.
+        os.makedirs(os.path.join(d, "dev"))
+        for i, minor in enumerate((3, 5, 7, 9)):
+            os.mknod(os.path.join(d, "dev", f"nvidia{i}"), 0o600 | stat.S_IFCHR,
+                     os.makedev(1, minor))
+        cls.node = node = socket.gethostname().split(".")[0]
         cls.conf = os.path.join(d, "slurm.conf")
         with open(cls.conf, "w") as f:
             f.write(textwrap.dedent(f"""\
@@ -81,9 +91,12 @@ class SlurmTest(unittest.TestCase):
                 MpiDefault=none
                 ReturnToService=2
                 SchedulerType=sched/builtin
-                NodeName={node} NodeAddr=127.0.0.1 CPUs={os.cpu_count()} State=UNKNOWN
+                GresTypes=gpu
+                NodeName={node} NodeAddr=127.0.0.1 CPUs={os.cpu_count()} Gres=gpu:4 State=UNKNOWN
                 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
                 """))
+        with open(os.path.join(d, "gres.conf"), "w") as f:
+            f.write(f"NodeName={node} Name=gpu File={d}/dev/nvidia[0-3]\n")
         cls.env = dict(os.environ, SLURM_CONF=cls.conf, ZTUNE_BUILD_DIR=client_cluster.BUILD_DIR)
         for daemon in ("slurmctld", "slurmd"):
             log = open(os.path.join(d, "log", daemon + ".out"), "wb")
@@ -172,6 +185,59 @@ class SlurmTest(unittest.TestCase):
         self.assertEqual(len(rows), 30)
         self.assertEqual(sorted({r["trial_id"] for r in rows}), [f"{exp}_{i:05d}" for i in range(3)])
         self.assertTrue(os.path.getsize(os.path.join(self.state, f"{exp}.html")) > 10000)
+
+    def gres_indices(self, job):
+        """The GPU indices Slurm gave `job` ("gpu:2(IDX:0-1)" -> {0, 1})."""
+        out = subprocess.run(["scontrol", "-d", "show", "job", job], capture_output=True,
+                             text=True, env=self.env, timeout=30).stdout
+        match = re.search(r"GRES=gpu(?::\w+)?:\d+\(IDX:([0-9,-]+)\)", out)
+        if match is None:
+            return None
+        indices = set()
+        for part in match.group(1).split(","):
+            first, _, last = part.partition("-")
+            indices.update(range(int(first), int(last or first) + 1))
+        return indices
+
+    def test_trials_get_the_gpus_slurm_gave_the_job(self):
+        # Another job holds two of the node's four GPUs; ours gets the other two, which
+        # are not 0 and 1: its trials must see those two, one each at a time.
+        holder = subprocess.run(["sbatch", "--parsable", "--gres=gpu:2", "--cpus-per-task=1",
+                                 f"--output={self.state}/holder-%j.out", "--wrap", "sleep 600"],
+                                capture_output=True, text=True, env=self.env, timeout=60)
+        self.assertEqual(holder.returncode, 0, holder.stderr)
+        holder_job = holder.stdout.strip().split(";")[0]
+        self.addCleanup(subprocess.run, ["scancel", holder_job], env=self.env, timeout=60)
+        held = []
+        self.assertTrue(wait_for(lambda: held.append(self.gres_indices(holder_job)) or held[-1],
+                                 60, 0.2), self._logs())
+        ours = {0, 1, 2, 3} - held[-1]
+
+        trainables = os.path.join(self.state, "trainables.json")
+        with open(trainables, "w") as f:
+            json.dump({"gpu_report": {
+                "argv": ["/usr/bin/python3",
+                         os.path.join(REPO, "tests", "python", "trainables", "gpu_report.py")],
+                "env": {"PYTHONPATH": os.path.join(REPO, "python")}}}, f)
+        spec = os.path.join(self.state, "spec.json")
+        with open(spec, "w") as f:
+            json.dump({"name": "gpus", "trainable": "gpu_report", "num_samples": 4,
+                       "param_space": {"steps": 3}, "stop": {"training_iteration": 3},
+                       "resources": {"bundles": [{"GPU": 1}]}}, f)
+        self.env["ZTUNE_SPEC"] = spec
+        self.env["ZTUNE_WORKER_ARGS"] = f"--trainables {trainables}"
+        # Not --exclusive (the script's default): the node is shared with the holder.
+        out = self.sbatch("--wait", "--oversubscribe", "--gres=gpu:2", "--cpus-per-task=1")
+        job = out.stdout.strip().split(";")[0]
+        self.assertEqual(out.returncode, 0, out.stderr + self.job_output(job) + self._logs())
+        self.assertIn("TERMINATED \u2014 4 trials: 4 TERMINATED", self.job_output(job))
+        rows = self.rows(self.experiment())
+        self.assertEqual(len(rows), 12)
+        with open(os.path.join(self.state, "logs", f"worker-{self.node}.log")) as f:
+            worker_log = f.read()
+        self.assertIn("GPU devices [%s]" % ",".join(str(i) for i in sorted(ours)), worker_log)
+        for r in rows:
+            self.assertIn(r["cuda_visible_devices"], {str(i) for i in ours}, r)
 
     def test_a_requeued_job_resumes_its_experiment(self):
         # 3 trials of 300 steps of 10 ms: the requeue lands mid-run.

@@ -39,8 +39,61 @@ TEST(WorkerOptionsTest, BuildsResourcesAndGpuIds) {
   EXPECT_EQ(r->count("GPU"), 0u);
   EXPECT_FALSE(BuildResources(-1, 0, {}).ok());
   EXPECT_FALSE(BuildResources(1, -1, {}).ok());
-  EXPECT_EQ(GpuIds(3), (std::vector<int64_t>{0, 1, 2}));
-  EXPECT_TRUE(GpuIds(0).empty());
+}
+
+using Ids = std::vector<int64_t>;
+
+TEST(WorkerOptionsTest, GpuIdsAreZeroToNWithoutCudaVisibleDevices) {
+  for (std::optional<std::string_view> visible :
+       {std::optional<std::string_view>(), std::optional<std::string_view>("NoDevFiles")}) {
+    EXPECT_EQ(*GpuIds(3, visible), (Ids{0, 1, 2}));
+    EXPECT_EQ(GpuIds(1024, visible)->size(), 1024u);
+    EXPECT_EQ(*GpuIds(0, visible), Ids{});
+    EXPECT_EQ(*GpuIds(std::nullopt, visible), Ids{});  // no --gpus: none
+    EXPECT_FALSE(GpuIds(-1, visible).ok());
+  }
+}
+
+// A Slurm step on a shared node gets, say, devices 2 and 3: trials must use
+// those, not 0 and 1 (another job's).
+TEST(WorkerOptionsTest, GpuIdsAreTheDevicesCudaVisibleDevicesLists) {
+  EXPECT_EQ(*GpuIds(std::nullopt, "2,3"), (Ids{2, 3}));
+  EXPECT_EQ(*GpuIds(2, "2,3"), (Ids{2, 3}));
+  EXPECT_EQ(*GpuIds(1, "5, 7"), Ids{5});  // --gpus takes the first N
+  EXPECT_EQ(*GpuIds(0, "5,7"), Ids{});
+  EXPECT_EQ(*GpuIds(std::nullopt, " 0 "), Ids{0});
+  EXPECT_EQ(*GpuIds(std::nullopt, ""), Ids{});  // set but empty: no device
+  EXPECT_EQ(*GpuIds(std::nullopt, "-1"), Ids{});
+  EXPECT_EQ(*GpuIds(0, "-1"), Ids{});
+}
+
+TEST(WorkerOptionsTest, GpuIdsRefuseWhatCannotBeHandedOutWithAClearMessage) {
+  std::string many = "0";
+  for (int i = 1; i <= 1024; ++i) many += "," + std::to_string(i);
+  struct Case {
+    std::optional<int64_t> gpus;
+    const char* visible;
+    const char* mentions;
+  };
+  for (const Case& c :
+       {Case{4, "0,1", "--gpus 4 but CUDA_VISIBLE_DEVICES='0,1' leaves this worker 2 device(s)"},
+        Case{1, "", "--gpus 1 but CUDA_VISIBLE_DEVICES='' leaves this worker 0 device(s)"},
+        Case{std::nullopt, "GPU-8f6a2c1e-1b2b-4c1f-9d3e-000000000000", "is not a device index"},
+        Case{std::nullopt, "0,,1", "'' is not a device index"},
+        Case{std::nullopt, "0,x", "'x' is not a device index"},
+        Case{std::nullopt, "1,-1", "'-1' is not a device index"},
+        Case{std::nullopt, "12345678901", "is not a device index"},
+        Case{std::nullopt, "\x1b[2J", "\\x1b[2J"},
+        Case{std::nullopt, "3,1,3", "lists device 3 twice"}, Case{-2, "0", "--gpus must be >= 0"},
+        Case{1025, nullptr, "--gpus 1025: a head accepts at most 1024 devices per worker"},
+        Case{int64_t{1} << 40, nullptr, "a head accepts at most 1024"},
+        Case{std::nullopt, many.c_str(), "lists 1025 devices: a head accepts at most 1024"}}) {
+    auto r = GpuIds(
+        c.gpus, c.visible == nullptr ? std::nullopt : std::optional<std::string_view>(c.visible));
+    ASSERT_FALSE(r.ok()) << (c.visible == nullptr ? "unset" : c.visible);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.mentions), std::string::npos) << r.status().message();
+  }
 }
 
 TEST(WorkerOptionsTest, MakesIdsAndNames) {
