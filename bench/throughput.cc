@@ -23,10 +23,16 @@
 //
 // --security curve,insecure runs every shape with CURVE (keys made as an
 // operator makes them, tests/fakes/cluster_keys.h) and with plain TCP, one
-// after the other per shape, so that both see the same machine state.
+// after the other per shape, so that both see the same machine state. The
+// same for --limits on,off (the head's budgets per connection) and
+// --results-dir off,on (the head also writes Ray's layout of every result,
+// docs/results-dir.md, into the run's temp dir; its size is reported).
+// --rounds N repeats the whole set N times, so that alternated variants
+// meet the machine in turns.
 //
 //   throughput [--shapes 100x100,1000x10,10000x1] [--cpus-per-worker 16] [--buffer 1]
-//              [--security curve,insecure] [--latency]
+//              [--security curve,insecure] [--limits on,off] [--results-dir off,on]
+//              [--rounds 1] [--latency]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -76,9 +82,21 @@ Json StepCycles(ztune::client::HeadClient& client, const std::string& trial_id) 
               {"mean_us", sum / us.size()}};
 }
 
-// `limits`: the head's default budgets per connection, or none (all flags 0).
-Json RunShape(const Shape& shape, int cpus_per_worker, int64_t buffer, bool curve, bool limits,
-              bool latency) {
+// One run's head and workers.
+struct RunOptions {
+  int cpus_per_worker = 16;
+  int64_t buffer = 1;
+  bool curve = true;
+  bool limits = true;  // the head's default budgets per connection, else none (all flags 0)
+  bool results_dir = false;
+  bool latency = false;
+};
+
+Json RunShape(const Shape& shape, const RunOptions& o) {
+  const int cpus_per_worker = o.cpus_per_worker;
+  const int64_t buffer = o.buffer;
+  const bool curve = o.curve;
+  const bool latency = o.latency;
   std::string dir = ztune::bench::MakeTempDir("throughput");
   std::string endpoints = dir + "/endpoints.json";
   std::optional<ztune::testing::ClusterKeys> keys;
@@ -95,7 +113,11 @@ Json RunShape(const Shape& shape, int cpus_per_worker, int64_t buffer, bool curv
   } else {
     head_args.push_back("--insecure");
   }
-  if (!limits) {
+  if (o.results_dir) {
+    head_args.push_back("--results-dir");
+    head_args.push_back(dir + "/results");
+  }
+  if (!o.limits) {
     for (const char* flag : {"--worker-messages-per-s", "--worker-mib-per-s",
                              "--client-requests-per-s", "--client-mib-per-s"}) {
       head_args.push_back(flag);
@@ -160,7 +182,8 @@ Json RunShape(const Shape& shape, int cpus_per_worker, int64_t buffer, bool curv
            {"iterations", shape.iterations},
            {"results", results},
            {"buffer_length", buffer},
-           {"limits", limits ? "on" : "off"},
+           {"limits", o.limits ? "on" : "off"},
+           {"results_dir", o.results_dir ? "on" : "off"},
            {"concurrent_trials", 2 * cpus_per_worker},
            {"seconds", seconds},
            {"results_per_s", results / seconds},
@@ -174,6 +197,13 @@ Json RunShape(const Shape& shape, int cpus_per_worker, int64_t buffer, bool curv
   if (latency) out["step_cycle"] = StepCycles(client, exp + "_00000");
   workers.clear();
   head.Stop();
+  if (o.results_dir) {
+    uintmax_t bytes = 0;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir + "/results")) {
+      if (e.is_regular_file()) bytes += e.file_size();
+    }
+    out["results_dir_bytes"] = bytes;
+  }
   std::filesystem::remove_all(dir);
   return out;
 }
@@ -200,6 +230,17 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  std::vector<std::string> results_dir = {"off"};
+  app.add_option("--results-dir", results_dir,
+                 "the head's --results-dir: off, on (into the run's temp dir), or both "
+                 "(alternated)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  int rounds = 1;
+  app.add_option("--rounds", rounds, "repeat every run this many times, round by round")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   bool latency = false;
   app.add_flag("--latency", latency,
                "also measure the step cycle (p50/p99 us; shapes of one trial only)");
@@ -221,12 +262,19 @@ int main(int argc, char** argv) {
     }
   }
   Json runs = Json::array();
-  for (int64_t b : buffers) {
-    for (const auto& s : shapes) {
-      for (const auto& mode : security) {
-        for (const auto& limit : limits) {
-          runs.push_back(
-              RunShape(s, cpus_per_worker, b, mode == "curve", limit == "on", latency));
+  for (int round = 1; round <= rounds; ++round) {
+    for (int64_t b : buffers) {
+      for (const auto& s : shapes) {
+        for (const auto& mode : security) {
+          for (const auto& limit : limits) {
+            for (const auto& files : results_dir) {
+              RunOptions o{cpus_per_worker, b,      mode == "curve", limit == "on",
+                           files == "on",   latency};
+              Json run = RunShape(s, o);
+              run["round"] = round;
+              runs.push_back(std::move(run));
+            }
+          }
         }
       }
     }

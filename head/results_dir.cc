@@ -145,15 +145,16 @@ Status ResultsDir::WriteTrial(const Pending& p) {
     // and the header a previous head wrote; later turns only append.
     namespace fs = std::filesystem;
     std::error_code ec;
-    fs::create_directories(p.dir, ec);
+    // A directory made now holds nothing yet: no look for earlier files.
+    const bool made = fs::create_directories(p.dir, ec);
     if (ec) return Status::IOError("cannot create " + p.dir + ": " + ec.message());
     const std::string params = p.dir + "/params.json";
-    if (!fs::exists(params, ec)) {
+    if (made || !fs::exists(params, ec)) {
       std::ofstream out(params, std::ios::trunc);
       out << p.config.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
       if (!out) return Status::IOError("cannot write " + params);
     }
-    known = headers_.emplace(p.dir, ReadHeader(progress)).first;
+    known = headers_.emplace(p.dir, made ? std::vector<std::string>() : ReadHeader(progress)).first;
   }
   // Kept only once the lines that hold it are written.
   std::vector<std::string> header = known->second;
@@ -189,14 +190,8 @@ Status ResultsDir::WriteTrial(const Pending& p) {
     }
     csv_lines += CsvLine(fields);
   }
-  auto append = [](const std::string& path, const std::string& text) -> Status {
-    std::ofstream out(path, std::ios::app | std::ios::binary);
-    out << text;
-    out.flush();
-    return out ? Status::Ok() : Status::IOError("cannot append to " + path);
-  };
-  RETURN_IF_ERROR(append(p.dir + "/result.json", json_lines));
-  RETURN_IF_ERROR(append(progress, csv_lines));
+  RETURN_IF_ERROR(files_.Append(p.dir + "/result.json", json_lines));
+  RETURN_IF_ERROR(files_.Append(progress, csv_lines));
   known->second = std::move(header);
   return Status::Ok();
 }

@@ -26,6 +26,7 @@
 #include "common/json.h"
 #include "common/rate_limited_warning.h"
 #include "common/status.h"
+#include "head/append_file_cache.h"
 
 namespace ztune::head {
 
@@ -62,6 +63,9 @@ class ResultsDir {
   // head's life, with each one's progress.csv header once known (read back
   // from the file after a head restart; empty until the first result).
   std::map<std::string, std::vector<std::string>> headers_;
+  // result.json and progress.csv of the trials that wrote lately: two files
+  // per trial, so 128 trials append without opening a file.
+  AppendFileCache files_{256};
   SteadyClock clock_;
   RateLimitedWarning warnings_{clock_, 10'000};
 };
