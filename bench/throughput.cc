@@ -268,8 +268,13 @@ int main(int argc, char** argv) {
         for (const auto& mode : security) {
           for (const auto& limit : limits) {
             for (const auto& files : results_dir) {
-              RunOptions o{cpus_per_worker, b,      mode == "curve", limit == "on",
-                           files == "on",   latency};
+              RunOptions o;
+              o.cpus_per_worker = cpus_per_worker;
+              o.buffer = b;
+              o.curve = mode == "curve";
+              o.limits = limit == "on";
+              o.results_dir = files == "on";
+              o.latency = latency;
               Json run = RunShape(s, o);
               run["round"] = round;
               runs.push_back(std::move(run));

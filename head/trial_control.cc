@@ -40,6 +40,7 @@ Result<Json> TrialControl::Submit(const Json& spec_json, const ExperimentOwner& 
       return Status::InvalidArgument("spec.trainable: no registered worker hosts trainable '" +
                                      spec->trainable + "' (workers offer: " + offered + ")");
     }
+    RETURN_IF_ERROR(p_.registry.CheckExports(spec->trainable, spec->export_formats));
     RETURN_IF_ERROR(p_.ledger.CheckFeasible(spec->resources));
   }
   // Trials are generated lazily (GenerateTrials), but each one ends as a

@@ -13,6 +13,20 @@ Result<ResourceSet> WorkerRegistry::CheckOffer(const protocol::Register& r) {
     return Status::InvalidArgument("gpu_ids must be distinct, >= 0 and at most " +
                                    std::to_string(kMaxGpuIds));
   }
+  size_t formats = 0;
+  for (const auto& e : r.export_formats) {
+    formats += e.formats.size();
+    for (const auto& f : e.formats) {
+      if (f.empty() || f.size() > kMaxExportFormatBytes) {
+        return Status::InvalidArgument("export format names must be 1 to " +
+                                       std::to_string(kMaxExportFormatBytes) + " bytes");
+      }
+    }
+  }
+  if (formats > kMaxExportFormats) {
+    return Status::InvalidArgument("more than " + std::to_string(kMaxExportFormats) +
+                                   " export formats");
+  }
   return offered;
 }
 
@@ -28,6 +42,10 @@ bool WorkerRegistry::Register(const protocol::Register& r) {
   w.total = ResourceSet::FromDoubles(r.resources);
   w.gpu_ids = r.gpu_ids;
   w.trainables = std::set<std::string>(r.trainables.begin(), r.trainables.end());
+  w.export_formats.clear();
+  for (const auto& e : r.export_formats) {
+    w.export_formats[e.trainable].insert(e.formats.begin(), e.formats.end());
+  }
   w.last_seen = clock_.NowMs();
   w.alive = true;
   return fresh;
@@ -112,6 +130,30 @@ bool WorkerRegistry::AnyHosts(const std::string& trainable, std::string* offered
     for (const auto& t : all) *offered += (offered->empty() ? "" : ", ") + t;
   }
   return false;
+}
+
+Status WorkerRegistry::CheckExports(const std::string& trainable,
+                                    const std::vector<std::string>& formats) const {
+  if (formats.empty()) return Status::Ok();
+  std::set<std::string> declared;
+  bool hosted = false;
+  for (const auto& [id, w] : workers_) {
+    if (!w.alive || !w.trainables.count(trainable)) continue;
+    hosted = true;
+    auto it = w.export_formats.find(trainable);
+    if (it == w.export_formats.end()) return Status::Ok();  // undeclared: may export anything
+    declared.insert(it->second.begin(), it->second.end());
+  }
+  if (!hosted) return Status::Ok();
+  for (const std::string& f : formats) {
+    if (declared.count(f)) continue;
+    std::string known;
+    for (const auto& d : declared) known += (known.empty() ? "" : ", ") + d;
+    return Status::InvalidArgument(
+        "spec.export_formats: trainable '" + trainable + "' cannot export '" + f + "' (" +
+        (known.empty() ? "it exports nothing" : "its workers export: " + known) + ")");
+  }
+  return Status::Ok();
 }
 
 }  // namespace ztune::head

@@ -28,6 +28,9 @@ struct WorkerInfo {
   ResourceSet total;
   std::vector<int64_t> gpu_ids;
   std::set<std::string> trainables;
+  // The export formats of the trainables that declare them (REGISTER's
+  // export_formats); a hosted trainable absent here may export anything.
+  std::map<std::string, std::set<std::string>> export_formats;
   TimeMs last_seen = 0;
   bool alive = false;
 };
@@ -38,9 +41,15 @@ class WorkerRegistry {
 
   // Device ids one worker may report (more than any machine has).
   static constexpr size_t kMaxGpuIds = 1024;
+  // Export format names one worker may declare, over all its trainables, and
+  // the longest name.
+  static constexpr size_t kMaxExportFormats = 4096;
+  static constexpr size_t kMaxExportFormatBytes = 128;
   // What a REGISTER offers, checked before anything is recorded: amounts
   // finite, non-negative and within ResourceSet's maximum; gpu_ids distinct,
-  // >= 0 and at most kMaxGpuIds. InvalidArgument says what is wrong.
+  // >= 0 and at most kMaxGpuIds; export formats at most kMaxExportFormats
+  // names of 1 to kMaxExportFormatBytes bytes. InvalidArgument says what is
+  // wrong.
   static Result<ResourceSet> CheckOffer(const protocol::Register& r);
   // Records a registration (checked by CheckOffer). Returns true if the worker was unknown or dead
   // before (its resources must be (re)added to the ledger).
@@ -68,6 +77,11 @@ class WorkerRegistry {
   TimeMs expiry_ms() const { return expiry_ms_; }
   // Whether any live worker hosts `trainable`; lists what they host otherwise.
   bool AnyHosts(const std::string& trainable, std::string* offered) const;
+  // Whether a trial of `trainable` can export every one of `formats`:
+  // InvalidArgument naming the first that no live worker hosting it declares,
+  // when every such worker declares its formats (an undeclared one may
+  // export anything, and so may a trainable no live worker hosts).
+  Status CheckExports(const std::string& trainable, const std::vector<std::string>& formats) const;
 
  private:
   const Clock& clock_;

@@ -153,8 +153,8 @@ int main(int argc, char** argv) {
     if (!specs.ok()) return BadFlags(specs.status().message());
     for (auto& spec : *specs) {
       const std::string name = spec.name;
-      Status s =
-          registry.Register(name, [spec] { return std::make_unique<ProcessTrainable>(spec); });
+      Status s = registry.Register(
+          name, [spec] { return std::make_unique<ProcessTrainable>(spec); }, spec.export_formats);
       if (!s.ok()) {
         return BadFlags(trainables_file + ": trainable '" + name + "': " + s.message() +
                         " (built-ins: noop, quadratic, sleep, fail, blob)");

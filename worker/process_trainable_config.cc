@@ -92,9 +92,21 @@ Result<std::vector<ProcessTrainableSpec>> ParseProcessTrainables(std::string_vie
           return Status::InvalidArgument(at + " must be a number of seconds in [0, 3600]");
         }
         spec.stop_grace_ms = static_cast<int64_t>(std::llround(value.get<double>() * 1000));
+      } else if (key == "export_formats") {
+        if (!value.is_array()) return Status::InvalidArgument(at + " must be an array of strings");
+        std::vector<std::string> formats;
+        for (const auto& f : value) {
+          if (!f.is_string() || !PrintableName(f.get<std::string>())) {
+            return Status::InvalidArgument(at + " must hold format names of 1 to " +
+                                           std::to_string(kMaxNameBytes) +
+                                           " bytes of printable UTF-8");
+          }
+          formats.push_back(f.get<std::string>());
+        }
+        spec.export_formats = std::move(formats);
       } else {
         return Status::InvalidArgument(where + ": unknown key '" + key +
-                                       "' (known: argv, env, cwd, stop_grace_s)");
+                                       "' (known: argv, env, cwd, stop_grace_s, export_formats)");
       }
     }
     if (spec.argv.empty()) return Status::InvalidArgument(where + ": argv is required");

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,10 @@ struct ProcessTrainableSpec {
   std::map<std::string, std::string> env;  // added to the worker's environment
   std::string cwd;                         // absolute; empty: the trial's directory
   int64_t stop_grace_ms = 5000;
+  // The model formats its export can produce ("export_formats"), which the
+  // head checks a spec's export_formats against at submit; nullopt: not
+  // declared, any format is tried.
+  std::optional<std::vector<std::string>> export_formats;
 };
 
 // Parses the file's text. `base_dir` resolves a relative cwd; `source` names

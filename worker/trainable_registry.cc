@@ -4,12 +4,14 @@
 
 namespace ztune::worker {
 
-Status TrainableRegistry::Register(const std::string& name, TrainableFactory factory) {
+Status TrainableRegistry::Register(const std::string& name, TrainableFactory factory,
+                                   std::optional<std::vector<std::string>> export_formats) {
   if (name.empty()) return Status::InvalidArgument("trainable name must not be empty");
   if (!factory) return Status::InvalidArgument("trainable '" + name + "' has no factory");
   if (!factories_.emplace(name, std::move(factory)).second) {
     return Status::AlreadyExists("trainable '" + name + "' is already registered");
   }
+  if (export_formats) export_formats_[name] = std::move(*export_formats);
   return Status::Ok();
 }
 
@@ -38,11 +40,29 @@ std::vector<std::string> TrainableRegistry::Names() const {
 void RegisterBuiltinTrainables(TrainableRegistry& registry) {
   // Names are fixed; registering twice into one registry is a programming error
   // reported through the Status, which a fresh registry never returns.
-  registry.Register("noop", [] { return MakeNoopTrainable(); }).IgnoreError();
-  registry.Register("quadratic", [] { return MakeQuadraticTrainable(); }).IgnoreError();
-  registry.Register("sleep", [] { return MakeSleepTrainable(); }).IgnoreError();
-  registry.Register("fail", [] { return MakeFailTrainable(); }).IgnoreError();
-  registry.Register("blob", [] { return MakeBlobTrainable(); }).IgnoreError();
+  // Only quadratic exports (its parameters as "json"); the others export
+  // nothing.
+  const std::vector<std::string> none;
+  registry
+      .Register(
+          "noop", [] { return MakeNoopTrainable(); }, none)
+      .IgnoreError();
+  registry
+      .Register(
+          "quadratic", [] { return MakeQuadraticTrainable(); }, std::vector<std::string>{"json"})
+      .IgnoreError();
+  registry
+      .Register(
+          "sleep", [] { return MakeSleepTrainable(); }, none)
+      .IgnoreError();
+  registry
+      .Register(
+          "fail", [] { return MakeFailTrainable(); }, none)
+      .IgnoreError();
+  registry
+      .Register(
+          "blob", [] { return MakeBlobTrainable(); }, none)
+      .IgnoreError();
 }
 
 }  // namespace ztune::worker

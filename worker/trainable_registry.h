@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,11 @@ using TrainableFactory = std::function<std::unique_ptr<Trainable>()>;
 class TrainableRegistry {
  public:
   // InvalidArgument for an empty name or a null factory; AlreadyExists for a
-  // name registered before.
-  Status Register(const std::string& name, TrainableFactory factory);
+  // name registered before. `export_formats`: the formats its ExportModel
+  // can produce (REGISTER tells the head, which refuses a spec asking for
+  // others at submit); nullopt: not declared.
+  Status Register(const std::string& name, TrainableFactory factory,
+                  std::optional<std::vector<std::string>> export_formats = std::nullopt);
 
   bool Contains(const std::string& name) const { return factories_.count(name) > 0; }
 
@@ -33,8 +37,14 @@ class TrainableRegistry {
   // Registered names, sorted.
   std::vector<std::string> Names() const;
 
+  // The declared export formats, by trainable name (undeclared ones absent).
+  const std::map<std::string, std::vector<std::string>>& ExportFormats() const {
+    return export_formats_;
+  }
+
  private:
   std::map<std::string, TrainableFactory> factories_;
+  std::map<std::string, std::vector<std::string>> export_formats_;
 };
 
 // Registers the built-ins: noop, quadratic, sleep, fail, blob

@@ -299,6 +299,9 @@ void WorkerRuntime::SendRegister() {
   r.resources = options_.resources;
   r.gpu_ids = options_.gpu_ids;
   r.trainables = HostedTrainables();
+  for (const auto& [name, formats] : registry_.ExportFormats()) {
+    r.export_formats.push_back(protocol::TrainableExports{name, formats});
+  }
   const auto rids = recent_.ByActor();
   for (const auto& [key, slot] : actors_) {
     protocol::LiveActor a;

@@ -53,6 +53,17 @@ struct LiveActor {
   }
 };
 
+// The model formats one trainable's export can produce (REGISTER).
+struct TrainableExports {
+  std::string trainable;
+  std::vector<std::string> formats;
+  template <class V>
+  void Visit(V& v) {
+    v("trainable", trainable, Need::kRequired);
+    v("formats", formats, Need::kRequired);
+  }
+};
+
 struct Register {
   std::string worker_id;  // stable for the worker process' lifetime
   uint64_t incarnation = 0;
@@ -62,6 +73,8 @@ struct Register {
   std::map<std::string, double> resources;  // totals: CPU, GPU, memory, custom
   std::vector<int64_t> gpu_ids;             // device ids behind GPU
   std::vector<std::string> trainables;      // names this worker can host
+  // The trainables that declare their export formats (others: any is tried).
+  std::vector<TrainableExports> export_formats;
   std::vector<LiveActor> live_actors;
   template <class V>
   void Visit(V& v) {
@@ -73,6 +86,7 @@ struct Register {
     v("resources", resources, Need::kRequired);
     v("gpu_ids", gpu_ids, Need::kOptional);
     v("trainables", trainables, Need::kOptional);
+    v("export_formats", export_formats, Need::kOptional);
     v("live_actors", live_actors, Need::kOptional);
   }
 };

@@ -25,8 +25,14 @@ TEST(CodecTest, RoundTripsRegister) {
   r.resources = {{"CPU", 4}, {"GPU", 0.5}};
   r.gpu_ids = {0, 1};
   r.trainables = {"quadratic", "noop"};
+  r.export_formats = {{"quadratic", {"json"}}, {"noop", {}}};
   r.live_actors = {{"t1", 2, 5, 9, true, {3, 4}}};
   auto d = RoundTrip(r);
+  ASSERT_EQ(d.export_formats.size(), 2u);
+  EXPECT_EQ(d.export_formats[0].trainable, "quadratic");
+  EXPECT_EQ(d.export_formats[0].formats, (std::vector<std::string>{"json"}));
+  EXPECT_EQ(d.export_formats[1].trainable, "noop");
+  EXPECT_TRUE(d.export_formats[1].formats.empty());
   EXPECT_EQ(d.worker_id, "w-1");
   EXPECT_EQ(d.incarnation, 7u);
   EXPECT_EQ(d.pid, 1234);

@@ -27,6 +27,16 @@ TEST(SpecErrorsE2ETest, RejectsBadSpecsThenRunsAValidOne) {
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("num_sample"), std::string::npos) << r.out;
 
+  // The real worker declares what its built-ins export (REGISTER).
+  std::string onnx = cluster.dir() + "/onnx.json";
+  std::ofstream(onnx) << R"({"trainable": "quadratic", "export_formats": ["json", "onnx"]})";
+  r = cluster.Cli("submit " + onnx);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("spec.export_formats: trainable 'quadratic' cannot export 'onnx' (its "
+                       "workers export: json)"),
+            std::string::npos)
+      << r.out;
+
   std::string not_json = cluster.dir() + "/broken.json";
   std::ofstream(not_json) << R"({"trainable": "quadratic", )";
   r = cluster.Cli("submit " + not_json);

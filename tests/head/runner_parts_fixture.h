@@ -37,12 +37,15 @@ class RunnerPartsTest : public ::testing::Test {
 
   // Registers worker `id` hosting `trainables` with `cpus` CPUs, in the
   // registry and the ledger (as the runner does on REGISTER).
-  void AddWorker(const std::string& id, std::vector<std::string> trainables, double cpus = 4) {
+  // `exports`: what it declares its trainables export (REGISTER).
+  void AddWorker(const std::string& id, std::vector<std::string> trainables, double cpus = 4,
+                 std::vector<protocol::TrainableExports> exports = {}) {
     protocol::Register r;
     r.worker_id = id;
     r.incarnation = 1;
     r.resources = {{"CPU", cpus}};
     r.trainables = std::move(trainables);
+    r.export_formats = std::move(exports);
     ASSERT_TRUE(WorkerRegistry::CheckOffer(r).ok());
     ASSERT_TRUE(registry_.Register(r));
     ledger_.AddWorker(WorkerId(id), ResourceSet::FromDoubles(r.resources), r.gpu_ids);

@@ -72,7 +72,7 @@ class TrialControlTest : public RunnerPartsTest {
 // a trainable no worker hosts, a request no worker can hold and too many
 // trials, and none of these changes anything.
 TEST_F(TrialControlTest, SubmitRefusesABadSpecAndChangesNothing) {
-  AddWorker("w1", {"noop"}, /*cpus=*/4);
+  AddWorker("w1", {"noop"}, /*cpus=*/4, {{"noop", {"json"}}});
 
   ExpectRefused(control_.Submit(Json{{"trainable", "noop"}, {"bogus", 1}}).status(),
                 StatusCode::kInvalidArgument, "unknown key 'bogus'");
@@ -90,6 +90,10 @@ TEST_F(TrialControlTest, SubmitRefusesABadSpecAndChangesNothing) {
                                  {"resources", {{"bundles", Json::array({{{"CPU", 8}}})}}}})
                     .status(),
                 StatusCode::kFailedPrecondition, "infeasible resource request");
+  ExpectRefused(
+      control_.Submit(Json{{"trainable", "noop"}, {"export_formats", {"json", "onnx"}}}).status(),
+      StatusCode::kInvalidArgument,
+      "spec.export_formats: trainable 'noop' cannot export 'onnx' (its workers export: json)");
   ExpectRefused(control_
                     .Submit(Json{{"trainable", "noop"},
                                  {"param_space", {{"a", {{"grid_search", {1, 2, 3, 4}}}}}},

@@ -67,5 +67,72 @@ TEST(WorkerRegistryTest, AnOfferIsCheckedBeforeItIsRecorded) {
   }
 }
 
+// A spec's export_formats are checked against what the live workers hosting
+// its trainable declare; a worker that declares nothing for it may export
+// anything.
+TEST(WorkerRegistryTest, ExportsAreCheckedAgainstWhatTheHostingWorkersDeclare) {
+  FakeClock clock;
+  WorkerRegistry registry(clock, /*expiry_ms=*/300);
+  protocol::Register a = Reg("a");
+  a.trainables = {"quadratic", "noop", "custom"};
+  a.export_formats = {{"quadratic", {"json"}}, {"noop", {}}};
+  registry.Register(a);
+  EXPECT_TRUE(registry.CheckExports("quadratic", {"json"}).ok());
+  EXPECT_TRUE(registry.CheckExports("quadratic", {}).ok());
+  EXPECT_TRUE(registry.CheckExports("custom", {"onnx"}).ok()) << "undeclared: anything";
+  EXPECT_TRUE(registry.CheckExports("hosted-nowhere", {"onnx"}).ok());
+  Status s = registry.CheckExports("quadratic", {"json", "onnx"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "spec.export_formats: trainable 'quadratic' cannot export 'onnx' (its workers "
+            "export: json)");
+  s = registry.CheckExports("noop", {"json"});
+  EXPECT_EQ(s.message(),
+            "spec.export_formats: trainable 'noop' cannot export 'json' (it exports "
+            "nothing)");
+
+  // A second worker declaring more widens what a spec may ask for; one that
+  // hosts the trainable without declaring lets anything through; neither
+  // counts once it is dead.
+  protocol::Register b = Reg("b");
+  b.trainables = {"quadratic"};
+  b.export_formats = {{"quadratic", {"onnx", "pt"}}};
+  registry.Register(b);
+  EXPECT_TRUE(registry.CheckExports("quadratic", {"json", "onnx"}).ok());
+  EXPECT_EQ(registry.CheckExports("quadratic", {"tf"}).message(),
+            "spec.export_formats: trainable 'quadratic' cannot export 'tf' (its workers export: "
+            "json, onnx, pt)");
+  protocol::Register c = Reg("c");
+  c.trainables = {"quadratic"};
+  registry.Register(c);
+  EXPECT_TRUE(registry.CheckExports("quadratic", {"tf"}).ok());
+  registry.MarkDead("c");
+  registry.MarkDead("b");
+  EXPECT_FALSE(registry.CheckExports("quadratic", {"onnx"}).ok());
+  // A re-registration replaces what the worker declared.
+  a.export_formats = {{"quadratic", {"json", "onnx"}}};
+  registry.Register(a);
+  EXPECT_TRUE(registry.CheckExports("quadratic", {"onnx"}).ok());
+}
+
+TEST(WorkerRegistryTest, DeclaredExportFormatsAreBounded) {
+  protocol::Register r = Reg("w1");
+  r.export_formats = {{"t", {"json", "onnx"}}};
+  EXPECT_TRUE(WorkerRegistry::CheckOffer(r).ok());
+  for (const std::string& bad : {std::string(), std::string(129, 'x')}) {
+    r.export_formats = {{"t", {bad}}};
+    auto refused = WorkerRegistry::CheckOffer(r);
+    ASSERT_FALSE(refused.ok()) << bad.size();
+    EXPECT_NE(refused.status().message().find("export format names must be 1 to 128 bytes"),
+              std::string::npos);
+  }
+  r.export_formats = {{"t", std::vector<std::string>(WorkerRegistry::kMaxExportFormats, "f")},
+                      {"u", {"g"}}};
+  auto refused = WorkerRegistry::CheckOffer(r);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), "more than 4096 export formats");
+}
+
 }  // namespace
 }  // namespace ztune::head

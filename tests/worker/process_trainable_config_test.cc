@@ -135,11 +135,12 @@ TEST(ProcessTrainableConfigTest, NamesStartingWithAnAtAreReserved) {
 TEST(ProcessTrainableConfigTest, RefusesUnknownKeysNamingTheKnownOnes) {
   ExpectRefused(R"({"a": {"argv": ["p"], "command": "rm -rf /"}})",
                 std::string(kSource) +
-                    ": trainable 'a': unknown key 'command' (known: argv, env, cwd, stop_grace_s)");
+                    ": trainable 'a': unknown key 'command' (known: argv, env, cwd, stop_grace_s, "
+                    "export_formats)");
   // Keys are case-sensitive.
-  ExpectRefused(R"({"a": {"ARGV": ["p"]}})",
-                std::string(kSource) +
-                    ": trainable 'a': unknown key 'ARGV' (known: argv, env, cwd, stop_grace_s)");
+  ExpectRefused(R"({"a": {"ARGV": ["p"]}})", std::string(kSource) +
+                                                 ": trainable 'a': unknown key 'ARGV' (known: "
+                                                 "argv, env, cwd, stop_grace_s, export_formats)");
 }
 
 // A copied-and-edited entry must not silently replace the one above it.
@@ -176,6 +177,26 @@ TEST(ProcessTrainableConfigTest, RefusesBadEnv) {
   ExpectRefused(R"({"a": {"argv": ["p"], "env": ["A=1"]}})",
                 at + "env must be an object of strings");
   ExpectRefused(R"({"a": {"argv": ["p"], "env": "A=1"}})", at + "env must be an object of strings");
+}
+
+// Declared export formats reach the spec; undeclared stays "any".
+TEST(ProcessTrainableConfigTest, ParsesDeclaredExportFormats) {
+  auto r = Parse(R"({"a": {"argv": ["p"], "export_formats": ["onnx", "pt"]},
+                     "b": {"argv": ["p"], "export_formats": []}, "c": {"argv": ["p"]}})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto specs = ByName(*r);
+  EXPECT_EQ(specs.at("a").export_formats, (std::vector<std::string>{"onnx", "pt"}));
+  EXPECT_EQ(specs.at("b").export_formats, std::vector<std::string>{});
+  EXPECT_FALSE(specs.at("c").export_formats.has_value());
+  const std::string message =
+      std::string(kSource) +
+      ": trainable 'a': export_formats must hold format names of 1 to 128 bytes of printable UTF-8";
+  for (const char* bad : {R"([""])", R"([1])", R"([null])", R"(["a\u0007"])"}) {
+    ExpectRefused(std::string(R"({"a": {"argv": ["p"], "export_formats": )") + bad + "}}", message);
+  }
+  ExpectRefused(
+      R"({"a": {"argv": ["p"], "export_formats": "onnx"}})",
+      std::string(kSource) + ": trainable 'a': export_formats must be an array of strings");
 }
 
 TEST(ProcessTrainableConfigTest, RefusesBadCwd) {

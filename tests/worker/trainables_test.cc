@@ -39,6 +39,11 @@ TEST(TrainableRegistryTest, ListsBuiltinsAndNamesThemInUnknownError) {
             StatusCode::kAlreadyExists);
   EXPECT_EQ(registry.Register("", [] { return MakeNoopTrainable(); }).code(),
             StatusCode::kInvalidArgument);
+  // What REGISTER declares: quadratic exports json, the others nothing.
+  using Formats = std::map<std::string, std::vector<std::string>>;
+  EXPECT_EQ(
+      registry.ExportFormats(),
+      (Formats{{"blob", {}}, {"fail", {}}, {"noop", {}}, {"quadratic", {"json"}}, {"sleep", {}}}));
 }
 
 TEST(QuadraticTest, MatchesClosedFormWhenStepping) {
