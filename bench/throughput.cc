@@ -93,10 +93,6 @@ struct RunOptions {
 };
 
 Json RunShape(const Shape& shape, const RunOptions& o) {
-  const int cpus_per_worker = o.cpus_per_worker;
-  const int64_t buffer = o.buffer;
-  const bool curve = o.curve;
-  const bool latency = o.latency;
   std::string dir = ztune::bench::MakeTempDir("throughput");
   std::string endpoints = dir + "/endpoints.json";
   std::optional<ztune::testing::ClusterKeys> keys;
@@ -106,7 +102,7 @@ Json RunShape(const Shape& shape, const RunOptions& o) {
                                         "--endpoints-file",  endpoints,
                                         "--log-level",       "warn"};
   std::vector<std::string> worker_security = {"--insecure"};
-  if (curve) {
+  if (o.curve) {
     keys.emplace(dir);
     for (const auto& a : keys->HeadArgs()) head_args.push_back(a);
     worker_security = keys->WorkerArgs();
@@ -133,7 +129,7 @@ Json RunShape(const Shape& shape, const RunOptions& o) {
   std::vector<std::unique_ptr<ChildProcess>> workers;
   for (int w = 0; w < 2; ++w) {
     std::vector<std::string> args{"--head",      ep["worker_endpoint"],
-                                  "--cpus",      std::to_string(cpus_per_worker),
+                                  "--cpus",      std::to_string(o.cpus_per_worker),
                                   "--name",      "bench-" + std::to_string(w),
                                   "--work-dir",  dir + "/work-" + std::to_string(w),
                                   "--log-level", "warn"};
@@ -143,7 +139,7 @@ Json RunShape(const Shape& shape, const RunOptions& o) {
   }
   ztune::client::HeadClientOptions client_options{ep["client_endpoint"].get<std::string>(), 30000,
                                                   0, std::nullopt};
-  if (curve) client_options.curve = keys->ClientKeys(keys->admin_key_file());
+  if (o.curve) client_options.curve = keys->ClientKeys(keys->admin_key_file());
   ztune::client::HeadClient client(client_options);
   for (int i = 0; i < 500; ++i) {
     auto w = client.Call("workers");
@@ -158,8 +154,8 @@ Json RunShape(const Shape& shape, const RunOptions& o) {
             {"trainable", "noop"},
             {"num_samples", shape.trials},
             {"stop", {{"training_iteration", shape.iterations}}},
-            {"result_buffer_length", buffer}};
-  if (latency) spec["param_space"] = Json{{"report_step_clock", true}};
+            {"result_buffer_length", o.buffer}};
+  if (o.latency) spec["param_space"] = Json{{"report_step_clock", true}};
   double cpu_before = ztune::bench::ProcessCpuSeconds(head.pid());
   auto t0 = std::chrono::steady_clock::now();
   auto submitted = client.Call("submit", Json{{"spec", spec}});
@@ -177,14 +173,14 @@ Json RunShape(const Shape& shape, const RunOptions& o) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   double head_cpu = ztune::bench::ProcessCpuSeconds(head.pid()) - cpu_before;
   int64_t results = shape.trials * shape.iterations;
-  Json out{{"security", curve ? "curve" : "insecure"},
+  Json out{{"security", o.curve ? "curve" : "insecure"},
            {"trials", shape.trials},
            {"iterations", shape.iterations},
            {"results", results},
-           {"buffer_length", buffer},
+           {"buffer_length", o.buffer},
            {"limits", o.limits ? "on" : "off"},
            {"results_dir", o.results_dir ? "on" : "off"},
-           {"concurrent_trials", 2 * cpus_per_worker},
+           {"concurrent_trials", 2 * o.cpus_per_worker},
            {"seconds", seconds},
            {"results_per_s", results / seconds},
            {"us_per_result", 1e6 * seconds / results},
@@ -192,9 +188,9 @@ Json RunShape(const Shape& shape, const RunOptions& o) {
            {"head_cpu_s", head_cpu},
            {"head_cpu_us_per_result", 1e6 * head_cpu / results},
            {"head_cpu_us_per_trial", 1e6 * head_cpu / shape.trials},
-           {"wall_us_per_trial_per_slot", 1e6 * seconds * 2 * cpus_per_worker / shape.trials},
+           {"wall_us_per_trial_per_slot", 1e6 * seconds * 2 * o.cpus_per_worker / shape.trials},
            {"terminated", last["trial_counts"]["TERMINATED"]}};
-  if (latency) out["step_cycle"] = StepCycles(client, exp + "_00000");
+  if (o.latency) out["step_cycle"] = StepCycles(client, exp + "_00000");
   workers.clear();
   head.Stop();
   if (o.results_dir) {

@@ -395,6 +395,28 @@ TEST_F(ProcessTrainableE2ETest, ClassApiRunsToTheStopCriterion) {
   ExpectNoProcessLeft(cluster);
 }
 
+// A trainables entry without export_formats declares nothing: a spec asking
+// for a format it cannot produce is accepted, the trial still terminates,
+// and the export's error is what the trial's exports hold.
+TEST_F(ProcessTrainableE2ETest, AnUndeclaredExportFormatIsTriedAtTheEnd) {
+  ProcessCluster cluster("proc-export");
+  ASSERT_TRUE(StartHostingWorker(cluster, 1));
+  std::string exp = SubmitSpec(cluster, R"({"trainable": "counter_class",
+      "param_space": {"start": 0, "increment": 1},
+      "stop": {"training_iteration": 2}, "export_formats": ["json", "onnx"]})",
+                               "spec");
+  ASSERT_FALSE(exp.empty());
+  ASSERT_TRUE(WaitFinished(cluster, exp)) << Diagnostics(cluster, exp);
+  Json t = GetTrial(cluster, TrialId(exp, 0));
+  EXPECT_EQ(StatusOf(t), "TERMINATED") << t.dump();
+  ASSERT_TRUE(t["exports"].is_object()) << t.dump();
+  ASSERT_TRUE(t["exports"]["error"].is_string()) << t["exports"].dump();
+  EXPECT_TRUE(Contains(t["exports"]["error"].get<std::string>(),
+                       "unsupported export format 'onnx' (only 'json')"))
+      << t["exports"].dump();
+  ExpectNoProcessLeft(cluster);
+}
+
 // ---------------------------------------------------------------------------
 // 2. Function API round trip.
 
@@ -951,6 +973,24 @@ TEST_F(ProcessTrainableE2ETest, TrialsArePlacedOnlyOnWorkersHostingTheirTrainabl
 // ---------------------------------------------------------------------------
 // 8. GPUs.
 
+// `n` gpu_report trials, each asking for `gpu` GPUs with one CPU, that run
+// until stopped; the experiment id ("" if refused).
+std::string SubmitEndlessGpuTrials(LocalCluster& cluster, int n, double gpu,
+                                   const std::string& name) {
+  Json spec = Json::parse(R"({"trainable": "gpu_report", "param_space": {"steps": 1000000000},
+      "stop": {"training_iteration": 1000000000}})");
+  spec["num_samples"] = n;
+  spec["resources"] = Json{{"bundles", Json::array({Json{{"CPU", 1}, {"GPU", gpu}}})}};
+  return SubmitSpec(cluster, spec.dump(), name);
+}
+
+// The devices of DevicesWhenAllRunning, one entry per trial.
+std::multiset<std::string> DeviceSet(const std::map<std::string, std::string>& devices) {
+  std::multiset<std::string> seen;
+  for (const auto& [id, d] : devices) seen.insert(d);
+  return seen;
+}
+
 // Trials that run until stopped: each trial's CUDA_VISIBLE_DEVICES, read once
 // all `n` of them are RUNNING with a result in one snapshot (so that they
 // held their GPUs together).
@@ -985,37 +1025,22 @@ TEST_F(ProcessTrainableE2ETest, TrialsSeeTheirBundlesGpusInCudaVisibleDevices) {
   ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
   EXPECT_EQ(Workers(cluster)["g"]["gpu_ids"], Json::array({0, 1}));
 
-  auto devices_when_all_running = [&](const std::string& exp, size_t n) {
-    return DevicesWhenAllRunning(cluster, exp, n);
-  };
-
-  std::string whole = SubmitSpec(cluster, R"({"trainable": "gpu_report",
-      "param_space": {"steps": 1000000000}, "num_samples": 2,
-      "stop": {"training_iteration": 1000000000},
-      "resources": {"bundles": [{"CPU": 1, "GPU": 1}]}})",
-                                 "whole");
+  std::string whole = SubmitEndlessGpuTrials(cluster, 2, 1, "whole");
   ASSERT_FALSE(whole.empty());
-  auto devices = devices_when_all_running(whole, 2);
-  std::multiset<std::string> seen;
-  for (auto& [id, d] : devices) seen.insert(d);
-  EXPECT_EQ(seen, (std::multiset<std::string>{"0", "1"})) << Json(devices).dump();
+  auto devices = DevicesWhenAllRunning(cluster, whole, 2);
+  EXPECT_EQ(DeviceSet(devices), (std::multiset<std::string>{"0", "1"})) << Json(devices).dump();
   ASSERT_EQ(cluster.Cli("stop " + whole).exit_code, 0);
   ASSERT_TRUE(WaitFinished(cluster, whole)) << Diagnostics(cluster, whole);
 
-  std::string half = SubmitSpec(cluster, R"({"trainable": "gpu_report",
-      "param_space": {"steps": 1000000000}, "num_samples": 4,
-      "stop": {"training_iteration": 1000000000},
-      "resources": {"bundles": [{"CPU": 1, "GPU": 0.5}]}})",
-                                "half");
+  std::string half = SubmitEndlessGpuTrials(cluster, 4, 0.5, "half");
   ASSERT_FALSE(half.empty());
   std::string cpu_only = SubmitSpec(cluster, R"({"trainable": "gpu_report",
       "param_space": {"steps": 2}, "stop": {"training_iteration": 10}})",
                                     "cpu");
   ASSERT_FALSE(cpu_only.empty());
-  devices = devices_when_all_running(half, 4);
-  seen.clear();
-  for (auto& [id, d] : devices) seen.insert(d);
-  EXPECT_EQ(seen, (std::multiset<std::string>{"0", "0", "1", "1"})) << Json(devices).dump();
+  devices = DevicesWhenAllRunning(cluster, half, 4);
+  EXPECT_EQ(DeviceSet(devices), (std::multiset<std::string>{"0", "0", "1", "1"}))
+      << Json(devices).dump();
   ASSERT_EQ(cluster.Cli("stop " + half).exit_code, 0);
   ASSERT_TRUE(WaitFinished(cluster, half)) << Diagnostics(cluster, half);
 
@@ -1047,16 +1072,11 @@ TEST_F(ProcessTrainableE2ETest, WorkersHandOutTheDevicesTheirCudaVisibleDevicesL
   EXPECT_EQ(workers["g"]["resources_total"]["GPU"], 2) << workers.dump();
   EXPECT_EQ(workers["h"]["gpu_ids"], Json::array({3})) << workers.dump();
 
-  std::string exp = SubmitSpec(cluster, R"({"trainable": "gpu_report",
-      "param_space": {"steps": 1000000000}, "num_samples": 3,
-      "stop": {"training_iteration": 1000000000},
-      "resources": {"bundles": [{"CPU": 1, "GPU": 1}]}})",
-                               "env");
+  std::string exp = SubmitEndlessGpuTrials(cluster, 3, 1, "env");
   ASSERT_FALSE(exp.empty());
   auto devices = DevicesWhenAllRunning(cluster, exp, 3);
-  std::multiset<std::string> seen;
-  for (auto& [id, d] : devices) seen.insert(d);
-  EXPECT_EQ(seen, (std::multiset<std::string>{"3", "5", "7"})) << Json(devices).dump();
+  EXPECT_EQ(DeviceSet(devices), (std::multiset<std::string>{"3", "5", "7"}))
+      << Json(devices).dump();
   ASSERT_EQ(cluster.Cli("stop " + exp).exit_code, 0);
   ASSERT_TRUE(WaitFinished(cluster, exp)) << Diagnostics(cluster, exp);
   ExpectNoProcessLeft(cluster);
