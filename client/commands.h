@@ -155,6 +155,15 @@ int RunWait(const CommandContext& ctx, const std::string& experiment_id, const W
 int RunReport(const CommandContext& ctx, const std::string& experiment_id,
               const std::string& output);
 
+// `ztune dashboard`: a login link for the head's dashboard (or its URL when
+// the dashboard is the open, loopback one), on stdout; what it is for on
+// stderr. With json: {url, login, expires_in_s, user}.
+int RunDashboard(const CommandContext& ctx, bool json);
+// `url` with a wildcard host (0.0.0.0, [::]: the head binds every address)
+// replaced by the host of `client_endpoint` (tcp://HOST:PORT), which reaches
+// the same head; otherwise `url` unchanged.
+std::string DashboardUrlFor(const std::string& url, const std::string& client_endpoint);
+
 // ---- rendering (exposed for tests) ----
 
 // The human `status` report for a `status` reply.

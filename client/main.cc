@@ -360,6 +360,15 @@ int main(int argc, char** argv) {
     run = [&](const CommandContext& ctx) { return zc::RunReport(ctx, report_exp, report_out); };
   });
 
+  // dashboard
+  bool dashboard_json = false;
+  auto* dashboard = app.add_subcommand(
+      "dashboard", "print a login link for the head's web dashboard (one browser, once)");
+  dashboard->add_flag("--json", dashboard_json, "print {url, login, expires_in_s, user}");
+  dashboard->callback([&] {
+    run = [&](const CommandContext& ctx) { return zc::RunDashboard(ctx, dashboard_json); };
+  });
+
   // wait
   std::string wait_exp;
   zc::WaitOptions wait_options;

@@ -6,16 +6,14 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "common/check.h"
 #include "common/clock.h"
 #include "common/dashboard/dashboard_page.h"
 #include "common/flat_key.h"
+#include "common/printable.h"
 
 namespace ztune::head {
 namespace {
-
-bool IsLoopbackHost(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
-}
 
 // The Host header names this machine's loopback: a page on another site
 // that resolved its own name to 127.0.0.1 (DNS rebinding) gets nothing.
@@ -29,9 +27,56 @@ bool IsLoopbackHostHeader(const std::string& host_header) {
   return IsLoopbackHost(host);
 }
 
+// The value of cookie `name` in a Cookie header ("a=1; b=2"); "" if absent.
+std::string CookieValue(const std::string& header, const std::string& name) {
+  size_t at = 0;
+  while (at < header.size()) {
+    size_t end = header.find(';', at);
+    if (end == std::string::npos) end = header.size();
+    std::string_view pair(header.data() + at, end - at);
+    while (!pair.empty() && pair.front() == ' ') pair.remove_prefix(1);
+    if (pair.size() > name.size() && pair.substr(0, name.size()) == name &&
+        pair[name.size()] == '=') {
+      return std::string(pair.substr(name.size() + 1));
+    }
+    at = end + 1;
+  }
+  return "";
+}
+
+// A page of its own for what is not the dashboard: login problems, logout.
+std::string MessagePage(const std::string& title, const std::string& text) {
+  auto escape = [](const std::string& in) {
+    std::string out;
+    for (char c : in) {
+      switch (c) {
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '&': out += "&amp;"; break;
+        case '"': out += "&quot;"; break;
+        default: out.push_back(c);
+      }
+    }
+    return out;
+  };
+  return "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>ztune: " + escape(title) +
+         "</title><style>body{font:15px system-ui,sans-serif;margin:3em;max-width:40em}"
+         "code{background:#eee;padding:1px 4px}</style></head><body><h1>" +
+         escape(title) + "</h1><p>" + escape(text) +
+         "</p><p>To log in, run <code>ztune dashboard</code> where you have a ztune client key "
+         "this head allows: it prints a link that logs this browser in (once, within a minute)."
+         "</p></body></html>\n";
+}
+
+constexpr const char* kLoginHelp = "run `ztune dashboard` for a login link";
+
 }  // namespace
 
-Result<HttpEndpoint> ParseHttpEndpoint(const std::string& text) {
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
+
+Result<HttpEndpoint> ParseHttpEndpoint(const std::string& text, bool with_logins) {
   HttpEndpoint e;
   std::string port = text;
   if (const size_t colon = text.rfind(':'); colon != std::string::npos) {
@@ -50,33 +95,58 @@ Result<HttpEndpoint> ParseHttpEndpoint(const std::string& text) {
                                    "': want PORT or HOST:PORT (PORT 0 = any free port)");
   }
   e.port = static_cast<int>(value);
-  if (!IsLoopbackHost(e.host)) {
+  if (e.host.empty()) {
+    return Status::InvalidArgument("--http-endpoint '" + text +
+                                   "': no host before the port (want PORT or HOST:PORT)");
+  }
+  if (!with_logins && !IsLoopbackHost(e.host)) {
     return Status::InvalidArgument(
         "--http-endpoint '" + text +
-        "': the dashboard has no authentication, so it binds loopback only (127.0.0.1, ::1, "
-        "localhost); from another machine, tunnel to it: ssh -L 8265:127.0.0.1:PORT HEAD_HOST");
+        "': without logins the dashboard binds loopback only (127.0.0.1, ::1, localhost). To "
+        "serve other machines, add --http-tls-cert and --http-tls-key (HTTPS, and logins from "
+        "`ztune dashboard`); or tunnel to it: ssh -L 8265:127.0.0.1:PORT HEAD_HOST");
   }
   return e;
 }
 
-DashboardServer::DashboardServer(LoopReads& reads, std::chrono::milliseconds read_timeout)
-    : reads_(reads), read_timeout_(read_timeout), http_(std::make_unique<httplib::Server>()) {
+DashboardServer::DashboardServer(LoopReads& reads, DashboardServerOptions options)
+    : reads_(reads), options_(std::move(options)) {
+  if (options_.login) {
+    CHECK(options_.login->logins != nullptr && options_.login->key_allowed);
+    const TlsFiles files = options_.login->tls;
+    http_ = std::make_unique<httplib::SSLServer>([this, files](SSL_CTX& ctx) {
+      tls_status_ = ConfigureDashboardTls(&ctx, files);
+      return tls_status_.ok();
+    });
+  } else {
+    http_ = std::make_unique<httplib::Server>();
+  }
   // Two handler threads: the reads queue on the loop anyway.
   http_->new_task_queue = [] { return new httplib::ThreadPool(2); };
-  http_->set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!IsLoopbackHostHeader(req.get_header_value("Host"))) {
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_header("X-Frame-Options", "DENY");
+    res.set_header("Cache-Control", "no-store");
+    // A login link must not leave in a Referer.
+    res.set_header("Referrer-Policy", "no-referrer");
+    res.set_header("Content-Security-Policy",
+                   "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                   "connect-src 'self'; img-src 'self' data:");
+    if (!options_.login) {
+      if (IsLoopbackHostHeader(req.get_header_value("Host"))) {
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
       res.status = 403;
       res.set_content("this dashboard answers only requests addressed to a loopback name\n",
                       "text/plain");
       return httplib::Server::HandlerResponse::Handled;
     }
-    res.set_header("X-Content-Type-Options", "nosniff");
-    res.set_header("X-Frame-Options", "DENY");
-    res.set_header("Cache-Control", "no-store");
-    res.set_header("Content-Security-Policy",
-                   "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-                   "connect-src 'self'; img-src 'self' data:");
-    return httplib::Server::HandlerResponse::Unhandled;
+    // With logins, a foreign Host gets nothing anyway: its page's requests
+    // carry no cookie of ours.
+    if (req.path == "/login" || req.path == "/logout" || Authenticate(req, res)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    return httplib::Server::HandlerResponse::Handled;
   });
   http_->Get("/", [](const httplib::Request&, httplib::Response& res) {
     // No data in the page: it reads api/dashboard and refreshes itself.
@@ -91,11 +161,76 @@ DashboardServer::DashboardServer(LoopReads& reads, std::chrono::milliseconds rea
     }
     res.set_content(data->dump(-1, ' ', false, Json::error_handler_t::replace), "application/json");
   });
+  if (options_.login) {
+    http_->Get("/login",
+               [this](const httplib::Request& req, httplib::Response& res) { Login(req, res); });
+    http_->Get("/logout",
+               [this](const httplib::Request& req, httplib::Response& res) { Logout(req, res); });
+  }
+}
+
+std::string DashboardServer::CookieName() const { return "ztune_session_" + std::to_string(port_); }
+
+bool DashboardServer::Authenticate(const httplib::Request& req, httplib::Response& res) {
+  const DashboardLoginMode& mode = *options_.login;
+  const std::string session = CookieValue(req.get_header_value("Cookie"), CookieName());
+  Result<DashboardUser> user =
+      session.empty() ? Result<DashboardUser>(Status::PermissionDenied("not logged in"))
+                      : mode.logins->Check(session);
+  if (user.ok() && !mode.key_allowed(user->key)) {
+    // Revoked since the login: the session ends with the key's access.
+    mode.logins->End(session);
+    user = Status::PermissionDenied("the client key this login came from ('" + user->name +
+                                    "') is no longer allowed");
+  }
+  if (user.ok()) return true;
+  res.status = 401;
+  if (req.path.rfind("/api/", 0) == 0) {
+    res.set_content(Json{{"error", user.status().message() + "; " + kLoginHelp}}.dump(),
+                    "application/json");
+  } else {
+    res.set_content(MessagePage("log in", user.status().message() + "."),
+                    "text/html; charset=utf-8");
+  }
+  return false;
+}
+
+void DashboardServer::Login(const httplib::Request& req, httplib::Response& res) {
+  DashboardLogins& logins = *options_.login->logins;
+  Result<std::string> session = logins.Redeem(req.get_param_value("token"));
+  Result<DashboardUser> user =
+      session.ok() ? logins.Check(*session) : Result<DashboardUser>(session.status());
+  if (!user.ok()) {
+    res.status = 401;
+    res.set_content(MessagePage("log in", user.status().message() + "."),
+                    "text/html; charset=utf-8");
+    return;
+  }
+  // Secure: never over plain HTTP; HttpOnly: no script reads it; Lax: not
+  // sent with other sites' requests but for following a link here.
+  res.set_header("Set-Cookie", CookieName() + "=" + *session +
+                                   "; Path=/; Secure; HttpOnly; SameSite=Lax; Max-Age=" +
+                                   std::to_string(logins.options().session_ttl_ms / 1000));
+  res.set_redirect("/", 303);
+  spdlog::info("dashboard: client '{}' logged in a browser from {}", EscapeForLog(user->name),
+               EscapeForLog(req.remote_addr));
+}
+
+void DashboardServer::Logout(const httplib::Request& req, httplib::Response& res) {
+  const std::string session = CookieValue(req.get_header_value("Cookie"), CookieName());
+  if (!session.empty()) options_.login->logins->End(session);
+  res.set_header("Set-Cookie",
+                 CookieName() + "=; Path=/; Secure; HttpOnly; SameSite=Lax; Max-Age=0");
+  res.set_content(MessagePage("logged out", "This browser's dashboard session has ended."),
+                  "text/html; charset=utf-8");
 }
 
 DashboardServer::~DashboardServer() { Stop(); }
 
 Status DashboardServer::Bind(const HttpEndpoint& endpoint) {
+  if (!http_->is_valid()) {
+    return tls_status_.ok() ? Status::Internal("cannot set up the dashboard's TLS") : tls_status_;
+  }
   const std::string host = endpoint.host == "localhost" ? "127.0.0.1" : endpoint.host;
   if (endpoint.port == 0) {
     port_ = http_->bind_to_any_port(host);
@@ -107,7 +242,8 @@ Status DashboardServer::Bind(const HttpEndpoint& endpoint) {
     }
     port_ = endpoint.port;
   }
-  url_ = "http://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+  url_ = std::string(options_.login ? "https://" : "http://") +
+         (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
          std::to_string(port_) + "/";
   return Status::Ok();
 }
@@ -132,7 +268,7 @@ Result<Json> DashboardServer::ReadAll(const std::string& op, Json args, const ch
     Json request = args;
     request["op"] = op;
     request["offset"] = offset;
-    ASSIGN_OR_RETURN(Json reply, reads_.Ask(std::move(request), read_timeout_));
+    ASSIGN_OR_RETURN(Json reply, reads_.Ask(std::move(request), options_.read_timeout));
     if (!reply.value("ok", false)) {
       const Json& error = reply["error"];
       const std::string message = error.is_object() ? error.value("message", "") : "";
@@ -169,9 +305,9 @@ Status DashboardServer::UpdateSeries(const Json& trial, const std::string& metri
   if (iteration <= static_cast<int64_t>(s.points.size())) return Status::Ok();
   uint64_t offset = s.points.size();
   while (true) {
-    ASSIGN_OR_RETURN(
-        Json reply,
-        reads_.Ask(Json{{"op", "results"}, {"trial_id", id}, {"offset", offset}}, read_timeout_));
+    ASSIGN_OR_RETURN(Json reply,
+                     reads_.Ask(Json{{"op", "results"}, {"trial_id", id}, {"offset", offset}},
+                                options_.read_timeout));
     if (!reply.value("ok", false)) return Status::Internal("results of " + id + " failed");
     const Json& results = reply["results"];
     if (results.is_array()) {
@@ -192,7 +328,8 @@ Status DashboardServer::UpdateSeries(const Json& trial, const std::string& metri
 
 Result<Json> DashboardServer::DashboardData(const std::string& experiment_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(Json experiments, reads_.Ask(Json{{"op", "experiments"}}, read_timeout_));
+  ASSIGN_OR_RETURN(Json experiments,
+                   reads_.Ask(Json{{"op", "experiments"}}, options_.read_timeout));
   Json list = experiments.value("ok", false) && experiments["experiments"].is_array()
                   ? std::move(experiments["experiments"])
                   : Json::array();

@@ -6,49 +6,81 @@
 // LoopReads, so the loop answers those reads between its turns like any
 // client's; the series are kept here and only new results are read again.
 //
-// Loopback only: the dashboard has no authentication of its own, so Bind
-// refuses any other address (reach it through an SSH tunnel), and requests
-// whose Host is not a loopback name are refused (DNS rebinding).
+// Two modes (docs/dashboard.md):
+// - open, over HTTP, on loopback only: whoever can reach the port reads it,
+//   so ParseHttpEndpoint refuses other addresses and requests whose Host is
+//   not a loopback name are refused (DNS rebinding);
+// - with logins, over HTTPS (DashboardServerOptions::tls), on any address:
+//   every request but /login needs the session cookie a login link gives
+//   (head/dashboard_logins.h), and the session's client key must still be in
+//   clients.allow (checked at every request, so a revoked key loses the
+//   dashboard at the head's next reload).
 //
 // Thread-safe; Start/Stop from the thread that owns it.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "common/json.h"
 #include "common/status.h"
+#include "head/dashboard_logins.h"
+#include "head/dashboard_tls.h"
 #include "head/loop_reads.h"
 
 namespace httplib {
 class Server;
+struct Request;
+struct Response;
 }
 
 namespace ztune::head {
 
 struct HttpEndpoint {
-  std::string host;  // a loopback address or "localhost"
+  std::string host;  // an address or a name; loopback unless logins are on
   int port = 0;      // 0 = any free port
 };
 
-// "PORT" (on 127.0.0.1) or "HOST:PORT"; InvalidArgument for a malformed one
-// or a host that is not loopback (saying why and what to do instead).
-Result<HttpEndpoint> ParseHttpEndpoint(const std::string& text);
+// "PORT" (on 127.0.0.1) or "HOST:PORT"; InvalidArgument for a malformed one,
+// or for a host that is not loopback when `with_logins` is false (saying why
+// and what to do instead).
+Result<HttpEndpoint> ParseHttpEndpoint(const std::string& text, bool with_logins = false);
+
+// Whether `host` (an address or "localhost", without brackets) is loopback.
+bool IsLoopbackHost(const std::string& host);
+
+struct DashboardLoginMode {
+  TlsFiles tls;
+  // Issues and checks the logins; outlives the server.
+  DashboardLogins* logins = nullptr;
+  // Whether a client key (Z85) is in clients.allow now; called from the
+  // HTTP threads.
+  std::function<bool(const std::string& key)> key_allowed;
+};
+
+struct DashboardServerOptions {
+  std::chrono::milliseconds read_timeout = std::chrono::seconds(10);
+  // Set: HTTPS with logins. Unset: HTTP, loopback, open.
+  std::optional<DashboardLoginMode> login;
+};
 
 class DashboardServer {
  public:
-  explicit DashboardServer(LoopReads& reads,
-                           std::chrono::milliseconds read_timeout = std::chrono::seconds(10));
+  explicit DashboardServer(LoopReads& reads, DashboardServerOptions options = {});
   ~DashboardServer();
   DashboardServer(const DashboardServer&) = delete;
   DashboardServer& operator=(const DashboardServer&) = delete;
 
-  // Binds `endpoint`; IOError when it cannot (the port is taken).
+  // Binds `endpoint`; IOError when it cannot (the port is taken),
+  // InvalidArgument for TLS files that cannot be used (dashboard_tls.h).
   Status Bind(const HttpEndpoint& endpoint);
-  // "http://127.0.0.1:PORT/" once bound.
+  // "http://127.0.0.1:PORT/" (or https://) once bound.
   std::string url() const { return url_; }
   // Serves on a thread of its own until Stop().
   void Start();
@@ -60,6 +92,15 @@ class DashboardServer {
   Result<Json> DashboardData(const std::string& experiment_id);
 
  private:
+  // The name of the session cookie: one per port, so that two heads on one
+  // host do not log each other out.
+  std::string CookieName() const;
+  // With logins: whether `req` carries a live session of an allowed key;
+  // fills `res` with the refusal otherwise.
+  bool Authenticate(const httplib::Request& req, httplib::Response& res);
+  void Login(const httplib::Request& req, httplib::Response& res);
+  void Logout(const httplib::Request& req, httplib::Response& res);
+
   // Every page of a paged read.
   Result<Json> ReadAll(const std::string& op, Json args, const char* list_key);
   // Brings the cached series of `trial` up to date.
@@ -72,8 +113,10 @@ class DashboardServer {
   };
 
   LoopReads& reads_;
-  const std::chrono::milliseconds read_timeout_;
+  const DashboardServerOptions options_;
   std::unique_ptr<httplib::Server> http_;
+  // A TLS context that could not be set up (Bind reports it).
+  Status tls_status_;
   std::thread thread_;
   std::string url_;
   int port_ = 0;

@@ -27,6 +27,7 @@
 #include "head/client_service.h"
 #include "head/client_waits.h"
 #include "head/log_relay.h"
+#include "head/dashboard_logins.h"
 #include "head/loop_reads.h"
 #include "head/results_dir.h"
 #include "head/command_sink.h"
@@ -103,6 +104,14 @@ class HeadServer final : public CommandSink {
   // after the commit, as a read-only caller. Set before Run(); `reads` must
   // outlive Run().
   void SetLoopReads(LoopReads* reads) { loop_reads_ = reads; }
+  // Where `dashboard_login` requests get their links: set when the dashboard
+  // serves with logins (head/dashboard_logins.h), before Run(); `logins`
+  // must outlive Run(). Unset, `dashboard_login` answers the open
+  // dashboard's URL (or that there is none).
+  void SetDashboardLogins(DashboardLogins* logins) { dashboard_logins_ = logins; }
+  // Whether the client key `z85` is in clients.allow now. Any thread (the
+  // dashboard's HTTP threads check their sessions' keys with it).
+  bool ClientKeyAllowed(const std::string& z85);
   // Runs until `stop` becomes true. Returns an error only for a failed commit
   // (the store is unusable: the process must exit and be restarted).
   Status Run(const std::atomic<bool>& stop);
@@ -212,6 +221,8 @@ class HeadServer final : public CommandSink {
   // A `logs` request: answered now (an error, nothing to read) or relayed to
   // the worker that hosted the attempt (log_relay_).
   void StartLogRead(const std::string& identity, const Json& request, bool delimited);
+  // The reply to a `dashboard_login` request (docs/client-protocol.md).
+  Json DashboardLoginReply(const Json& rid, const ClientCaller& caller);
   void AnswerLogReads(std::vector<LogRelay::Answer> answers);
   // Queues the handling of a client request (a mutation now, a read after
   // the turn's commit).
@@ -256,6 +267,7 @@ class HeadServer final : public CommandSink {
   std::string out_of_space_;
   std::vector<PendingClientReply> client_replies_;
   LoopReads* loop_reads_ = nullptr;
+  DashboardLogins* dashboard_logins_ = nullptr;
   // Requests that wait on the head (add_trial for a slot, wait_trials).
   ClientWaits client_waits_;
   TimeMs last_heartbeat_sent_ = 0;

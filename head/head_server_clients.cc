@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/json_parse.h"
+#include "common/printable.h"
 #include "common/protocol/codec.h"
 #include "common/security/curve_keys.h"
 #include "common/security/curve_socket.h"
@@ -104,6 +105,8 @@ void HeadServer::HandleClientMessage(std::vector<zmq::message_t>& parts) {
                     delimited);
   } else if (op == "logs") {
     StartLogRead(identity, request, delimited);
+  } else if (op == "dashboard_login") {
+    SendClientReply(identity, DashboardLoginReply(rid, *caller), delimited);
   } else if (std::optional<TimeMs> wait = clients_.Waits(request)) {
     if (!client_waits_.Hold(
             {identity, std::move(request), delimited, *caller, clock_.NowMs() + *wait})) {
@@ -118,6 +121,32 @@ void HeadServer::HandleClientMessage(std::vector<zmq::message_t>& parts) {
   } else {
     QueueClientRequest(identity, std::move(request), delimited, *caller);
   }
+}
+
+bool HeadServer::ClientKeyAllowed(const std::string& z85) {
+  std::shared_ptr<const AccessLists> lists = zap_.Published();
+  return lists != nullptr && lists->FindClient(z85) != nullptr;
+}
+
+Json HeadServer::DashboardLoginReply(const Json& rid, const ClientCaller& caller) {
+  if (options_.http_url.empty()) {
+    return ClientErrorReply(
+        rid, Status::FailedPrecondition("this head serves no dashboard (start ztune-head with "
+                                        "--http-endpoint; docs/dashboard.md)"));
+  }
+  Json reply{{"ok", true}, {"login", dashboard_logins_ != nullptr}};
+  SetReplyRid(reply, rid);
+  if (dashboard_logins_ == nullptr) {
+    reply["url"] = options_.http_url;
+    return reply;
+  }
+  Result<std::string> token = dashboard_logins_->IssueToken({caller.key, caller.name});
+  if (!token.ok()) return ClientErrorReply(rid, token.status());
+  spdlog::info("dashboard: login link issued to client '{}'", EscapeForLog(caller.name));
+  reply["url"] = options_.http_url + "login?token=" + *token;
+  reply["expires_in_s"] = dashboard_logins_->options().token_ttl_ms / 1000;
+  reply["user"] = caller.name;
+  return reply;
 }
 
 void HeadServer::RefuseOverBudget(const std::string& identity, const std::string& key,

@@ -155,8 +155,18 @@ int main(int argc, char** argv) {
                  "commit (docs/results-dir.md)");
   std::string http_endpoint;
   app.add_option("--http-endpoint", http_endpoint,
-                 "serve the read-only web dashboard on [HOST:]PORT (loopback only; PORT 0 = any "
-                 "free port; default: no dashboard)");
+                 "serve the read-only web dashboard on [HOST:]PORT (PORT 0 = any free port; "
+                 "default: no dashboard). Loopback only, unless with --http-tls-cert");
+  ztune::head::TlsFiles http_tls;
+  auto* tls_cert_opt =
+      app.add_option("--http-tls-cert", http_tls.cert_file,
+                     "serve the dashboard over HTTPS with this PEM certificate (chain), on any "
+                     "address, to browsers logged in with `ztune dashboard` links")
+          ->needs("--http-endpoint");
+  auto* tls_key_opt = app.add_option("--http-tls-key", http_tls.key_file,
+                                     "the PEM private key of --http-tls-cert (mode 0600)");
+  tls_cert_opt->needs(tls_key_opt);
+  tls_key_opt->needs(tls_cert_opt);
   bool print_public_key = false;
   app.add_flag("--print-public-key", print_public_key,
                "print the head's public key (creating the key pair if there is none yet) and exit")
@@ -257,13 +267,38 @@ int main(int argc, char** argv) {
   // file names its URL; it serves once the head does.
   ztune::head::LoopReads loop_reads;
   std::unique_ptr<ztune::head::DashboardServer> dashboard;
+  // With logins, a session's key is checked against the head's current
+  // allow-list; the head exists before the dashboard serves.
+  ztune::head::HeadServer* head_for_dashboard = nullptr;
+  ztune::SteadyClock login_clock;
+  ztune::head::DashboardLogins dashboard_logins(login_clock);
+  const bool with_logins = !http_tls.cert_file.empty();
   if (!http_endpoint.empty()) {
-    auto endpoint = ztune::head::ParseHttpEndpoint(http_endpoint);
+    if (with_logins && insecure) {
+      std::fprintf(stderr,
+                   "ztune-head: --http-tls-cert: dashboard logins come from client keys, and "
+                   "--insecure has none; drop --insecure\n");
+      return 2;
+    }
+    auto endpoint = ztune::head::ParseHttpEndpoint(http_endpoint, with_logins);
     if (!endpoint.ok()) {
       std::fprintf(stderr, "ztune-head: %s\n", endpoint.status().message().c_str());
       return 2;
     }
-    dashboard = std::make_unique<ztune::head::DashboardServer>(loop_reads);
+    if (with_logins) {
+      if (auto s = ztune::head::CheckDashboardTls(http_tls); !s.ok()) {
+        std::fprintf(stderr, "ztune-head: %s\n", s.message().c_str());
+        return 2;
+      }
+    }
+    ztune::head::DashboardServerOptions dashboard_options;
+    if (with_logins) {
+      dashboard_options.login = ztune::head::DashboardLoginMode{
+          http_tls, &dashboard_logins, [&head_for_dashboard](const std::string& key) {
+            return head_for_dashboard != nullptr && head_for_dashboard->ClientKeyAllowed(key);
+          }};
+    }
+    dashboard = std::make_unique<ztune::head::DashboardServer>(loop_reads, dashboard_options);
     if (auto s = dashboard->Bind(*endpoint); !s.ok()) {
       spdlog::critical("cannot start: {}", s.ToString());
       return 4;
@@ -275,6 +310,8 @@ int main(int argc, char** argv) {
   zmq::context_t context(1);
   ztune::head::HeadServer server(context, **store, options);
   if (dashboard) server.SetLoopReads(&loop_reads);
+  if (dashboard && with_logins) server.SetDashboardLogins(&dashboard_logins);
+  head_for_dashboard = &server;
   g_server.store(&server);
   std::signal(SIGHUP, OnHangUp);
   if (auto s = server.Start(); !s.ok()) {

@@ -42,6 +42,11 @@ void ZapHandler::Stop() {
   socket_.reset();
 }
 
+std::shared_ptr<const AccessLists> ZapHandler::Published() {
+  std::lock_guard lock(mu_);
+  return lists_;
+}
+
 std::shared_ptr<const AccessLists> ZapHandler::Current() {
   std::lock_guard lock(mu_);
   if (lists_changed_) {

@@ -6,7 +6,7 @@
 // Thread affinity: Start, Publish and Stop are called from the head's loop
 // thread; the handler runs on its own thread, so that handshakes go on while
 // the loop is busy. The only shared state is the published lists (under a
-// mutex) and counters (atomics).
+// mutex, also read by Published from any thread) and counters (atomics).
 //
 // Invariant: the handler is bound before the head's sockets bind and stays
 // until they are closed. libzmq lets every CURVE key in when no handler is
@@ -44,6 +44,8 @@ class ZapHandler {
   // Later handshakes are judged by `lists`.
   void Publish(std::shared_ptr<const AccessLists> lists);
   void Stop();
+  // The lists handshakes are judged by now (null before Start). Any thread.
+  std::shared_ptr<const AccessLists> Published();
 
   uint64_t accepted() const { return accepted_.load(); }
   uint64_t refused() const { return refused_.load(); }
@@ -52,6 +54,8 @@ class ZapHandler {
   void Run();
   // One request's reply frames.
   std::vector<std::string> Answer(const std::vector<zmq::message_t>& request);
+  // Published(), for the handler thread: also forgets the keys it logged
+  // when the lists changed.
   std::shared_ptr<const AccessLists> Current();
 
   zmq::context_t& context_;

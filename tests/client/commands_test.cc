@@ -714,5 +714,20 @@ TEST_F(WaitTest, TerminalShowsOneBarRedrawnInPlace) {
             "Best trial: e0001_00000 loss=0.00121 (iteration 50)\n");
 }
 
+TEST(DashboardUrlForTest, AWildcardHostBecomesTheHostTheClientReachedTheHeadAt) {
+  EXPECT_EQ(DashboardUrlFor("https://0.0.0.0:8265/login?token=t", "tcp://head.example.org:5556"),
+            "https://head.example.org:8265/login?token=t");
+  EXPECT_EQ(DashboardUrlFor("https://[::]:8265/login?token=t", "tcp://[fd00::1]:5556"),
+            "https://[fd00::1]:8265/login?token=t");
+  EXPECT_EQ(DashboardUrlFor("https://0.0.0.0:8265/", "tcp://127.0.0.1:5556"),
+            "https://127.0.0.1:8265/");
+  // A named host stays; so does a wildcard when the client's endpoint names none.
+  EXPECT_EQ(DashboardUrlFor("https://10.0.0.1:8265/", "tcp://head:5556"), "https://10.0.0.1:8265/");
+  EXPECT_EQ(DashboardUrlFor("http://127.0.0.1:8265/", "tcp://head:5556"), "http://127.0.0.1:8265/");
+  EXPECT_EQ(DashboardUrlFor("https://0.0.0.0:8265/", "ipc:///tmp/head"), "https://0.0.0.0:8265/");
+  EXPECT_EQ(DashboardUrlFor("https://0.0.0.0:8265/", "tcp://*:5556"), "https://0.0.0.0:8265/");
+  EXPECT_EQ(DashboardUrlFor("not a url", "tcp://head:5556"), "not a url");
+}
+
 }  // namespace
 }  // namespace ztune::client

@@ -38,6 +38,8 @@ class LocalCluster {
   std::string data_dir() const { return dir_ + "/data"; }
   const std::string& client_endpoint() const { return client_endpoint_; }
   const std::string& worker_endpoint() const { return worker_endpoint_; }
+  // The dashboard's URL as the head wrote it (--http-endpoint); "" without one.
+  const std::string& http_url() const { return http_url_; }
 
   // Starts (or restarts) the head on the same data dir and waits until it serves.
   void StartHead(const std::vector<std::string>& extra = {}) {
@@ -60,6 +62,7 @@ class LocalCluster {
     Json e = Json::parse(ReadFile(endpoints));
     worker_endpoint_ = e["worker_endpoint"];
     client_endpoint_ = e["client_endpoint"];
+    http_url_ = e.value("http_endpoint", "");
   }
 
   // `env`: changes to the worker's environment (Process). A worker sees no
@@ -153,6 +156,7 @@ class LocalCluster {
   testing::ClusterKeys keys_;
   std::string worker_endpoint_;
   std::string client_endpoint_;
+  std::string http_url_;
   std::unique_ptr<Process> head_;
   std::vector<std::unique_ptr<Process>> workers_;
 };

@@ -31,8 +31,17 @@ TEST(HttpEndpointTest, PortOrLoopbackHostAndPort) {
     auto r = ParseHttpEndpoint(remote);
     ASSERT_FALSE(r.ok()) << remote;
     EXPECT_NE(r.status().message().find("loopback only"), std::string::npos);
+    EXPECT_NE(r.status().message().find("--http-tls-cert"), std::string::npos);
     EXPECT_NE(r.status().message().find("ssh -L"), std::string::npos);
+    // With logins (HTTPS) any address will do.
+    auto with_logins = ParseHttpEndpoint(remote, /*with_logins=*/true);
+    ASSERT_TRUE(with_logins.ok()) << remote << ": " << with_logins.status().ToString();
   }
+  EXPECT_EQ(ParseHttpEndpoint("0.0.0.0:8265", true)->host, "0.0.0.0");
+  EXPECT_EQ(ParseHttpEndpoint("[::]:8265", true)->host, "::");
+  auto no_host = ParseHttpEndpoint(":8265", true);
+  ASSERT_FALSE(no_host.ok());
+  EXPECT_NE(no_host.status().message().find("no host"), std::string::npos);
 }
 
 TEST(LoopReadsTest, AskIsAnsweredByTheLoopThread) {
