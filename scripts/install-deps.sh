@@ -13,7 +13,7 @@ PACKAGES=(
 # Only the tests need these (fuzzing, reading exports with pandas, the deploy
 # files' YAML, the dashboard in a browser, a single-node Slurm); ZTUNE_INSTALL_TEST_DEPS=0 (the
 # demo) leaves them out.
-TEST_PACKAGES=(clang libclang-rt-dev python3-pandas python3-yaml chromium slurm-wlm munge)
+TEST_PACKAGES=(clang libclang-rt-dev openssl python3-pandas python3-yaml chromium slurm-wlm munge)
 if [ "${ZTUNE_INSTALL_TEST_DEPS:-1}" != 0 ]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
 
 missing=()

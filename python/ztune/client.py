@@ -60,6 +60,7 @@ import base64
 import itertools
 import json
 import os
+import re
 import stat
 import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Union
@@ -995,6 +996,23 @@ class Client:
     def workers(self) -> List[Dict[str, Any]]:
         """Every WorkerDoc the head knows, dead ones too (``alive``)."""
         return list(self.request("workers")["workers"])
+
+    def dashboard_login(self) -> Dict[str, Any]:
+        """A link to the head's web dashboard (docs/dashboard.md): ``{"url",
+        "login", "expires_in_s", "user"}``. With logins (the dashboard on
+        HTTPS) ``url`` logs one browser in as this client's key, once, within
+        ``expires_in_s`` seconds; otherwise it is the open dashboard's address
+        and ``login`` is False. A dashboard bound to every address (0.0.0.0,
+        [::]) is named by the host this client reaches the head at."""
+        reply = dict(self.request("dashboard_login"))
+        reply.pop("rid", None)
+        reply.pop("ok", None)
+        url = reply.get("url", "")
+        m = re.match(r"^(https?://)(0\.0\.0\.0|\[::\]|\[::0\])(:.*)$", url)
+        host = re.match(r"^tcp://(.+):\d+$", self.endpoint)
+        if m and host and host.group(1) not in ("*", "0.0.0.0", "[::]"):
+            reply["url"] = m.group(1) + host.group(1) + m.group(3)
+        return reply
 
     def best_trial(self, experiment_id: str) -> Optional[Dict[str, Any]]:
         """The head's best trial of the experiment: ``{"trial_id", "metric",

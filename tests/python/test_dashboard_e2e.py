@@ -1,9 +1,11 @@
 """The dashboard in a real browser: a head and a worker run an experiment;
 headless Chromium (Debian's `chromium`) loads the page the head serves
-(--http-endpoint) and the file `ztune report` writes, and runs their scripts.
+(--http-endpoint) and the file `ztune report` writes, and runs their scripts;
+and, served over HTTPS with logins, the page a `ztune dashboard` link opens.
 The rendered page must list every trial in the table and draw one metric line
 per trial that reported. Screenshots are kept as test artifacts
-($ZTUNE_BUILD_DIR/test-artifacts/dashboard-live.png, dashboard-report.png).
+($ZTUNE_BUILD_DIR/test-artifacts/dashboard-live.png, dashboard-report.png,
+dashboard-login.png).
 """
 
 import html.parser
@@ -65,19 +67,19 @@ class Dom(html.parser.HTMLParser):
 @unittest.skipIf(CHROMIUM is None,
                  "chromium is not installed (scripts/install-deps.sh installs it for the tests)")
 class DashboardReportTest(unittest.TestCase):
-    def rendered(self, url):
-        dom = chromium("--dump-dom", url)
+    def rendered(self, url, *flags):
+        dom = chromium(*flags, "--dump-dom", url)
         self.assertEqual(dom.returncode, 0, dom.stderr[-3000:])
         parsed = Dom()
         parsed.feed(dom.stdout)
         return parsed, dom.stdout
 
-    def screenshot(self, url, name):
+    def screenshot(self, url, name, *flags):
         os.makedirs(ARTIFACTS, exist_ok=True)
         shot = os.path.join(ARTIFACTS, name)
         if os.path.exists(shot):
             os.remove(shot)
-        out = chromium("--screenshot=" + shot, url)
+        out = chromium(*flags, "--screenshot=" + shot, url)
         self.assertEqual(out.returncode, 0, out.stderr[-3000:])
         with open(shot, "rb") as f:
             self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
@@ -91,6 +93,64 @@ class DashboardReportTest(unittest.TestCase):
         self.assertEqual(out.returncode, 2, out.stdout + out.stderr)
         self.assertIn("loopback only", out.stderr)
         self.assertIn("ssh -L", out.stderr)
+
+    @unittest.skipIf(shutil.which("openssl") is None,
+                     "openssl is not installed (scripts/install-deps.sh installs it for the tests)")
+    def test_a_browser_logs_in_with_a_link_and_sees_the_trials_over_https(self):
+        c = LocalCluster(self.addCleanup, "dash-tls")
+        cert, key = os.path.join(c.keys_dir, "dash.crt"), os.path.join(c.keys_dir, "dash.key")
+        made = subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+             "-nodes", "-days", "2", "-subj", "/CN=localhost",
+             "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+             "-keyout", key, "-out", cert], capture_output=True, text=True, timeout=60)
+        self.assertEqual(made.returncode, 0, made.stderr)
+        os.chmod(key, 0o600)
+        reader = c.add_client("reader", "read")
+        admin = c.add_client("admin", "admin")
+        c.start_head("--http-endpoint", "127.0.0.1:0", "--http-tls-cert", cert,
+                     "--http-tls-key", key)
+        with open(os.path.join(c.dir, "endpoints.json")) as f:
+            url = json.load(f)["http_endpoint"]
+        self.assertRegex(url, r"^https://127\.0\.0\.1:\d+/$")
+        c.start_worker("w0", 2)
+        client = Client(c.client_endpoint, client_key=admin, head_key=c.head_pub_file,
+                        timeout_s=10)
+        self.addCleanup(client.close)
+        spec = {"name": "dash-tls", "trainable": "quadratic",
+                "param_space": {"lr": {"grid_search": [0.05, 0.1, 0.2]}, "x0": 10, "target": 0},
+                "metric": "loss", "mode": "min", "stop": {"training_iteration": 5}, "seed": 1}
+        exp = client.submit(spec)
+        self.assertTrue(client.wait(exp, poll_s=0.05, timeout_s=60)["finished"], c.logs())
+        trial_ids = [f"{exp}_{i:05d}" for i in range(3)]
+
+        # Without a login the browser gets the login help, no trial.
+        parsed, text = self.rendered(url, "--ignore-certificate-errors")
+        self.assertEqual(parsed.rows, [], text[-3000:])
+        self.assertIn("ztune dashboard", text)
+
+        # A `read` key's link (the CLI's): the browser follows it to the page,
+        # its cookie reads the data, and the page draws every trial.
+        out = subprocess.run([client_cluster.CLI_BIN, "--head", c.client_endpoint, "--key", reader,
+                              "--head-key", c.head_pub_file, "dashboard"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        link = out.stdout.strip()
+        self.assertTrue(link.startswith(url + "login?token="), link)
+        self.assertIn("as 'reader'", out.stderr)
+        parsed, text = self.rendered(link, "--ignore-certificate-errors")
+        self.assertEqual(sorted(parsed.rows), trial_ids, text[-3000:])
+        self.assertEqual(sorted(parsed.lines), trial_ids)
+        # Used once: the same link logs no other browser in.
+        parsed, text = self.rendered(link, "--ignore-certificate-errors")
+        self.assertEqual(parsed.rows, [], text[-3000:])
+        self.assertIn("unknown, used or expired", text)
+
+        # The Python client's link, for a screenshot of the logged-in page.
+        login = client.dashboard_login()
+        self.assertEqual((login["login"], login["user"], login["expires_in_s"]),
+                         (True, "admin", 60))
+        self.screenshot(login["url"], "dashboard-login.png", "--ignore-certificate-errors")
 
     def test_dashboard_and_report_render_every_trial_in_a_browser(self):
         c = LocalCluster(self.addCleanup, "dash", insecure=True)
