@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "common/base64.h"
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/dashboard/dashboard_page.h"
@@ -161,6 +162,36 @@ DashboardServer::DashboardServer(LoopReads& reads, DashboardServerOptions option
     }
     res.set_content(data->dump(-1, ' ', false, Json::error_handler_t::replace), "application/json");
   });
+  http_->Get("/api/logs", [this](const httplib::Request& req, httplib::Response& res) {
+    uint64_t attempt = 0;
+    const std::string attempt_text = req.get_param_value("attempt");
+    if (!attempt_text.empty()) {
+      char* end = nullptr;
+      attempt = std::strtoull(attempt_text.c_str(), &end, 10);
+      if (end == nullptr || *end != '\0' || attempt == 0) {
+        res.status = 400;
+        res.set_content(Json{{"error", "attempt must be an integer >= 1"}}.dump(),
+                        "application/json");
+        return;
+      }
+    }
+    const std::string stream = req.get_param_value("stream");
+    Result<Json> logs =
+        TrialLogs(req.get_param_value("trial_id"), stream.empty() ? "stdout" : stream, attempt);
+    if (!logs.ok()) {
+      const StatusCode code = logs.status().code();
+      res.status = code == StatusCode::kNotFound          ? 404
+                   : code == StatusCode::kInvalidArgument ? 400
+                                                          : 503;
+      res.set_content(Json{{"error", logs.status().message()}}.dump(-1, ' ', false,
+                                                                    Json::error_handler_t::replace),
+                      "application/json");
+      return;
+    }
+    // Output is whatever the trainable wrote: bytes that are not UTF-8 are
+    // shown as U+FFFD.
+    res.set_content(logs->dump(-1, ' ', false, Json::error_handler_t::replace), "application/json");
+  });
   if (options_.login) {
     http_->Get("/login",
                [this](const httplib::Request& req, httplib::Response& res) { Login(req, res); });
@@ -286,6 +317,57 @@ Result<Json> DashboardServer::ReadAll(const std::string& op, Json args, const ch
     offset = next.get<uint64_t>();
   }
   return items;
+}
+
+Result<Json> DashboardServer::ReadLogPage(Json request, uint64_t offset, uint64_t limit) {
+  request["offset"] = offset;
+  request["limit"] = limit;
+  ASSIGN_OR_RETURN(Json reply, reads_.Ask(std::move(request), options_.read_timeout));
+  if (!reply.value("ok", false)) {
+    const Json& error = reply["error"];
+    const std::string message = error.is_object() && error["message"].is_string()
+                                    ? error["message"].get<std::string>()
+                                    : "the logs read failed";
+    const std::string code =
+        error.is_object() && error["code"].is_string() ? error["code"].get<std::string>() : "";
+    if (code == "NotFound") return Status::NotFound(message);
+    if (code == "InvalidArgument") return Status::InvalidArgument(message);
+    return Status::Unavailable(message);
+  }
+  return reply;
+}
+
+Result<Json> DashboardServer::TrialLogs(const std::string& trial_id, const std::string& stream,
+                                        uint64_t attempt) {
+  if (trial_id.empty()) return Status::InvalidArgument("want trial_id");
+  Json request{{"op", "logs"}, {"trial_id", trial_id}, {"stream", stream}};
+  if (attempt > 0) request["attempt"] = attempt;
+  ASSIGN_OR_RETURN(Json page, ReadLogPage(request, 0, kLogTailBytes));
+  const Json& size_field = page["size"];
+  const uint64_t size = size_field.is_number_integer() && size_field.get<int64_t>() > 0
+                            ? size_field.get<uint64_t>()
+                            : 0;
+  uint64_t offset = 0;
+  if (size > kLogTailBytes) {
+    // Only the tail: the output may be gigabytes, the page wants its end.
+    offset = size - kLogTailBytes;
+    if (page["attempt"].is_number_integer()) request["attempt"] = page["attempt"];
+    ASSIGN_OR_RETURN(page, ReadLogPage(request, offset, kLogTailBytes));
+  }
+  Result<std::string> text =
+      page["data"].is_string() ? Base64Decode(page["data"].get<std::string>()) : std::string();
+  if (!text.ok()) return Status::Internal("the worker's output page is not base64");
+  Json out{{"trial_id", trial_id},
+           {"stream", stream},
+           {"offset", offset},
+           {"text", std::move(*text)},
+           {"size", page["size"]},
+           {"attempt", page["attempt"]},
+           {"attempts", page["attempts"]},
+           {"complete", page["complete"]},
+           {"trial_status", page["trial_status"]},
+           {"worker", page["worker"]}};
+  return out;
 }
 
 Status DashboardServer::UpdateSeries(const Json& trial, const std::string& metric) {

@@ -91,6 +91,16 @@ class DashboardServer {
   // exports]}, series: {trial id: [[iteration, metric|null, timestamp]]}}.
   Result<Json> DashboardData(const std::string& experiment_id);
 
+  // The JSON of /api/logs?trial_id=ID&stream=stdout|stderr[&attempt=N]: the
+  // last kLogTailBytes of what an attempt (the newest with output unless
+  // `attempt` > 0) of a process trainable wrote, read from its worker
+  // through the loop: {trial_id, attempt, attempts, stream, trial_status,
+  // worker, size, offset (where text starts), text, complete}. Errors as the
+  // `logs` op's: NotFound (unknown trial, no output), Unavailable (worker
+  // gone), InvalidArgument.
+  Result<Json> TrialLogs(const std::string& trial_id, const std::string& stream, uint64_t attempt);
+  static constexpr uint64_t kLogTailBytes = 64 * 1024;
+
  private:
   // The name of the session cookie: one per port, so that two heads on one
   // host do not log each other out.
@@ -101,6 +111,8 @@ class DashboardServer {
   void Login(const httplib::Request& req, httplib::Response& res);
   void Logout(const httplib::Request& req, httplib::Response& res);
 
+  // A `logs` read of [offset, offset + limit).
+  Result<Json> ReadLogPage(Json request, uint64_t offset, uint64_t limit);
   // Every page of a paged read.
   Result<Json> ReadAll(const std::string& op, Json args, const char* list_key);
   // Brings the cached series of `trial` up to date.

@@ -417,7 +417,14 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     }
     client_replies_.clear();
     if (loop_reads_ != nullptr) {
-      loop_reads_->AnswerAll([&](const Json& r) { return clients_.Handle(r, dashboard); });
+      loop_reads_->AnswerAllDeferred([&](const Json& r, LoopReads::Respond respond) {
+        // A trial's output is read from its worker: answered when it replies.
+        if (r.is_object() && r.contains("op") && r["op"] == "logs") {
+          StartLogRead(r, LogRelay::Client{"", r.value("rid", Json()), false, std::move(respond)});
+        } else {
+          respond(clients_.Handle(r, dashboard));
+        }
+      });
     }
     SendHeartbeats();
   }

@@ -218,9 +218,11 @@ class HeadServer final : public CommandSink {
   // heartbeat interval.
   Status CommitTurn(const storage::WriteBatch& batch);
   void SendClientReply(const std::string& identity, const Json& reply, bool delimited);
-  // A `logs` request: answered now (an error, nothing to read) or relayed to
-  // the worker that hosted the attempt (log_relay_).
-  void StartLogRead(const std::string& identity, const Json& request, bool delimited);
+  // A `logs` request from `client`: answered now (an error, nothing to read)
+  // or relayed to the worker that hosted the attempt (log_relay_).
+  void StartLogRead(const Json& request, LogRelay::Client client);
+  // Sends `reply` to the client socket, or hands it to an in-process reader.
+  void DeliverLogReply(LogRelay::Client& client, Json reply);
   // The reply to a `dashboard_login` request (docs/client-protocol.md).
   Json DashboardLoginReply(const Json& rid, const ClientCaller& caller);
   void AnswerLogReads(std::vector<LogRelay::Answer> answers);

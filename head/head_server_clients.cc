@@ -104,7 +104,7 @@ void HeadServer::HandleClientMessage(std::vector<zmq::message_t>& parts) {
                                               out_of_space_)),
                     delimited);
   } else if (op == "logs") {
-    StartLogRead(identity, request, delimited);
+    StartLogRead(request, LogRelay::Client{identity, rid, delimited, nullptr});
   } else if (op == "dashboard_login") {
     SendClientReply(identity, DashboardLoginReply(rid, *caller), delimited);
   } else if (std::optional<TimeMs> wait = clients_.Waits(request)) {
@@ -189,33 +189,37 @@ void HeadServer::ReleaseClientWaits() {
       });
 }
 
-void HeadServer::StartLogRead(const std::string& identity, const Json& request, bool delimited) {
-  const Json rid = request.value("rid", Json());
+void HeadServer::StartLogRead(const Json& request, LogRelay::Client client) {
   Result<LogRead> read = clients_.PlanLogRead(request);
   if (!read.ok()) {
-    SendClientReply(identity, ClientErrorReply(rid, read.status()), delimited);
+    DeliverLogReply(client, ClientErrorReply(client.rid, read.status()));
     return;
   }
   if (read->attempt == 0) {
-    SendClientReply(identity, LogRelay::EmptyPage(*read, rid), delimited);
+    DeliverLogReply(client, LogRelay::EmptyPage(*read, client.rid));
     return;
   }
   if (runner_.registry().FindAlive(read->worker_id) == nullptr) {
-    SendClientReply(identity,
-                    LogRelay::WorkerGone(*read, runner_.registry().Find(read->worker_id), rid),
-                    delimited);
+    DeliverLogReply(
+        client, LogRelay::WorkerGone(*read, runner_.registry().Find(read->worker_id), client.rid));
     return;
   }
   const uint64_t worker_rid = runner_.ReserveRid();
   SendToWorker(read->worker_id, protocol::Message{LogRelay::RequestFor(*read, worker_rid), {}},
                SendTiming::kNow);
-  log_relay_.Wait(worker_rid, LogRelay::Client{identity, rid, delimited}, std::move(*read));
+  log_relay_.Wait(worker_rid, std::move(client), std::move(*read));
+}
+
+void HeadServer::DeliverLogReply(LogRelay::Client& client, Json reply) {
+  if (client.deliver) {
+    client.deliver(std::move(reply));
+  } else {
+    SendClientReply(client.identity, reply, client.delimited);
+  }
 }
 
 void HeadServer::AnswerLogReads(std::vector<LogRelay::Answer> answers) {
-  for (LogRelay::Answer& a : answers) {
-    SendClientReply(a.client.identity, a.reply, a.client.delimited);
-  }
+  for (LogRelay::Answer& a : answers) DeliverLogReply(a.client, std::move(a.reply));
 }
 
 }  // namespace ztune::head

@@ -233,7 +233,7 @@ void HeadServer::HandleWorkerFrames(const std::string& routing_id, const std::st
           runner_.HandleHeartbeat(identity);
           if (log_relay_.Owns(body.rid)) {
             if (auto answer = log_relay_.OnReply(identity, body, m.payload)) {
-              SendClientReply(answer->client.identity, answer->reply, answer->client.delimited);
+              DeliverLogReply(answer->client, std::move(answer->reply));
             }
             return;
           }

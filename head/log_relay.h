@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -44,6 +45,9 @@ class LogRelay {
     std::string identity;
     Json rid;
     bool delimited = false;
+    // Set: a reader in the head's process (the dashboard, through
+    // LoopReads) takes the reply, not a client socket.
+    std::function<void(Json)> deliver;
   };
   struct Answer {
     Client client;

@@ -41,25 +41,49 @@ Result<Json> LoopReads::Ask(Json request, std::chrono::milliseconds timeout) {
   return j;
 }
 
+void LoopReads::Answer(const std::shared_ptr<Pending>& p, Json reply) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (p->answered) return;
+  p->answered = true;
+  p->reply.set_value(std::move(reply));
+}
+
 void LoopReads::AnswerAll(const std::function<Json(const Json&)>& handle) {
+  AnswerAllDeferred([&](const Json& request, Respond respond) { respond(handle(request)); });
+}
+
+void LoopReads::AnswerAllDeferred(const std::function<void(const Json&, Respond)>& handle) {
   uint64_t count = 0;
   (void)!::read(fd_, &count, sizeof(count));  // reset; EAGAIN when nothing was written
   std::deque<std::shared_ptr<Pending>> batch;
   {
     std::lock_guard<std::mutex> lock(mu_);
     batch.swap(waiting_);
+    // What was answered (or given up: its Ask returned) is dropped here.
+    std::erase_if(deferred_, [](const std::weak_ptr<Pending>& w) {
+      auto p = w.lock();
+      return p == nullptr || p->answered;
+    });
+    for (auto& p : batch) deferred_.push_back(p);
   }
-  for (auto& p : batch) p->reply.set_value(handle(p->request));
+  for (auto& p : batch) {
+    handle(p->request, [this, p](Json reply) { Answer(p, std::move(reply)); });
+  }
 }
 
 void LoopReads::Close() {
   std::deque<std::shared_ptr<Pending>> batch;
+  std::vector<std::weak_ptr<Pending>> deferred;
   {
     std::lock_guard<std::mutex> lock(mu_);
     closed_ = true;
     batch.swap(waiting_);
+    deferred.swap(deferred_);
   }
-  for (auto& p : batch) p->reply.set_value(Json(Json::value_t::discarded));
+  for (auto& p : batch) Answer(p, Json(Json::value_t::discarded));
+  for (auto& w : deferred) {
+    if (auto p = w.lock()) Answer(p, Json(Json::value_t::discarded));
+  }
 }
 
 }  // namespace ztune::head

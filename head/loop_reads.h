@@ -4,7 +4,12 @@
 // as it answers the reads of its client socket (ClientService::Handle, here
 // with a read-only caller). A stalled loop answers late, never wrongly.
 //
-// Thread-safe. AnswerAll() is called on the loop thread only.
+// A request the loop cannot answer in its turn (a trial's output, read from
+// the worker that ran it) is answered later through its Respond
+// (AnswerAllDeferred).
+//
+// Thread-safe. AnswerAll() and AnswerAllDeferred() are called on the loop
+// thread only; a Respond may be called from any thread.
 #pragma once
 
 #include <chrono>
@@ -14,6 +19,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "common/json.h"
 #include "common/status.h"
@@ -41,6 +47,12 @@ class LoopReads {
   // Loop thread: answers every waiting request with `handle`.
   void AnswerAll(const std::function<Json(const Json&)>& handle);
 
+  // Answers one request; calls after the first (or after Close) do nothing.
+  using Respond = std::function<void(Json reply)>;
+  // Loop thread: hands every waiting request to `handle`, which answers it
+  // through its Respond, at once or later.
+  void AnswerAllDeferred(const std::function<void(const Json&, Respond)>& handle);
+
   // Any thread: waiting and later requests fail at once (shutdown).
   void Close();
 
@@ -48,10 +60,15 @@ class LoopReads {
   struct Pending {
     Json request;
     std::promise<Json> reply;
+    bool answered = false;  // guarded by mu_
   };
+  // Sets `p`'s reply unless it has one.
+  void Answer(const std::shared_ptr<Pending>& p, Json reply);
 
   std::mutex mu_;
   std::deque<std::shared_ptr<Pending>> waiting_;  // guarded by mu_
+  // Handed to the loop and not answered yet (Close answers them).
+  std::vector<std::weak_ptr<Pending>> deferred_;  // guarded by mu_
   bool closed_ = false;                           // guarded by mu_
   int fd_ = -1;
 };

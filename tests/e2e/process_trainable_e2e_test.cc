@@ -26,6 +26,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/trial_queries.h"
@@ -1373,6 +1374,58 @@ TEST_F(ProcessTrainableE2ETest, LogsFollowARunningTrialToItsEnd) {
   const auto steps = StepLines(follow.out);
   ASSERT_EQ(steps.size(), 300u) << follow.out;
   EXPECT_EQ(steps.back().first, 300);
+}
+
+// The live dashboard shows a trial's output: /api/logs reads it from the
+// worker through the head, only the last 64 KiB of a longer one, and says why
+// when there is none to show.
+TEST_F(ProcessTrainableE2ETest, TheDashboardShowsTheTailOfATrialsOutput) {
+  ProcessCluster cluster("proc-logs-dashboard");
+  cluster.StartHead({"--http-endpoint", "127.0.0.1:0"});
+  cluster.StartWorker("a", 2, Hosting(cluster));
+  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  // About 30 bytes a step to stdout, 17 to stderr: 5,000 steps are past the
+  // 64 KiB tail in both.
+  const std::string exp = SubmitSpec(cluster, R"({"trainable": "counter_class",
+      "param_space": {"start": 0}, "stop": {"training_iteration": 5000}})",
+                                     "spec");
+  const std::string builtin = SubmitSpec(cluster, R"({"trainable": "quadratic",
+      "param_space": {"lr": 0.1}, "stop": {"training_iteration": 2}})",
+                                         "builtin");
+  ASSERT_FALSE(exp.empty());
+  ASSERT_FALSE(builtin.empty());
+  ASSERT_TRUE(WaitFinished(cluster, exp, 180)) << Diagnostics(cluster, exp);
+  ASSERT_TRUE(WaitFinished(cluster, builtin)) << Diagnostics(cluster, builtin);
+  const std::string id = TrialId(exp, 0);
+  const std::string url = cluster.http_url();
+  httplib::Client http("127.0.0.1", std::stoi(url.substr(url.rfind(':') + 1)));
+  http.set_read_timeout(30);
+
+  for (const std::string stream : {"stdout", "stderr"}) {
+    SCOPED_TRACE(stream);
+    const std::string file = TrialFile(cluster, "a", id, stream);
+    ASSERT_GT(file.size(), 65536u);
+    auto res = http.Get(("/api/logs?trial_id=" + id + "&stream=" + stream).c_str());
+    ASSERT_TRUE(res) << httplib::to_string(res.error());
+    ASSERT_EQ(res->status, 200) << res->body;
+    const Json doc = Json::parse(res->body);
+    EXPECT_EQ(doc["size"], file.size());
+    EXPECT_EQ(doc["offset"], file.size() - 65536);
+    EXPECT_EQ(doc["text"], file.substr(file.size() - 65536));
+    EXPECT_EQ(doc["attempt"], 1);
+    EXPECT_EQ(doc["complete"], true);
+    EXPECT_EQ(doc["trial_status"], "TERMINATED");
+  }
+  auto none = http.Get(("/api/logs?trial_id=" + TrialId(builtin, 0)).c_str());
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 404);
+  EXPECT_TRUE(Contains(none->body, "only process trainables write stdout")) << none->body;
+  auto unknown = http.Get("/api/logs?trial_id=e0999_00000");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+  auto bad = http.Get(("/api/logs?trial_id=" + id + "&attempt=x").c_str());
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
 }
 
 // A built-in trainable writes no stdout: the refusal says so. Once its worker

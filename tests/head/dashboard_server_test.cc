@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <thread>
 
+#include "common/base64.h"
 #include "head/loop_reads.h"
 
 namespace ztune::head {
@@ -161,6 +163,135 @@ TEST(DashboardServerTest, DataReadsOnlyNewResults) {
   auto unknown = server.DashboardData("e0042");
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
+  stop = true;
+  loop.join();
+}
+
+TEST(LoopReadsTest, ADeferredReadIsAnsweredLaterOnceAndCloseAnswersTheRest) {
+  LoopReads reads;
+  std::vector<LoopReads::Respond> held;
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::thread loop([&] {
+    while (!stop.load()) {
+      reads.AnswerAllDeferred([&](const Json& r, LoopReads::Respond respond) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (r["later"] == true) {
+          held.push_back(std::move(respond));
+        } else {
+          respond(Json{{"now", true}});
+        }
+      });
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  auto now = reads.Ask(Json{{"later", false}}, std::chrono::seconds(10));
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ((*now)["now"], true);
+  // Answered from another thread, after the loop's turn; a second answer is
+  // ignored.
+  std::thread answerer([&] {
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!held.empty()) {
+          held[0](Json{{"later", 1}});
+          held[0](Json{{"later", 2}});
+          held.clear();
+          return;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  auto later = reads.Ask(Json{{"later", true}}, std::chrono::seconds(10));
+  answerer.join();
+  ASSERT_TRUE(later.ok()) << later.status().ToString();
+  EXPECT_EQ((*later)["later"], 1);
+  // One never answered: Close answers it, so its Ask returns at once.
+  std::thread closer([&] {
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!held.empty()) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    reads.Close();
+  });
+  auto closed = reads.Ask(Json{{"later", true}}, std::chrono::seconds(60));
+  closer.join();
+  ASSERT_FALSE(closed.ok());
+  EXPECT_NE(closed.status().message().find("stopping"), std::string::npos);
+  stop = true;
+  loop.join();
+  held.clear();
+}
+
+// /api/logs over a fake loop: a short output whole, a long one's last 64 KiB
+// (asked for at its offset, of the attempt the first page named), and the
+// loop's errors as their codes.
+TEST(DashboardServerTest, LogsAreTheTailOfTheOutput) {
+  LoopReads reads;
+  std::string output = "short output\n";
+  std::vector<Json> asked;
+  std::atomic<bool> stop{false};
+  std::thread loop([&] {
+    while (!stop.load()) {
+      reads.AnswerAll([&](const Json& r) -> Json {
+        asked.push_back(r);
+        if (r["trial_id"] == "e0001_00009") {
+          return Json{{"ok", false}, {"error", {{"code", "NotFound"}, {"message", "no output"}}}};
+        }
+        const uint64_t offset = r["offset"], limit = r["limit"];
+        const std::string page = output.substr(std::min<size_t>(offset, output.size()), limit);
+        return Json{{"ok", true},
+                    {"trial_id", r["trial_id"]},
+                    {"attempt", 2},
+                    {"attempts", {1, 2}},
+                    {"stream", r["stream"]},
+                    {"size", output.size()},
+                    {"offset", offset},
+                    {"data", Base64Encode(page)},
+                    {"complete", false},
+                    {"trial_status", "RUNNING"},
+                    {"worker", "w1"}};
+      });
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  DashboardServer server(reads);
+  auto short_logs = server.TrialLogs("e0001_00000", "stderr", 0);
+  ASSERT_TRUE(short_logs.ok()) << short_logs.status().ToString();
+  EXPECT_EQ((*short_logs)["text"], output);
+  EXPECT_EQ((*short_logs)["offset"], 0);
+  EXPECT_EQ((*short_logs)["attempt"], 2);
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0]["op"], "logs");
+  EXPECT_EQ(asked[0]["stream"], "stderr");
+  EXPECT_FALSE(asked[0].contains("attempt"));
+
+  output.clear();
+  for (int i = 0; output.size() < 100'000; ++i) output += "line " + std::to_string(i) + "\n";
+  asked.clear();
+  auto long_logs = server.TrialLogs("e0001_00000", "stdout", 0);
+  ASSERT_TRUE(long_logs.ok()) << long_logs.status().ToString();
+  const uint64_t tail = DashboardServer::kLogTailBytes;
+  EXPECT_EQ((*long_logs)["text"], output.substr(output.size() - tail));
+  EXPECT_EQ((*long_logs)["offset"], output.size() - tail);
+  EXPECT_EQ((*long_logs)["size"], output.size());
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_EQ(asked[1]["offset"], output.size() - tail);
+  EXPECT_EQ(asked[1]["attempt"], 2) << "the tail of the attempt the first page named";
+
+  auto missing = server.TrialLogs("e0001_00009", "stdout", 0);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().message(), "no output");
+  EXPECT_EQ(server.TrialLogs("", "stdout", 0).status().code(), StatusCode::kInvalidArgument);
+  asked.clear();
+  ASSERT_TRUE(server.TrialLogs("e0001_00000", "stdout", 1).ok());
+  EXPECT_EQ(asked[0]["attempt"], 1);
   stop = true;
   loop.join();
 }

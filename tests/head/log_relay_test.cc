@@ -56,7 +56,7 @@ class LogRelayTest : public ::testing::Test {
 };
 
 TEST_F(LogRelayTest, AnAnswerBecomesThePageWithTheClientsRid) {
-  relay_.Wait(7, {"client-a", Json(41), false}, Read(10));
+  relay_.Wait(7, {"client-a", Json(41), false, nullptr}, Read(10));
   EXPECT_TRUE(relay_.Owns(7));
   auto a = relay_.OnReply(WorkerId("w1"), Answer(7, true, {{"size", 20}, {"live", false}}),
                           "0123456789");
@@ -75,16 +75,16 @@ TEST_F(LogRelayTest, AnAnswerBecomesThePageWithTheClientsRid) {
 }
 
 TEST_F(LogRelayTest, ALiveActorOrTheCurrentAttemptIsNotComplete) {
-  relay_.Wait(1, {"c", Json(1), false}, Read());
+  relay_.Wait(1, {"c", Json(1), false, nullptr}, Read());
   auto live = relay_.OnReply(WorkerId("w1"), Answer(1, true, {{"size", 0}, {"live", true}}), "");
   ASSERT_TRUE(live.has_value());
   EXPECT_EQ(live->reply["complete"], false);
-  relay_.Wait(2, {"c", Json(2), false}, Read(0, /*may_grow=*/true));
+  relay_.Wait(2, {"c", Json(2), false, nullptr}, Read(0, /*may_grow=*/true));
   auto growing =
       relay_.OnReply(WorkerId("w1"), Answer(2, true, {{"size", 0}, {"live", false}}), "");
   EXPECT_EQ(growing->reply["complete"], false);
   // The current attempt's output has not begun on the worker yet: empty.
-  relay_.Wait(3, {"c", Json(3), false}, Read(0, /*may_grow=*/true));
+  relay_.Wait(3, {"c", Json(3), false, nullptr}, Read(0, /*may_grow=*/true));
   auto early = relay_.OnReply(
       WorkerId("w1"), Answer(3, false, {{"code", "NotFound"}, {"live", false}}, "no stdout file"),
       "");
@@ -93,7 +93,7 @@ TEST_F(LogRelayTest, ALiveActorOrTheCurrentAttemptIsNotComplete) {
 }
 
 TEST_F(LogRelayTest, AWorkersRefusalIsTheClientsErrorWithWhereItHappened) {
-  relay_.Wait(1, {"c", Json(9), false}, Read());
+  relay_.Wait(1, {"c", Json(9), false, nullptr}, Read());
   auto a = relay_.OnReply(
       WorkerId("w1"),
       Answer(1, false, {{"code", "NotFound"}, {"live", false}}, "no stdout file (/x/stdout)"), "");
@@ -107,7 +107,7 @@ TEST_F(LogRelayTest, AWorkersRefusalIsTheClientsErrorWithWhereItHappened) {
 }
 
 TEST_F(LogRelayTest, MalformedOrMisdirectedAnswersChangeNothingOrFailClearly) {
-  relay_.Wait(1, {"c", Json(1), false}, Read());
+  relay_.Wait(1, {"c", Json(1), false, nullptr}, Read());
   // Another worker answering this rid is not this read's answer.
   EXPECT_FALSE(
       relay_.OnReply(WorkerId("w2"), Answer(1, true, {{"size", 3}, {"live", false}}), "abc")
@@ -119,7 +119,7 @@ TEST_F(LogRelayTest, MalformedOrMisdirectedAnswersChangeNothingOrFailClearly) {
            {{{"size", 3}}, "abc"},
            {{{"size", 300}, {"live", false}}, std::string(101, 'x')},
            {{{"size", "3"}, {"live", false}}, "abc"}}) {
-    relay_.Wait(1, {"c", Json(1), false}, Read());
+    relay_.Wait(1, {"c", Json(1), false, nullptr}, Read());
     auto a = relay_.OnReply(WorkerId("w1"), Answer(1, true, data), payload);
     ASSERT_TRUE(a.has_value());
     EXPECT_EQ(a->reply["ok"], false) << data.dump();
@@ -129,7 +129,7 @@ TEST_F(LogRelayTest, MalformedOrMisdirectedAnswersChangeNothingOrFailClearly) {
 }
 
 TEST_F(LogRelayTest, SilenceAndDeathAreAnsweredUnavailable) {
-  relay_.Wait(1, {"c", Json(1), false}, Read());
+  relay_.Wait(1, {"c", Json(1), false, nullptr}, Read());
   EXPECT_TRUE(relay_.TakeUnanswerable(registry_).empty());
   clock_.AdvanceMs(499);
   registry_.Touch(WorkerId("w1"));
@@ -141,7 +141,7 @@ TEST_F(LogRelayTest, SilenceAndDeathAreAnsweredUnavailable) {
   EXPECT_NE(late[0].reply["error"]["message"].get<std::string>().find("no answer within 500 ms"),
             std::string::npos);
 
-  relay_.Wait(2, {"c", Json(2), false}, Read());
+  relay_.Wait(2, {"c", Json(2), false, nullptr}, Read());
   registry_.MarkDead(WorkerId("w1"));
   auto dead = relay_.TakeUnanswerable(registry_);
   ASSERT_EQ(dead.size(), 1u);

@@ -146,6 +146,14 @@ class DashboardReportTest(unittest.TestCase):
         self.assertEqual(parsed.rows, [], text[-3000:])
         self.assertIn("unknown, used or expired", text)
 
+        # A link to one trial (#trial=ID survives the login's redirect): its
+        # details ask the head for its output, which a built-in trainable has
+        # none of, and say so.
+        link = client.dashboard_login()["url"] + "#trial=" + trial_ids[1]
+        parsed, text = self.rendered(link, "--ignore-certificate-errors")
+        self.assertIn("Trial " + trial_ids[1] + ": TERMINATED", text)
+        self.assertRegex(text, r'id="output-note"[^>]*>[^<]*only process trainables write stdout')
+
         # The Python client's link, for a screenshot of the logged-in page.
         login = client.dashboard_login()
         self.assertEqual((login["login"], login["user"], login["expires_in_s"]),
