@@ -69,6 +69,14 @@ std::string MessagePage(const std::string& title, const std::string& text) {
          "</p></body></html>\n";
 }
 
+// obj[key] when obj is an object holding a string there, else "" (a const
+// operator[] on a missing key is undefined).
+std::string StringAt(const Json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 constexpr const char* kLoginHelp = "run `ztune dashboard` for a login link";
 
 }  // namespace
@@ -325,11 +333,9 @@ Result<Json> DashboardServer::ReadLogPage(Json request, uint64_t offset, uint64_
   ASSIGN_OR_RETURN(Json reply, reads_.Ask(std::move(request), options_.read_timeout));
   if (!reply.value("ok", false)) {
     const Json& error = reply["error"];
-    const std::string message = error.is_object() && error["message"].is_string()
-                                    ? error["message"].get<std::string>()
-                                    : "the logs read failed";
-    const std::string code =
-        error.is_object() && error["code"].is_string() ? error["code"].get<std::string>() : "";
+    std::string message = StringAt(error, "message");
+    if (message.empty()) message = "the logs read failed";
+    const std::string code = StringAt(error, "code");
     if (code == "NotFound") return Status::NotFound(message);
     if (code == "InvalidArgument") return Status::InvalidArgument(message);
     return Status::Unavailable(message);
@@ -425,8 +431,7 @@ Result<Json> DashboardServer::DashboardData(const std::string& experiment_id) {
       if (e.value("experiment_id", "") == chosen) doc = &e;
     }
     if (doc == nullptr) return Status::NotFound("unknown experiment '" + chosen + "'");
-    const std::string metric =
-        (*doc)["metric"].is_string() ? (*doc)["metric"].get<std::string>() : "";
+    const std::string metric = StringAt(*doc, "metric");
     ASSIGN_OR_RETURN(trials, ReadAll("trials", Json{{"experiment_id", chosen}}, "trials"));
     // Only the shown experiment's series are kept.
     if (series_experiment_ != chosen) series_.clear();
