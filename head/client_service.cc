@@ -257,8 +257,7 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request,
   return ztune::Status::InvalidArgument(
       "unknown op '" + op +
       "' (known: submit, add_trial, wait_trials, experiments, experiment, status, trials, trial, "
-      "results, "
-      "checkpoint, logs, workers, stop, pause, resume, put_code, dashboard_login)");
+      "results, checkpoint, logs, workers, stop, pause, resume, put_code, dashboard_login)");
 }
 
 Result<LogRead> ClientService::PlanLogRead(const Json& request) const {

@@ -12,24 +12,17 @@
 namespace ztune::head {
 
 std::string RandomSecretHex() {
-  uint8_t bytes[32];
+  Sha256::Digest bytes;  // 32 bytes, the size DigestHex writes as hex
   size_t got = 0;
-  while (got < sizeof(bytes)) {
-    const ssize_t n = ::getrandom(bytes + got, sizeof(bytes) - got, 0);
+  while (got < bytes.size()) {
+    const ssize_t n = ::getrandom(bytes.data() + got, bytes.size() - got, 0);
     // getrandom only fails for bad arguments or a signal; without randomness
     // there is no safe login to hand out.
     if (n < 0 && errno == EINTR) continue;
     CHECK(n > 0);
     got += static_cast<size_t>(n);
   }
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(64);
-  for (uint8_t b : bytes) {
-    out.push_back(kHex[b >> 4]);
-    out.push_back(kHex[b & 15]);
-  }
-  return out;
+  return DigestHex(bytes);
 }
 
 DashboardLogins::DashboardLogins(const Clock& clock, DashboardLoginOptions options)

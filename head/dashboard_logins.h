@@ -1,5 +1,5 @@
 // DashboardLogins: who may read the dashboard when it serves other machines
-// (docs/dashboard.md, "Logins"). A client whose key the head allows asks for
+// (docs/dashboard.md, "Who can read it"). A client whose key the head allows asks for
 // a login over the authenticated client endpoint (`ztune dashboard`); it gets
 // a one-use token, good for a minute, that its browser trades at /login for a
 // session cookie. So the dashboard trusts exactly the keys clients.allow

@@ -13,38 +13,20 @@
 #include "head/dashboard_server.h"
 #include "head/dashboard_tls.h"
 #include "head/loop_reads.h"
+#include "tests/fakes/fake_loop.h"
 #include "tests/fakes/self_signed_cert.h"
 #include "tests/fakes/temp_dir.h"
 
 namespace ztune::head {
 namespace {
 
-// A loop that answers the dashboard's reads: one experiment, no trials.
-class FakeLoop {
- public:
-  explicit FakeLoop(LoopReads& reads) : reads_(reads) {
-    thread_ = std::thread([this] {
-      while (!stop_.load()) {
-        reads_.AnswerAll([](const Json& r) -> Json {
-          if (r["op"] == "experiments") {
-            return Json{{"ok", true}, {"experiments", Json::array({{{"experiment_id", "e0001"}}})}};
-          }
-          return Json{{"ok", true}, {"trials", Json::array()}};
-        });
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    });
+// The loop's answers to the dashboard's reads: one experiment, no trials.
+Json AnswerRead(const Json& r) {
+  if (r["op"] == "experiments") {
+    return Json{{"ok", true}, {"experiments", Json::array({{{"experiment_id", "e0001"}}})}};
   }
-  ~FakeLoop() {
-    stop_ = true;
-    thread_.join();
-  }
-
- private:
-  LoopReads& reads_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
+  return Json{{"ok", true}, {"trials", Json::array()}};
+}
 
 class DashboardHttpsTest : public ::testing::Test {
  protected:
@@ -98,7 +80,7 @@ class DashboardHttpsTest : public ::testing::Test {
   testing::TempDir dir_;
   testing::CertFiles cert_;
   LoopReads reads_;
-  FakeLoop loop_{reads_};
+  testing::FakeLoop loop_{reads_, AnswerRead};
   SteadyClock clock_;
   DashboardLogins logins_{clock_};
   std::atomic<bool> alice_allowed_{true};
@@ -199,6 +181,12 @@ TEST(DashboardTlsTest, UnusableFilesAreRefusedWithTheReason) {
   testing::TempDir dir;
   const auto good = testing::WriteSelfSignedCert(dir.Sub("good"));
   EXPECT_TRUE(CheckDashboardTls({good.cert, good.key}).ok());
+  // TLS 1.2 is the oldest version the server offers.
+  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+  ASSERT_NE(ctx, nullptr);
+  ASSERT_TRUE(ConfigureDashboardTls(ctx, {good.cert, good.key}).ok());
+  EXPECT_EQ(SSL_CTX_get_min_proto_version(ctx), TLS1_2_VERSION);
+  SSL_CTX_free(ctx);
 
   auto expect = [](const TlsFiles& files, StatusCode code, const std::string& words) {
     Status s = CheckDashboardTls(files);

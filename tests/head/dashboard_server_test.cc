@@ -10,6 +10,7 @@
 
 #include "common/base64.h"
 #include "head/loop_reads.h"
+#include "tests/fakes/fake_loop.h"
 
 namespace ztune::head {
 namespace {
@@ -48,20 +49,12 @@ TEST(HttpEndpointTest, PortOrLoopbackHostAndPort) {
 
 TEST(LoopReadsTest, AskIsAnsweredByTheLoopThread) {
   LoopReads reads;
-  std::atomic<bool> stop{false};
-  std::thread loop([&] {
-    while (!stop.load()) {
-      reads.AnswerAll([](const Json& r) { return Json{{"echo", r["n"]}}; });
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  });
+  testing::FakeLoop loop(reads, [](const Json& r) { return Json{{"echo", r["n"]}}; });
   for (int n = 0; n < 20; ++n) {
     auto reply = reads.Ask(Json{{"n", n}}, std::chrono::seconds(10));
     ASSERT_TRUE(reply.ok()) << reply.status().ToString();
     EXPECT_EQ((*reply)["echo"], n);
   }
-  stop = true;
-  loop.join();
 }
 
 TEST(LoopReadsTest, UnansweredAsksTimeOutAndCloseFailsEveryone) {
@@ -106,10 +99,8 @@ TEST(DashboardServerTest, DataReadsOnlyNewResults) {
   int64_t iteration = 2;
   Json exploits = Json::array();
   std::vector<Json> asked;
-  std::atomic<bool> stop{false};
-  std::thread loop([&] {
-    while (!stop.load()) {
-      reads.AnswerAll([&](const Json& r) -> Json {
+  testing::FakeLoop loop(
+      reads, [&](const Json& r) -> Json {
         asked.push_back(r);
         const std::string op = r["op"];
         if (op == "experiments") {
@@ -136,9 +127,6 @@ TEST(DashboardServerTest, DataReadsOnlyNewResults) {
         }
         return Json{{"ok", false}, {"error", {{"code", "NotFound"}, {"message", "no"}}}};
       });
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  });
   DashboardServer server(reads);
   auto first = server.DashboardData("");
   ASSERT_TRUE(first.ok()) << first.status().ToString();
@@ -163,8 +151,6 @@ TEST(DashboardServerTest, DataReadsOnlyNewResults) {
   auto unknown = server.DashboardData("e0042");
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
-  stop = true;
-  loop.join();
 }
 
 TEST(LoopReadsTest, ADeferredReadIsAnsweredLaterOnceAndCloseAnswersTheRest) {
@@ -235,30 +221,28 @@ TEST(DashboardServerTest, LogsAreTheTailOfTheOutput) {
   LoopReads reads;
   std::string output = "short output\n";
   std::vector<Json> asked;
-  std::atomic<bool> stop{false};
-  std::thread loop([&] {
-    while (!stop.load()) {
-      reads.AnswerAll([&](const Json& r) -> Json {
-        asked.push_back(r);
-        if (r["trial_id"] == "e0001_00009") {
-          return Json{{"ok", false}, {"error", {{"code", "NotFound"}, {"message", "no output"}}}};
-        }
-        const uint64_t offset = r["offset"], limit = r["limit"];
-        const std::string page = output.substr(std::min<size_t>(offset, output.size()), limit);
-        return Json{{"ok", true},
-                    {"trial_id", r["trial_id"]},
-                    {"attempt", 2},
-                    {"attempts", {1, 2}},
-                    {"stream", r["stream"]},
-                    {"size", output.size()},
-                    {"offset", offset},
-                    {"data", Base64Encode(page)},
-                    {"complete", false},
-                    {"trial_status", "RUNNING"},
-                    {"worker", "w1"}};
-      });
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  testing::FakeLoop loop(reads, [&](const Json& r) -> Json {
+    asked.push_back(r);
+    if (r["trial_id"] == "e0001_00009") {
+      return Json{{"ok", false}, {"error", {{"code", "NotFound"}, {"message", "no output"}}}};
     }
+    if (r["trial_id"] == "e0001_00008") {
+      return Json{{"ok", false},
+                  {"error", {{"code", "Unavailable"}, {"message", "worker not connected"}}}};
+    }
+    const uint64_t offset = r["offset"], limit = r["limit"];
+    const std::string page = output.substr(std::min<size_t>(offset, output.size()), limit);
+    return Json{{"ok", true},
+                {"trial_id", r["trial_id"]},
+                {"attempt", 2},
+                {"attempts", {1, 2}},
+                {"stream", r["stream"]},
+                {"size", output.size()},
+                {"offset", offset},
+                {"data", Base64Encode(page)},
+                {"complete", false},
+                {"trial_status", "RUNNING"},
+                {"worker", "w1"}};
   });
   DashboardServer server(reads);
   auto short_logs = server.TrialLogs("e0001_00000", "stderr", 0);
@@ -288,12 +272,14 @@ TEST(DashboardServerTest, LogsAreTheTailOfTheOutput) {
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_EQ(missing.status().message(), "no output");
+  auto gone = server.TrialLogs("e0001_00008", "stdout", 0);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(gone.status().message(), "worker not connected");
   EXPECT_EQ(server.TrialLogs("", "stdout", 0).status().code(), StatusCode::kInvalidArgument);
   asked.clear();
   ASSERT_TRUE(server.TrialLogs("e0001_00000", "stdout", 1).ok());
   EXPECT_EQ(asked[0]["attempt"], 1);
-  stop = true;
-  loop.join();
 }
 
 }  // namespace
