@@ -230,6 +230,9 @@ int main(int argc, char** argv) {
   // a read-only directory, and it never changes the store it judges.
   ztune::storage::RocksDbStoreOptions store_options;
   store_options.companion_files = ztune::head::HeadCompanionFiles();
+  // Resumed once the head serves (below): a store a crash left with level-0
+  // files to merge must not take a core from the start's parse of its trials.
+  store_options.defer_compactions = true;
   auto store = check ? ztune::storage::RocksDbStore::OpenReadOnly(data_dir)
                      : ztune::storage::RocksDbStore::Open(data_dir, store_options);
   if (!store.ok()) {
@@ -315,6 +318,10 @@ int main(int argc, char** argv) {
   g_server.store(&server);
   std::signal(SIGHUP, OnHangUp);
   if (auto s = server.Start(); !s.ok()) {
+    spdlog::critical("cannot start: {}", s.ToString());
+    return 4;
+  }
+  if (auto s = (*store)->ResumeCompactions(); !s.ok()) {
     spdlog::critical("cannot start: {}", s.ToString());
     return 4;
   }

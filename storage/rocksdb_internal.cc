@@ -322,15 +322,37 @@ class AtSequence final : public rocksdb::Snapshot {
 
 }  // namespace
 
+namespace {
+
+// A table file that does not open (no footer: a flush or compaction output
+// torn by a crash) holds nothing anyone committed only there.
+std::unique_ptr<rocksdb::SstFileReader> OpenTable(const std::string& path) {
+  auto reader = std::make_unique<rocksdb::SstFileReader>(
+      rocksdb::Options(MakeDbOptions(WalRecovery::kStrict), rocksdb::ColumnFamilyOptions()));
+  if (!reader->Open(path).ok()) return nullptr;
+  return reader;
+}
+
+}  // namespace
+
+std::vector<std::string> CompleteTables(const std::string& files_dir,
+                                        const std::vector<std::string>& names) {
+  std::vector<std::string> complete;
+  for (const std::string& name : names) {
+    if (OpenTable(files_dir + "/" + name) != nullptr) complete.push_back(name);
+  }
+  return complete;
+}
+
 Status CheckOrphanTables(RawDb& db, const std::string& dir, const std::string& files_dir,
                          const std::vector<std::string>& orphans) {
   if (orphans.empty()) return Status::Ok();
   const AtSequence recovered(db.db().GetLatestSequenceNumber());
   std::vector<std::string> newer;
   for (const std::string& name : orphans) {
-    rocksdb::SstFileReader reader(
-        rocksdb::Options(MakeDbOptions(WalRecovery::kStrict), rocksdb::ColumnFamilyOptions()));
-    if (!reader.Open(files_dir + "/" + name).ok()) continue;  // a torn output of a crash
+    const std::unique_ptr<rocksdb::SstFileReader> table = OpenTable(files_dir + "/" + name);
+    if (table == nullptr) continue;  // a torn output of a crash
+    rocksdb::SstFileReader& reader = *table;
     rocksdb::ReadOptions all;
     rocksdb::ReadOptions known;
     known.snapshot = &recovered;

@@ -135,5 +135,9 @@ Result<bool> ReadWholeFamily(rocksdb::DB& db, rocksdb::ColumnFamilyHandle* cf,
 Status CheckOrphanTables(RawDb& db, const std::string& dir, const std::string& files_dir,
                          const std::vector<std::string>& names);
 
+// The table files of `names` (in `files_dir`) that open as tables, the only
+// ones CheckOrphanTables reads: an output torn by a crash does not.
+std::vector<std::string> CompleteTables(const std::string& files_dir,
+                                        const std::vector<std::string>& names);
 
 }  // namespace ztune::storage::internal

@@ -99,6 +99,11 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::OpenImpl(const std::string& 
       RETURN_IF_ERROR(internal::ResourceMessageForOpen(dir, space, space.CheckNow()));
     }
 
+    // RocksDB keeps the read-write open's WAL filter in its options and reads
+    // it again whenever it writes an OPTIONS file (SetOptions, as
+    // ResumeCompactions calls it): the watcher outlives the database, and is
+    // declared first so that an early return destroys it after `db`.
+    std::unique_ptr<internal::WalWatcher> watcher;
     std::unique_ptr<RawDb> db;
     std::shared_ptr<InfoLog> log;
     bool write_schema = fresh;
@@ -129,7 +134,13 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::OpenImpl(const std::string& 
       std::shared_ptr<InfoLog> inspect_log;
       ASSIGN_OR_RETURN(Inspection found, internal::Inspect(dir, names, /*replay_wal=*/read_only,
                                                  read_only ? &inspected : nullptr, &inspect_log));
-      if (!read_only && (!found.schema || !found.orphan_tables.empty())) {
+      // A crash during a flush or compaction leaves its output torn, named by
+      // no MANIFEST (the read-write open deletes it). Only a complete orphan
+      // needs CheckOrphanTables, whose inspection must replay the WAL too: a
+      // head killed under load replayed up to max_total_wal_size twice to
+      // look at a file that opens as no table.
+      const std::vector<std::string> orphans = internal::CompleteTables(dir, found.orphan_tables);
+      if (!read_only && (!found.schema || !orphans.empty())) {
         ASSIGN_OR_RETURN(found, internal::Inspect(dir, names, /*replay_wal=*/true, &inspected,
                                                   &inspect_log));
       }
@@ -137,9 +148,9 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::OpenImpl(const std::string& 
       // Judge names missing families when the schema record is there; when
       // it is not, the OPTIONS file may still know better than the MANIFEST.
       if (!families.lost.empty()) return internal::LostFamilies(dir, families.lost);
-      if (!found.orphan_tables.empty()) {
-        RETURN_IF_ERROR(WithSalvageHint(
-            internal::CheckOrphanTables(*inspected, dir, dir, found.orphan_tables), dir, nullptr));
+      if (!orphans.empty()) {
+        RETURN_IF_ERROR(WithSalvageHint(internal::CheckOrphanTables(*inspected, dir, dir, orphans),
+                                        dir, nullptr));
       }
       if (read_only) {
         if (!schema) {
@@ -156,12 +167,16 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::OpenImpl(const std::string& 
         rocksdb::DBOptions db_options = internal::MakeDbOptions(WalRecovery::kStrict);
         log = InfoLog::ToFile(dir);
         db_options.info_log = log;
-        internal::WalWatcher watcher(internal::WalWatcher::Mode::kFailAtGap);
-        db_options.wal_filter = &watcher;
+        watcher = std::make_unique<internal::WalWatcher>(internal::WalWatcher::Mode::kFailAtGap);
+        db_options.wal_filter = watcher.get();
+        std::vector<rocksdb::ColumnFamilyDescriptor> descriptors = internal::Descriptors(names);
+        for (rocksdb::ColumnFamilyDescriptor& d : descriptors) {
+          d.options.disable_auto_compactions = options.defer_compactions;
+        }
         Result<std::unique_ptr<RawDb>> opened =
-            RawDb::Open(dir, db_options, internal::Descriptors(names), /*read_only=*/false);
+            RawDb::Open(dir, db_options, descriptors, /*read_only=*/false);
         if (!opened.ok()) {
-          return WithSalvageHint(WithGap(opened.status(), watcher), dir, log.get());
+          return WithSalvageHint(WithGap(opened.status(), *watcher), dir, log.get());
         }
         db = std::move(opened).value();
         if (schema) {
@@ -183,6 +198,7 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::OpenImpl(const std::string& 
     // closes it cleanly.
     std::unique_ptr<RocksDbStore> store(
         new RocksDbStore(dir, std::move(db), std::move(log), read_only, options));
+    store->wal_watcher_ = std::move(watcher);
     for (int i = 0; i < kNumFamilies; ++i) {
       const auto f = static_cast<Family>(i);
       rocksdb::ColumnFamilyHandle* h = store->db_->Find(FamilyName(f));
@@ -219,6 +235,18 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::OpenImpl(const std::string& 
     return store;
   } catch (const std::exception& e) {
     return FromException(dir, "open", e.what());
+  }
+}
+
+Status RocksDbStore::ResumeCompactions() {
+  if (read_only_ || !options_.defer_compactions || compactions_resumed_) return Status::Ok();
+  try {
+    RETURN_IF_ERROR(
+        FromRocks(db_->db().EnableAutoCompaction(db_->handles()), dir_, "resuming compactions"));
+    compactions_resumed_ = true;
+    return Status::Ok();
+  } catch (const std::exception& e) {
+    return FromException(dir_, "resuming compactions", e.what());
   }
 }
 

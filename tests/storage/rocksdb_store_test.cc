@@ -172,6 +172,79 @@ TEST_F(RocksDbStoreTest, WalStaysWithinItsBoundWhileAFamilyIsRarelyWritten) {
   EXPECT_LE(wal, 2 * kMaxTotalWalBytes) << "written: " << 3 * kMaxTotalWalBytes;
 }
 
+// What the newest OPTIONS file of `dir` says of disable_auto_compactions for
+// the results family: RocksDB writes one at every open and every SetOptions.
+std::string ResultsCompactionsDisabled(const std::string& dir) {
+  const std::vector<std::string> files = testutil::FilesIn(dir, "OPTIONS-");
+  if (files.empty()) return "no OPTIONS file";
+  const std::string text = testutil::ReadAll(files.back());
+  const size_t section = text.find("[CFOptions \"results\"]");
+  if (section == std::string::npos) return "no results section";
+  const std::string key = "disable_auto_compactions=";
+  const size_t at = text.find(key, section);
+  if (at == std::string::npos) return "no disable_auto_compactions";
+  return text.substr(at + key.size(), text.find('\n', at) - at - key.size());
+}
+
+// A head restarting on a store a crash left with level-0 files to merge must
+// not spend a core compacting while it loads its trials: defer_compactions
+// holds RocksDB's compactions back until ResumeCompactions. (RocksDB keeps
+// the open's WAL filter and reads it again when SetOptions writes an OPTIONS
+// file: ResumeCompactions crashed until the filter outlived the open.)
+TEST_F(RocksDbStoreTest, DefersCompactionsUntilResumed) {
+  RocksDbStoreOptions deferred;
+  deferred.defer_compactions = true;
+  // Six clean stops, each flushing one more results table file: over
+  // RocksDB's level-0 trigger (4), so a normal open would compact them.
+  for (int i = 0; i < 6; ++i) {
+    auto store = RocksDbStore::Open(dir_, deferred);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    WriteBatch b;
+    for (int k = 0; k < 100; ++k) {
+      b.Put(Family::kResults, ResultKey("t" + std::to_string(k), i), RandomBytes(200, i * 100 + k));
+    }
+    CommitOrDie(**store, b);
+  }
+  auto opened = RocksDbStore::Open(dir_, deferred);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<RocksDbStore> store = std::move(opened).value();
+  EXPECT_EQ(ResultsCompactionsDisabled(dir_), "true");
+  const size_t tables = testutil::FilesIn(dir_, ".sst").size();
+  ASSERT_TRUE(store->ResumeCompactions().ok());
+  EXPECT_EQ(ResultsCompactionsDisabled(dir_), "false");
+  EXPECT_TRUE(store->ResumeCompactions().ok()) << "a second call is a no-op";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (testutil::FilesIn(dir_, ".sst").size() >= tables &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_LT(testutil::FilesIn(dir_, ".sst").size(), tables) << "no compaction after resuming";
+  uint64_t results = 0;
+  ASSERT_TRUE(store
+                  ->Scan(Family::kResults, "",
+                         [&](std::string_view, std::string_view) {
+                           ++results;
+                           return true;
+                         })
+                  .ok());
+  EXPECT_EQ(results, 600u);
+  WriteBatch more;
+  more.Put(Family::kMeta, "after", "resume");
+  CommitOrDie(*store, more);
+  store.reset();
+
+  // Without the option (what the tools that open a store use) and read-only:
+  // nothing is deferred, and resuming is a no-op.
+  auto normal = OpenOrDie(dir_);
+  ASSERT_NE(normal, nullptr);
+  EXPECT_EQ(ResultsCompactionsDisabled(dir_), "false");
+  EXPECT_TRUE(normal->ResumeCompactions().ok());
+  normal.reset();
+  auto read_only = RocksDbStore::OpenReadOnly(dir_);
+  ASSERT_TRUE(read_only.ok()) << read_only.status().ToString();
+  EXPECT_TRUE((*read_only)->ResumeCompactions().ok());
+}
+
 TEST_F(RocksDbStoreTest, KeepsDataWhenStoreIsDestroyedAndReopened) {
   const std::string checkpoint = RandomBytes(300 * 1024, 1);  // a blob
   {

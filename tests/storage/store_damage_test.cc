@@ -577,6 +577,59 @@ TEST_F(StoreDamageTest, SalvageKeepsReadableCheckpointsWhenOneBlobRecordIsDamage
 
 // ---- salvage's own contract ----
 
+TEST_F(StoreDamageTest, OpenRefusesCompleteOrphanTablesWithNewerRecordsAndIgnoresTornOnes) {
+  // Store A flushed at 10 results -> a copy goes on to 20 and flushes again
+  // -> A gets the copy's new table files, which A's MANIFEST does not name:
+  // complete, they hold records newer than anything A recovers (what a
+  // MANIFEST that lost its latest flush records looks like) -> refused,
+  // nothing changed. Cut to half, they are what a crash during a flush
+  // leaves (an output without its footer) -> A opens with what it holds,
+  // without the inspection that replays the WAL a second time.
+  const std::string copy = tmp_.Sub("copy");
+  {
+    auto store = OpenOrDie(dir_);
+    ASSERT_NE(store, nullptr);
+    CommitResults(*store, 0, 10);
+  }
+  fs::copy(dir_, copy, fs::copy_options::recursive);
+  {
+    auto store = OpenOrDie(copy);
+    ASSERT_NE(store, nullptr);
+    CommitResults(*store, 10, 10);
+  }
+  std::set<std::string> tables_a;
+  for (const std::string& path : FilesIn(dir_, ".sst")) {
+    tables_a.insert(fs::path(path).filename().string());
+  }
+  std::vector<std::string> orphans;
+  for (const std::string& path : FilesIn(copy, ".sst")) {
+    const std::string name = fs::path(path).filename().string();
+    if (tables_a.count(name) > 0) continue;
+    fs::copy_file(path, dir_ + "/" + name);
+    orphans.push_back(dir_ + "/" + name);
+  }
+  ASSERT_FALSE(orphans.empty()) << "the copy's second flush wrote no table file";
+  const auto before = Snapshot(dir_);
+
+  auto refused = RocksDbStore::Open(dir_);
+  ASSERT_FALSE(refused.ok()) << "a store whose table files hold records its MANIFEST lost opened";
+  EXPECT_EQ(refused.status().code(), StatusCode::kCorruption);
+  EXPECT_TRUE(Contains(refused.status().message(),
+                       "records newer than anything the MANIFEST and the WAL account for"))
+      << refused.status().message();
+  ExpectUnchanged(before, dir_);
+
+  for (const std::string& path : orphans) {
+    const std::string bytes = ReadAll(path);
+    WriteAll(path, bytes.substr(0, bytes.size() / 2));
+  }
+  auto store = OpenOrDie(dir_);
+  ASSERT_NE(store, nullptr);
+  const Seen seen = Read(*store);
+  EXPECT_EQ(seen.counter, 9u);
+  EXPECT_EQ(seen.results, Range(0, 10));
+}
+
 TEST_F(StoreDamageTest, SalvageLeavesHealthyStoreAlone) {
   {
     auto store = OpenOrDie(dir_, CrashLike());
