@@ -18,11 +18,12 @@
 //      restart_cold_cache      after evicting the data directory from the page
 //                              cache (fdatasync + posix_fadvise DONTNEED; only
 //                              this directory, no root needed);
-//      crash_restart_big_wal   after appending ~240 MB of WAL (identical
-//                              rewrites of the trial records, see
-//                              AppendWalTail, a child killed after its last
-//                              commit): what a head killed under load
-//                              leaves, up to max_total_wal_size (64 MiB).
+//      crash_restart_big_wal   after appending ~240 MB of WAL (the results
+//                              of 1,000 RUNNING trials of a new experiment,
+//                              see AppendWalTailAndCrash, written by a child
+//                              killed after its last commit): what a head
+//                              killed under load leaves, up to
+//                              max_total_wal_size (64 MiB).
 //    Finally `ztune-head --check --json` (reads every record: 1 M results),
 //    page cache cold and then warm.
 //
@@ -45,7 +46,7 @@
 // re-attached).
 //
 //   recovery [--experiments 1] [--trials 10000] [--results-per-trial 100]
-//            [--wal-tail-mb 240] [--actors 200] [--repeats 5]
+//            [--wal-tail-mb 240] [--live-trials 1000] [--actors 200] [--repeats 5]
 //            [--down-ms 3100,3500,3900,4300,4700] [--heartbeat-ms 1000,100]
 //            [--max-backoff-ms 1000] [--skip-cold] [--skip-reattach] [--keep-dirs]
 #include <fcntl.h>
@@ -253,6 +254,42 @@ struct StoreShape {
   int64_t results_per_trial = 100;
 };
 
+// An experiment of `n_trials` variants of the quadratic search space, as the
+// head stores it; `finished`: its trials are all done (else they run until
+// iteration `stop`).
+struct BenchExperiment {
+  ztune::head::Experiment e;
+  ztune::head::SearchSpace space;
+};
+
+ztune::Result<BenchExperiment> MakeExperiment(uint64_t number, int64_t n_trials, int64_t stop,
+                                              bool finished, double now) {
+  Json spec_json{
+      {"name", "recovery-bench-" + std::to_string(number)},
+      {"trainable", "quadratic"},
+      {"param_space",
+       {{"lr", {{"loguniform", {0.001, 0.5}}}}, {"x0", {{"uniform", {5, 10}}}}, {"target", 1}}},
+      {"num_samples", n_trials},
+      {"metric", "loss"},
+      {"mode", "min"},
+      {"stop", {{"training_iteration", stop}}},
+      {"seed", 7}};
+  auto spec = ztune::head::ExperimentSpec::Parse(spec_json, 7);
+  if (!spec.ok()) return ztune::Status::InvalidArgument("spec: " + spec.status().ToString());
+  auto space = ztune::head::SearchSpace::Parse(spec->param_space);
+  if (!space.ok()) return ztune::Status::InvalidArgument("space: " + space.status().ToString());
+  BenchExperiment out{ztune::head::Experiment{}, std::move(space).value()};
+  ztune::head::Experiment& e = out.e;
+  e.experiment_id = ztune::head::ExperimentIdFor(number);
+  e.spec = *spec;
+  e.finished = finished;
+  e.created_at = now;
+  e.total_variants = out.space.NumVariants(e.spec.num_samples).value_or(0);
+  e.next_variant = e.total_variants;
+  e.next_trial_index = e.total_variants;
+  return out;
+}
+
 // Writes the store; returns {"build_store_s", ...} or {"error"}.
 Json BuildStore(const std::string& data_dir, const StoreShape& shape) {
   auto t0 = Clock::now();
@@ -268,29 +305,11 @@ Json BuildStore(const std::string& data_dir, const StoreShape& shape) {
   uint64_t bytes = 0;
   for (int64_t x = 0; x < shape.experiments; ++x) {
     const int64_t n_trials = per_exp + (x < shape.trials % shape.experiments ? 1 : 0);
-    Json spec_json{{"name", "recovery-bench-" + std::to_string(x + 1)},
-                   {"trainable", "quadratic"},
-                   {"param_space",
-                    {{"lr", {{"loguniform", {0.001, 0.5}}}},
-                     {"x0", {{"uniform", {5, 10}}}},
-                     {"target", 1}}},
-                   {"num_samples", n_trials},
-                   {"metric", "loss"},
-                   {"mode", "min"},
-                   {"stop", {{"training_iteration", shape.results_per_trial}}},
-                   {"seed", 7}};
-    auto spec = ztune::head::ExperimentSpec::Parse(spec_json, 7);
-    if (!spec.ok()) return Json{{"error", "spec: " + spec.status().ToString()}};
-    auto space = ztune::head::SearchSpace::Parse(spec->param_space);
-    if (!space.ok()) return Json{{"error", "space: " + space.status().ToString()}};
-    ztune::head::Experiment e;
-    e.experiment_id = ztune::head::ExperimentIdFor(static_cast<uint64_t>(x + 1));
-    e.spec = *spec;
-    e.finished = true;
-    e.created_at = now;
-    e.total_variants = space->NumVariants(e.spec.num_samples).value_or(0);
-    e.next_variant = e.total_variants;
-    e.next_trial_index = e.total_variants;
+    auto made = MakeExperiment(static_cast<uint64_t>(x + 1), n_trials, shape.results_per_trial,
+                               /*finished=*/true, now);
+    if (!made.ok()) return Json{{"error", made.status().ToString()}};
+    const ztune::head::Experiment& e = made->e;
+    const ztune::head::SearchSpace& space = made->space;
     ztune::storage::WriteBatch batch;
     batch.Put(ztune::storage::Family::kExperiments, e.experiment_id, e.ToJson().dump());
     batch.Put(ztune::storage::Family::kMeta, ztune::storage::kMetaNextExperiment,
@@ -300,7 +319,7 @@ Json BuildStore(const std::string& data_dir, const StoreShape& shape) {
       t.trial_id = ztune::head::TrialIdFor(e.experiment_id, static_cast<uint64_t>(k));
       t.experiment_id = e.experiment_id;
       t.seq = seq++;
-      t.config = space->Variant(e.spec.seed, static_cast<uint64_t>(k));
+      t.config = space.Variant(e.spec.seed, static_cast<uint64_t>(k));
       t.status = ztune::head::TrialStatus::kTerminated;
       t.attempt = 1;
       t.start_time = now + 0.01 * static_cast<double>(k);
@@ -337,56 +356,82 @@ Json BuildStore(const std::string& data_dir, const StoreShape& shape) {
               {"results", results}};
 }
 
-// Grows the WAL the way a long-running head does before a crash, without
-// changing the store's content: rewrites the experiment records and the meta
-// key once (so the experiments family holds an unflushed entry from the start
-// of the tail and the WAL files cannot be dropped until max_total_wal_size
-// forces a flush), then rewrites the trial records with their own
-// values in synced batches until `target_mb` were written. A head keeps
-// rewriting trial records (every result updates one) and rarely touches its
-// experiment records, so a crash finds a WAL of up to max_total_wal_size to
-// replay. Runs in a child process (AppendWalTail) that ends with _exit after
-// its last synced commit, as a head killed -9 would: a clean close flushes the
-// memtables and leaves no WAL to replay (what this benchmark measured before
-// 2026-12-04).
-Json AppendWalTailAndCrash(const std::string& data_dir, double target_mb) {
+// Grows the WAL the way a head under load does before it is killed: a new
+// experiment of `live_trials` RUNNING trials (their actors on a worker that
+// will not come back) whose results go on, written as the head writes them
+// since 3d9341d: result records only, one synced commit per turn of 200
+// results, round robin over the trials, the trial records left at the
+// iteration they started from (a restart reads a live trial's progress from
+// its newest result). The experiment and trial records written first are
+// the oldest entries in the WAL, so its files cannot be dropped until
+// max_total_wal_size (64 MiB) forces a flush: a crash finds up to that much
+// to replay. Until 2026-12-04 (night) the tail rewrote the trial records
+// instead, which is what heads before 3d9341d wrote with every result.
+// Runs in a child process (AppendWalTail) that ends with _exit after its last
+// synced commit, as a head killed -9 would: a clean close flushes the
+// memtables and leaves no WAL to replay.
+Json AppendWalTailAndCrash(const std::string& data_dir, double target_mb, int64_t live_trials,
+                           uint64_t first_seq) {
   auto t0 = Clock::now();
   auto opened = ztune::storage::RocksDbStore::Open(data_dir);
   if (!opened.ok()) return Json{{"error", "open: " + opened.status().ToString()}};
   std::unique_ptr<ztune::storage::RocksDbStore> store = std::move(opened).value();
   using ztune::storage::Family;
+  auto next = store->Get(Family::kMeta, ztune::storage::kMetaNextExperiment);
+  if (!next.ok() || !next->has_value()) return Json{{"error", "no meta next_experiment"}};
+  const uint64_t number = std::stoull(**next);
+  const double now = static_cast<double>(std::time(nullptr)) - 60;
+  auto made = MakeExperiment(number, live_trials, int64_t{1} << 40, /*finished=*/false, now);
+  if (!made.ok()) return Json{{"error", made.status().ToString()}};
+  const ztune::head::Experiment& e = made->e;
   ztune::storage::WriteBatch batch;
-  auto copy_family = [&](Family f) {
-    return store->Scan(f, "", [&](std::string_view k, std::string_view v) {
-      batch.Put(f, std::string(k), std::string(v));
-      return true;
-    });
-  };
-  if (auto st = copy_family(Family::kExperiments); !st.ok()) return Json{{"error", st.ToString()}};
-  if (auto st = copy_family(Family::kMeta); !st.ok()) return Json{{"error", st.ToString()}};
+  batch.Put(Family::kExperiments, e.experiment_id, e.ToJson().dump());
+  batch.Put(Family::kMeta, ztune::storage::kMetaNextExperiment, std::to_string(number + 1));
+  const ztune::WorkerId gone("bench-gone-0badf00d");
+  auto cpu = ztune::ResourceSet::FromJson(Json{{"CPU", 1}});
+  if (!cpu.ok()) return Json{{"error", cpu.status().ToString()}};
+  std::vector<ztune::TrialId> ids;
+  std::vector<double> x0s;
+  for (int64_t k = 0; k < live_trials; ++k) {
+    ztune::head::Trial t;
+    t.trial_id = ztune::head::TrialIdFor(e.experiment_id, static_cast<uint64_t>(k));
+    t.experiment_id = e.experiment_id;
+    t.seq = first_seq + static_cast<uint64_t>(k);
+    t.config = made->space.Variant(e.spec.seed, static_cast<uint64_t>(k));
+    t.status = ztune::head::TrialStatus::kRunning;
+    t.attempt = 1;
+    t.start_time = now;
+    t.actor_worker = gone;
+    t.placement.bundles.push_back(ztune::head::BundlePlacement{gone, *cpu, {}});
+    t.attempt_hosts.push_back(ztune::head::AttemptHost{1, gone});
+    ztune::head::PutTrialRecord(batch, t);
+    ids.push_back(t.trial_id);
+    x0s.push_back(t.config.value("x0", 5.0));
+  }
   if (auto st = store->Commit(batch); !st.ok()) return Json{{"error", st.ToString()}};
   batch.Clear();
-  std::vector<std::pair<std::string, std::string>> trials;
-  auto st = store->Scan(Family::kTrials, "", [&](std::string_view k, std::string_view v) {
-    trials.emplace_back(std::string(k), std::string(v));
-    return true;
-  });
-  if (!st.ok() || trials.empty()) return Json{{"error", "cannot read the trials"}};
   uint64_t written = 0;
   int64_t commits = 0;
-  for (size_t i = 0; static_cast<double>(written) < target_mb * 1024 * 1024; ++i) {
-    const auto& [k, v] = trials[i % trials.size()];
-    batch.Put(Family::kTrials, k, v);
-    if (batch.size() == 200) {
-      written += batch.bytes();
-      if (auto c = store->Commit(batch); !c.ok()) return Json{{"error", c.ToString()}};
-      ++commits;
-      batch.Clear();
+  int64_t results = 0;
+  for (int64_t i = 1; static_cast<double>(written) < target_mb * 1024 * 1024; ++i) {
+    for (size_t k = 0; k < ids.size(); ++k) {
+      Json r = MakeResult(ids[k].str(), i, int64_t{1} << 40, x0s[k], now);
+      batch.Put(Family::kResults, ztune::storage::ResultKey(ids[k].str(), static_cast<uint64_t>(i)),
+                r.dump());
+      ++results;
+      if (batch.size() == 200) {
+        written += batch.bytes();
+        if (auto c = store->Commit(batch); !c.ok()) return Json{{"error", c.ToString()}};
+        ++commits;
+        batch.Clear();
+      }
     }
   }
   (void)store.release();  // never closed: the child ends with _exit
   return Json{{"tail_written_mb", Mb(written)},
               {"tail_commits", commits},
+              {"tail_results", results},
+              {"tail_live_trials", live_trials},
               {"tail_s", std::chrono::duration<double>(Clock::now() - t0).count()}};
 }
 
@@ -396,13 +441,16 @@ Json AppendWalTailAndCrash(const std::string& data_dir, double target_mb) {
 // the first flush the WAL bound asks for.
 constexpr const char* kWalTailChildFlag = "--wal-tail-child";
 
-Json AppendWalTail(const std::string& data_dir, double target_mb) {
+Json AppendWalTail(const std::string& data_dir, double target_mb, int64_t live_trials,
+                   uint64_t first_seq) {
   std::error_code ec;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   if (ec) return Json{{"error", "cannot find this binary: " + ec.message()}};
   const std::string out_path = data_dir + ".tail.json";
-  Proc child(self, {kWalTailChildFlag, data_dir, std::to_string(target_mb)}, data_dir + ".tail.log",
-             out_path);
+  Proc child(self,
+             {kWalTailChildFlag, data_dir, std::to_string(target_mb), std::to_string(live_trials),
+              std::to_string(first_seq)},
+             data_dir + ".tail.log", out_path);
   const std::optional<int> status = child.Wait(600'000);
   const std::string text = ztune::bench::ReadAll(out_path);
   Json out = Json::parse(text, nullptr, false);
@@ -428,9 +476,10 @@ std::optional<Json> WaitEndpoints(const std::string& path, Proc& head, int timeo
 }
 
 // One head start on `data_dir`: time to the endpoints file and to the first
-// `experiments` reply; checks the trial counts.
+// `experiments` reply; checks the trial counts (`live_trials` > 0: the WAL
+// tail's experiment is there too, its trials RUNNING or PENDING).
 Json TimeHeadStart(const std::string& dir, const std::string& data_dir, const std::string& label,
-                   const StoreShape& shape, int index) {
+                   const StoreShape& shape, int64_t live_trials, int index) {
   std::string endpoints = dir + "/endpoints-cold-" + std::to_string(index) + ".json";
   double resident_mb = Mb(ResidentBytes(data_dir));
   Proc head(
@@ -449,15 +498,26 @@ Json TimeHeadStart(const std::string& dir, const std::string& data_dir, const st
   auto reply = client.Call("experiments");
   out["head_start_to_serving_ms"] = MsSince(head.started());
   if (!reply.ok()) return Json{{"label", label}, {"error", reply.status().ToString()}};
-  // Verify: every experiment with all its trials TERMINATED.
+  // Verify: the built experiments finished with all their trials TERMINATED,
+  // and the live one (if any) with all of its trials still to run.
   int64_t terminated = 0;
-  bool counts_ok = (*reply)["experiments"].size() == static_cast<size_t>(shape.experiments);
+  int64_t finished = 0;
+  bool counts_ok = (*reply)["experiments"].size() ==
+                   static_cast<size_t>(shape.experiments + (live_trials > 0 ? 1 : 0));
   for (const auto& e : (*reply)["experiments"]) {
-    int64_t t = e["trial_counts"]["TERMINATED"].get<int64_t>();
-    terminated += t;
-    counts_ok = counts_ok && e["finished"].get<bool>() && e["total_trials"].get<int64_t>() == t;
+    const Json& c = e["trial_counts"];
+    const int64_t total = e["total_trials"].get<int64_t>();
+    if (e["finished"].get<bool>()) {
+      ++finished;
+      int64_t t = c.value("TERMINATED", int64_t{0});
+      terminated += t;
+      counts_ok = counts_ok && total == t;
+    } else {
+      counts_ok = counts_ok && total == live_trials &&
+                  c.value("RUNNING", int64_t{0}) + c.value("PENDING", int64_t{0}) == live_trials;
+    }
   }
-  counts_ok = counts_ok && terminated == shape.trials;
+  counts_ok = counts_ok && finished == shape.experiments && terminated == shape.trials;
   out["experiments_listed"] = (*reply)["experiments"].size();
   out["terminated_trials_listed"] = terminated;
   out["reply_ok"] = counts_ok;
@@ -501,7 +561,7 @@ double ExecBaselineMs(const std::string& dir) {
   return best;
 }
 
-Json ColdStart(const StoreShape& shape, double wal_tail_mb, bool keep) {
+Json ColdStart(const StoreShape& shape, double wal_tail_mb, int64_t live_trials, bool keep) {
   std::string dir = ztune::bench::MakeTempDir("recovery-cold");
   std::string data_dir = dir + "/data";
   Json out{{"experiments", shape.experiments},
@@ -513,14 +573,15 @@ Json ColdStart(const StoreShape& shape, double wal_tail_mb, bool keep) {
   if (build.contains("error")) return out;
   out["exec_baseline_ms"] = ExecBaselineMs(dir);
   Json starts = Json::array();
-  starts.push_back(TimeHeadStart(dir, data_dir, "after_build_wal_replay", shape, 1));
-  starts.push_back(TimeHeadStart(dir, data_dir, "restart_warm_cache", shape, 2));
+  starts.push_back(TimeHeadStart(dir, data_dir, "after_build_wal_replay", shape, 0, 1));
+  starts.push_back(TimeHeadStart(dir, data_dir, "restart_warm_cache", shape, 0, 2));
   EvictFromPageCache(data_dir);
-  starts.push_back(TimeHeadStart(dir, data_dir, "restart_cold_cache", shape, 3));
-  Json tail = AppendWalTail(data_dir, wal_tail_mb);
+  starts.push_back(TimeHeadStart(dir, data_dir, "restart_cold_cache", shape, 0, 3));
+  Json tail =
+      AppendWalTail(data_dir, wal_tail_mb, live_trials, static_cast<uint64_t>(shape.trials));
   out["wal_tail"] = tail;
   if (!tail.contains("error")) {
-    starts.push_back(TimeHeadStart(dir, data_dir, "crash_restart_big_wal", shape, 4));
+    starts.push_back(TimeHeadStart(dir, data_dir, "crash_restart_big_wal", shape, live_trials, 4));
   }
   out["starts"] = starts;
   out["store_mb_after_starts"] = Mb(SizeOf(data_dir).total);
@@ -780,8 +841,9 @@ Json ReattachRun(int64_t heartbeat_ms, int actors, int repeats, const std::vecto
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 4 && std::string(argv[1]) == kWalTailChildFlag) {
-    const Json out = AppendWalTailAndCrash(argv[2], std::atof(argv[3]));
+  if (argc == 6 && std::string(argv[1]) == kWalTailChildFlag) {
+    const Json out = AppendWalTailAndCrash(argv[2], std::atof(argv[3]), std::atoll(argv[4]),
+                                           std::strtoull(argv[5], nullptr, 10));
     std::fputs(out.dump().c_str(), stdout);
     std::fflush(stdout);
     _exit(out.contains("error") ? 1 : 0);  // no destructors: the store is not closed
@@ -793,6 +855,7 @@ int main(int argc, char** argv) {
   std::vector<int> downs = {3100, 3500, 3900, 4300, 4700};
   int64_t max_backoff_ms = 1000;
   double wal_tail_mb = 240;
+  int64_t live_trials = 1000;
   std::vector<int64_t> heartbeats = {1000, 100};
   bool skip_cold = false, skip_reattach = false, keep = false;
   app.add_option("--experiments", shape.experiments, "experiments in the big store")
@@ -805,7 +868,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--wal-tail-mb", wal_tail_mb,
-                 "trial-record rewrites appended before the last cold start (WAL to replay)")
+                 "results of live trials appended before the last cold start (WAL to replay)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--live-trials", live_trials, "RUNNING trials whose results make the WAL tail")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--actors", actors, "running trials to re-attach (4 workers)")
@@ -836,7 +902,7 @@ int main(int argc, char** argv) {
   Json summary;
   bool ok = true;
   if (!skip_cold) {
-    Json cold = ColdStart(shape, wal_tail_mb, keep);
+    Json cold = ColdStart(shape, wal_tail_mb, live_trials, keep);
     doc["cold_start"] = cold;
     summary["trials"] = shape.trials;
     summary["results"] = cold.value("results", int64_t{0});
