@@ -70,26 +70,31 @@ Status LoadTrials(storage::Store& store, LoadedStore& out) {
     issued += std::min<uint64_t>(e.next_trial_index, kMaxReservedTrials);
   }
   out.trials.reserve(std::min<uint64_t>(issued, kMaxReservedTrials));
+  MetricKeys metric_keys;
+  for (const Experiment& e : out.experiments) metric_keys[e.experiment_id] = e.spec.metric;
   Status damaged;
-  RETURN_IF_ERROR(ScanTrials(store, [&](StoredTrial& stored) {
-    if (!stored.trial.ok()) {
-      damaged = Status::Corruption("trials record '" + stored.key +
-                                   "': " + stored.trial.status().message());
-      return false;
-    }
-    auto e = experiments.find(stored.trial->experiment_id);
-    if (e == experiments.end()) {
-      damaged = Status::Corruption("trial " + stored.trial->trial_id +
-                                   " belongs to unknown experiment " +
-                                   stored.trial->experiment_id);
-      return false;
-    }
-    damaged = CheckTrialIdIssued(*e->second, stored.trial->trial_id);
-    if (!damaged.ok()) return false;
-    if (stored.inline_lists) out.inline_lists.insert(stored.trial->trial_id);
-    out.trials.push_back(std::move(stored.trial).value());
-    return true;
-  }));
+  RETURN_IF_ERROR(ScanTrials(
+      store,
+      [&](StoredTrial& stored) {
+        if (!stored.trial.ok()) {
+          damaged = Status::Corruption("trials record '" + stored.key +
+                                       "': " + stored.trial.status().message());
+          return false;
+        }
+        auto e = experiments.find(stored.trial->experiment_id);
+        if (e == experiments.end()) {
+          damaged =
+              Status::Corruption("trial " + stored.trial->trial_id +
+                                 " belongs to unknown experiment " + stored.trial->experiment_id);
+          return false;
+        }
+        damaged = CheckTrialIdIssued(*e->second, stored.trial->trial_id);
+        if (!damaged.ok()) return false;
+        if (stored.inline_lists) out.inline_lists.insert(stored.trial->trial_id);
+        out.trials.push_back(std::move(stored.trial).value());
+        return true;
+      },
+      &metric_keys));
   RETURN_IF_ERROR(damaged);
   // A finished trial's record was written with its last result; a live one's
   // results may have gone on without it.

@@ -282,22 +282,24 @@ Status CheckStoredLastResult(const Json& r, const std::string& what) {
   return Status::Ok();
 }
 
-Result<Trial> Trial::FromJson(const Json& j) {
+Result<Trial> Trial::FromJson(const Json& j) { return FromJson(Json(j)); }
+
+Result<Trial> Trial::FromJson(Json&& j) {
   try {
     Trial t;
     t.trial_id = TrialId(j.at("trial_id").get<std::string>());
     t.experiment_id = j.at("experiment_id").get<std::string>();
     t.seq = StoredInt<uint64_t>(j.at("seq"));
-    t.config = j.at("config");
+    t.config = std::move(j.at("config"));
     ASSIGN_OR_RETURN(t.status, ParseTrialStatus(j.at("status").get<std::string>()));
     t.attempt = StoredInt<uint64_t>(j.at("attempt"));
     t.num_failures = StoredInt<int64_t>(j.at("num_failures"));
     t.iteration = StoredInt<int64_t>(j.at("iteration"));
-    const Json& last_result = j.at("last_result");
+    Json& last_result = j.at("last_result");
     if (!last_result.is_null()) {
       RETURN_IF_ERROR(CheckStoredLastResult(last_result, "trial record: last_result"));
     }
-    t.last_result = last_result;
+    t.last_result = std::move(last_result);
     if (j.contains("checkpoints")) {  // schema 1: inline
       for (const auto& c : j["checkpoints"]) {
         ASSIGN_OR_RETURN(CheckpointRecord record, CheckpointRecordFromJson(c));
@@ -334,7 +336,7 @@ Result<Trial> Trial::FromJson(const Json& j) {
         return Status::Corruption("trial record: attempt_hosts names an attempt after the trial's");
       }
     }
-    if (j.contains("exports")) t.exports = j["exports"];
+    if (j.contains("exports")) t.exports = std::move(j["exports"]);
     if (j.contains("pause_requested")) {
       if (!j["pause_requested"].is_boolean()) {
         return Status::Corruption("trial record: pause_requested is not a boolean");
@@ -376,7 +378,7 @@ Result<Trial> Trial::FromJson(const Json& j) {
       if (!j["scheduler"].is_object()) {
         return Status::Corruption("trial record: scheduler is not an object");
       }
-      t.scheduler_state = j["scheduler"];
+      t.scheduler_state = std::move(j["scheduler"]);
     }
     return t;
   } catch (const Json::exception& e) {

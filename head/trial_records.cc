@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/json_parse.h"
+#include "head/last_result_scan.h"
 #include "storage/keys.h"
 
 namespace ztune::head {
@@ -97,20 +98,55 @@ struct RawTrial {
   std::vector<std::pair<std::string, std::string>> children;  // in key order
 };
 
-StoredTrial ParseTrial(RawTrial& raw) {
+// The record with its last result kept as the stored text (no DOM: the
+// largest member of most records, and a DOM of it is rarely read), or nullopt
+// when the record needs the full parse: no last result, or a last result
+// the scan does not take (then the full parse also finds any damage).
+std::optional<Result<Trial>> ParseKeepingLastResultText(const std::string& text,
+                                                        const MetricKeys* metric_keys) {
+  const auto span = TopLevelMemberSpan(text, "last_result");
+  if (!span || text[span->first] != '{') return std::nullopt;
+  std::string rest;
+  rest.reserve(text.size() - (span->second - span->first) + 4);
+  rest.append(text, 0, span->first).append("null").append(text, span->second, std::string::npos);
+  Json j = Json::parse(rest, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || j.contains("checkpoints") || j.contains("error_log")) {
+    return std::nullopt;  // damage, or a schema-1 record: the full parse says what
+  }
+  Result<Trial> t = Trial::FromJson(std::move(j));
+  if (!t.ok()) return std::nullopt;
+  const std::string* metric_key = nullptr;
+  if (metric_keys != nullptr) {
+    const auto it = metric_keys->find(t->experiment_id);
+    if (it != metric_keys->end()) metric_key = &it->second;
+  }
+  static const std::string kNoMetric;
+  const std::string& key = metric_key != nullptr ? *metric_key : kNoMetric;
+  const std::string_view last(text.data() + span->first, span->second - span->first);
+  const LastResultScan scan = ScanLastResultText(last, key);
+  if (!scan.status.ok() || scan.needs_dom) return std::nullopt;
+  t->last_result.SetText(std::string(last), key, scan.metric);
+  return t;
+}
+
+StoredTrial ParseTrial(RawTrial& raw, const MetricKeys* metric_keys) {
   StoredTrial out;
   out.key = std::move(raw.key);
   if (raw.orphan) {
     out.trial = Status::Corruption("child records without their trial record");
     return out;
   }
-  Json j = Json::parse(raw.value, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    out.trial = Status::Corruption("record is not JSON");
-    return out;
+  if (std::optional<Result<Trial>> fast = ParseKeepingLastResultText(raw.value, metric_keys)) {
+    out.trial = std::move(*fast);
+  } else {
+    Json j = Json::parse(raw.value, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+      out.trial = Status::Corruption("record is not JSON");
+      return out;
+    }
+    out.inline_lists = j.is_object() && (j.contains("checkpoints") || j.contains("error_log"));
+    out.trial = Trial::FromJson(std::move(j));
   }
-  out.inline_lists = j.is_object() && (j.contains("checkpoints") || j.contains("error_log"));
-  out.trial = Trial::FromJson(j);
   if (out.trial.ok() && out.trial->trial_id != std::string_view(out.key)) {
     out.trial = Status::Corruption("the record names trial " + out.trial->trial_id);
   }
@@ -132,7 +168,8 @@ StoredTrial ParseTrial(RawTrial& raw) {
 // thread into its own slot, so nothing else is shared.
 class ParseJob {
  public:
-  explicit ParseJob(std::vector<RawTrial> raws) : raws_(std::move(raws)), out_(raws_.size()) {
+  ParseJob(std::vector<RawTrial> raws, const MetricKeys* metric_keys)
+      : raws_(std::move(raws)), metric_keys_(metric_keys), out_(raws_.size()) {
     if (std::thread::hardware_concurrency() > 1 && raws_.size() > 1) {
       try {
         helper_.emplace([this] { Help(); });
@@ -163,11 +200,12 @@ class ParseJob {
  private:
   void Help() {
     for (size_t i = next_.fetch_add(1); i < raws_.size(); i = next_.fetch_add(1)) {
-      out_[i] = ParseTrial(raws_[i]);
+      out_[i] = ParseTrial(raws_[i], metric_keys_);
     }
   }
 
   std::vector<RawTrial> raws_;
+  const MetricKeys* metric_keys_;  // read on both threads, never written
   std::vector<StoredTrial> out_;
   std::atomic<size_t> next_{0};
   std::optional<std::thread> helper_;
@@ -178,7 +216,8 @@ constexpr size_t kParseBatch = 4096;
 
 }  // namespace
 
-Status ScanTrials(storage::Store& store, const std::function<bool(StoredTrial&)>& fn) {
+Status ScanTrials(storage::Store& store, const std::function<bool(StoredTrial&)>& fn,
+                  const MetricKeys* metric_keys) {
   std::vector<RawTrial> raws;     // the batch being read
   std::unique_ptr<ParseJob> job;  // the batch before it, being parsed
   bool go_on = true;
@@ -198,7 +237,7 @@ Status ScanTrials(storage::Store& store, const std::function<bool(StoredTrial&)>
   // the scan ended): the previous one is delivered and this one parsed.
   auto hand_over = [&] {
     if (!deliver()) return false;
-    job = std::make_unique<ParseJob>(std::move(raws));
+    job = std::make_unique<ParseJob>(std::move(raws), metric_keys);
     raws.clear();
     return true;
   };

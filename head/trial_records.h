@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,10 +57,17 @@ struct StoredTrial {
   bool inline_lists = false;  // a schema-1 record: its lists are inline
 };
 
+// Experiment id -> its metric (ExperimentSpec::metric), for ScanTrials.
+using MetricKeys = std::map<std::string, std::string>;
+
 // Scans the trials family in key order and calls `fn` once per trial, with
 // its child records attached; stops when `fn` returns false. Store errors
 // (Corruption, IOError) are returned; damaged records are given to `fn`.
-// `fn` must not commit to `store`.
-Status ScanTrials(storage::Store& store, const std::function<bool(StoredTrial&)>& fn);
+// `fn` must not commit to `store`. A trial's last result is kept as the
+// stored text (LastResult::SetText), its value at the metric `metric_keys`
+// gives for the trial's experiment read from that text (so that the best
+// trial of an experiment parses none).
+Status ScanTrials(storage::Store& store, const std::function<bool(StoredTrial&)>& fn,
+                  const MetricKeys* metric_keys = nullptr);
 
 }  // namespace ztune::head

@@ -1,7 +1,8 @@
 // Fuzz target: everything that decodes what the head reads back from its
 // store. One target for the whole family, dispatching on the first byte
 // (mod 5) so that one corpus and one campaign cover it:
-//   0  a trial record (JSON text)       Trial::FromJson, as Load and --check read it
+//   0  a trial record (JSON text)       Trial::FromJson, and ScanTrials as Load and
+//                                       --check read it (the two must agree)
 //   1  an experiment record (JSON text) Experiment::FromJson (spec, search space)
 //   2  a result / checkpoint key        storage::KeySuffixNumber, and as a
 //      trial child record key         storage::ParseTrialChildKey
@@ -31,6 +32,7 @@
 #include "head/client_service.h"
 #include "head/store_check.h"
 #include "head/trial.h"
+#include "head/trial_records.h"
 #include "head/trial_runner.h"
 #include "storage/in_memory_store.h"
 #include "storage/keys.h"
@@ -61,6 +63,59 @@ void RecordRoundTrip(std::string_view text) {
   auto again = T::FromJson(record->ToJson());
   if (!again.ok()) Fail("a loaded record does not load again", again.status().ToString());
   if (Written(*again) != written) Fail("a record changed across store and load", written);
+}
+
+// A start reads trial records through ScanTrials, which keeps the last
+// result as its stored text and reads the metric from it
+// (head/last_result_scan.h): on every record it must make the trial that
+// Trial::FromJson makes of the whole DOM, or refuse it alike.
+void LoadPathAgrees(std::string_view text) {
+  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  std::string key = "e0001_00000";
+  std::string experiment = "e0001";
+  if (!j.is_discarded() && j.is_object()) {
+    if (auto it = j.find("trial_id"); it != j.end() && it->is_string())
+      key = it->get<std::string>();
+    if (auto it = j.find("experiment_id"); it != j.end() && it->is_string()) {
+      experiment = it->get<std::string>();
+    }
+  }
+  if (key.empty() || storage::IsTrialChildKey(key)) return;
+  storage::InMemoryStore store;
+  storage::WriteBatch batch;
+  batch.Put(storage::Family::kTrials, key, std::string(text));
+  if (!store.Commit(batch).ok()) std::abort();
+  const head::MetricKeys metrics = {{experiment, "loss"}};
+  std::vector<head::StoredTrial> got;
+  const Status scanned = head::ScanTrials(
+      store,
+      [&](head::StoredTrial& st) {
+        got.push_back(std::move(st));
+        return true;
+      },
+      &metrics);
+  if (!scanned.ok() || got.size() != 1) Fail("the scan of one record failed", scanned.ToString());
+  const Result<head::Trial>& fast = got[0].trial;
+  if (j.is_discarded()) {
+    if (fast.ok()) Fail("the load path took a record that is not JSON", std::string(text));
+    return;
+  }
+  const Result<head::Trial> full = head::Trial::FromJson(j);
+  if (fast.ok() != full.ok()) {
+    Fail("the load path and the full parse disagree",
+         fast.status().ToString() + " / " + full.status().ToString());
+  }
+  if (!full.ok()) {
+    if (fast.status().message() != full.status().message()) {
+      Fail("the load path refuses a record differently",
+           fast.status().message() + " / " + full.status().message());
+    }
+    return;
+  }
+  if (fast->ToJson() != full->ToJson()) Fail("the load path read another trial", std::string(text));
+  if (fast->last_result.Metric("loss") != full->last_result.Metric("loss")) {
+    Fail("the load path read another metric", std::string(text));
+  }
 }
 
 void KeyRoundTrip(std::string_view key) {
@@ -167,7 +222,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   switch (data[0] % 5) {
-    case 0: RecordRoundTrip<ztune::head::Trial>(rest); break;
+    case 0:
+      RecordRoundTrip<ztune::head::Trial>(rest);
+      LoadPathAgrees(rest);
+      break;
     case 1: RecordRoundTrip<ztune::head::Experiment>(rest); break;
     case 2: KeyRoundTrip(rest); break;
     case 3: EnvelopeRoundTrip(rest); break;

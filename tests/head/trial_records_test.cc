@@ -151,6 +151,88 @@ TEST(TrialRecordsTest, ASchemaOneRecordWithInlineListsIsRead) {
   EXPECT_EQ(all[0].trial->error_log, t.error_log);
 }
 
+// A start keeps each trial's last result as the stored text (no DOM) and
+// reads the experiment's metric from it; whatever that path does not take
+// (repeated keys, damage, schema 1) is parsed in full. Either way the trial
+// is the one Trial::FromJson makes of the whole record.
+TEST(TrialRecordsTest, TheLastResultIsKeptAsTheStoredTextAndReadsAsTheDomWould) {
+  Trial base = MakeTrial(TrialId("e0001_00000"), 1, 1);
+  base.last_result = Json{{"eval", {{"loss", 0.125}, {"acc", 0.5}}},
+                          {"done", true},
+                          {"training_iteration", 7},
+                          {"note", "caf\u00e9 {\"}"}};
+  const std::string text = base.ToRecordText();
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string s = text;
+    const size_t at = s.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return at == std::string::npos ? s : s.replace(at, from.size(), to);
+  };
+  Json legacy = base.ToJson();
+  legacy["checkpoints"] = Json::array({CheckpointRecordToJson(base.checkpoints[0])});
+  legacy["error_log"] = base.error_log;
+  struct Case {
+    std::string name;
+    std::string record;
+  };
+  const std::vector<Case> cases = {
+      {"as written", text},
+      {"spaces", replaced("\"last_result\":{", "\"last_result\" :  {  ")},
+      {"the metric repeated", replaced("{\"acc\":0.5,", "{\"acc\":0.5,\"loss\":9,")},
+      {"done repeated", replaced("\"done\":true", "\"done\":false,\"done\":true")},
+      {"done not a boolean", replaced("\"done\":true", "\"done\":1")},
+      {"last_result twice",
+       replaced("\"last_result\":{", "\"last_result\":{\"x\":1},\"last_result\":{")},
+      {"an escaped key", replaced("\"held\":", "\"h\\u0065ld\":")},
+      {"damage after it", replaced("\"next_checkpoint_id\":2", "\"next_checkpoint_id\":2x")},
+      {"damage inside it", replaced("\"training_iteration\":7", "\"training_iteration\":7x")},
+      {"not an object", replaced("\"last_result\":{", "\"last_result\":[{") + "]"},
+      {"schema 1", legacy.dump()},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name + ": " + c.record);
+    storage::InMemoryStore store;
+    Put(store, "e0001_00000", c.record);
+    std::vector<StoredTrial> all;
+    const MetricKeys metrics = {{"e0001", "eval/loss"}};
+    ASSERT_TRUE(ScanTrials(
+                    store,
+                    [&](StoredTrial& st) {
+                      all.push_back(std::move(st));
+                      return true;
+                    },
+                    &metrics)
+                    .ok());
+    ASSERT_EQ(all.size(), 1u);
+    const Json j = Json::parse(c.record, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+      EXPECT_EQ(all[0].trial.status().message(), "record is not JSON");
+      continue;
+    }
+    Result<Trial> expected = Trial::FromJson(j);
+    ASSERT_EQ(all[0].trial.ok(), expected.ok()) << all[0].trial.status().ToString();
+    if (!expected.ok()) {
+      EXPECT_EQ(all[0].trial.status().message(), expected.status().message());
+      continue;
+    }
+    const Trial& got = *all[0].trial;
+    EXPECT_EQ(all[0].inline_lists, c.name == "schema 1");
+    EXPECT_EQ(got.last_result.Get(), expected->last_result.Get());
+    EXPECT_EQ(got.last_result.Metric("eval/loss"), expected->last_result.Metric("eval/loss"));
+    EXPECT_EQ(got.last_result.Metric("eval/acc"), expected->last_result.Metric("eval/acc"));
+    EXPECT_EQ(got.config, expected->config);
+    EXPECT_EQ(got.ToJson(), expected->ToJson());
+  }
+  // The record as written comes back byte for byte.
+  storage::InMemoryStore store;
+  Put(store, "e0001_00000", text);
+  auto all = ScanAll(store);
+  ASSERT_EQ(all.size(), 1u);
+  ASSERT_TRUE(all[0].trial.ok());
+  EXPECT_EQ(all[0].trial->ToRecordText(), text);
+  EXPECT_EQ(all[0].trial->last_result.Metric("eval/loss"), 0.125);
+}
+
 struct Damage {
   const char* name;
   std::function<void(storage::Store&)> apply;

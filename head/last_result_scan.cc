@@ -1,0 +1,431 @@
+#include "head/last_result_scan.h"
+
+#include <charconv>
+#include <cmath>
+#include <optional>
+#include <system_error>
+#include <vector>
+
+#include "common/json.h"
+
+namespace ztune::head {
+namespace {
+
+constexpr size_t kNone = std::string_view::npos;
+
+size_t SkipSpace(std::string_view s, size_t i) {
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
+  return i;
+}
+
+// `i` at an opening quote: the index after the closing one, or kNone.
+size_t SkipString(std::string_view s, size_t i) {
+  for (++i; i < s.size(); ++i) {
+    if (s[i] == '\\') {
+      ++i;
+    } else if (s[i] == '"') {
+      return i + 1;
+    }
+  }
+  return kNone;
+}
+
+// `i` at the first character of a value: the index after it, or kNone.
+// Containers are matched by counting brackets (without recursion), not
+// checked: nlohmann parses what is kept.
+size_t SkipValue(std::string_view s, size_t i) {
+  if (i >= s.size()) return kNone;
+  if (s[i] == '"') return SkipString(s, i);
+  if (s[i] == '{' || s[i] == '[') {
+    size_t depth = 0;
+    while (i < s.size()) {
+      const char c = s[i];
+      if (c == '"') {
+        i = SkipString(s, i);
+        if (i == kNone) return kNone;
+        continue;
+      }
+      if (c == '{' || c == '[') ++depth;
+      if ((c == '}' || c == ']') && --depth == 0) return i + 1;
+      ++i;
+    }
+    return kNone;
+  }
+  const size_t begin = i;
+  while (i < s.size() && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] != ' ' && s[i] != '\t' &&
+         s[i] != '\n' && s[i] != '\r') {
+    ++i;
+  }
+  return i > begin ? i : kNone;
+}
+
+// JSON as RFC 8259 and nlohmann's lexer take it (strict UTF-8, no control
+// characters in strings, surrogate escapes in pairs), read in one pass
+// without recursion or allocation per token, tracking what the scan needs:
+// the `done` and `should_checkpoint` members and the metric's path. Anything
+// it cannot be sure nlohmann reads the same (an escaped key, a number that
+// might overflow a double, nesting past kMaxScanDepth) makes it give up with
+// needs_dom: the DOM then decides. It accepts nothing nlohmann refuses
+// (LastResult::Get parses the kept text and CHECKs that it parses).
+class Scanner {
+ public:
+  Scanner(std::string_view text, const std::string& metric_key)
+      : s_(text), metric_key_(metric_key) {
+    if (metric_key_.empty()) return;
+    for (size_t from = 0;;) {
+      const size_t slash = metric_key_.find('/', from);
+      parts_.push_back(metric_key_.substr(from, slash == std::string::npos ? slash : slash - from));
+      if (slash == std::string::npos) break;
+      from = slash + 1;
+    }
+  }
+
+  LastResultScan Run() {
+    LastResultScan out;
+    const bool parsed = Parse();
+    if (needs_dom_) {
+      out.needs_dom = true;
+      return out;
+    }
+    if (!parsed) {
+      out.status = Status::Corruption("trial record: last_result" +
+                                      (error_.empty() ? std::string(" is not JSON") : error_));
+      return out;
+    }
+    const std::optional<double> v = exact_seen_ ? exact_ : nested_;
+    if (v && std::isfinite(*v)) out.metric = v;
+    return out;
+  }
+
+ private:
+  enum class Kind { kBoolean, kNumber, kOther, kContainer };
+
+  struct Level {
+    bool object = false;
+    // This object is reached by parts_[0 .. depth-1] (the root always is).
+    bool on_path = false;
+    bool empty = true;  // nothing read in it yet
+    // About the current key (objects only).
+    bool key_is_part = false;    // parts_[depth - 1]
+    bool key_is_exact = false;   // the whole metric key, at depth 1
+    const char* flag = nullptr;  // "done" / "should_checkpoint", at depth 1
+    int seen = 0;                // bits of the keys above already seen
+  };
+
+  bool Fail() { return false; }
+  bool GiveUp() {
+    needs_dom_ = true;
+    return false;
+  }
+  void SkipSpace() {
+    while (i_ < s_.size() &&
+           (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) {
+      ++i_;
+    }
+  }
+
+  // The whole text: one value, then only whitespace.
+  bool Parse() {
+    SkipSpace();
+    if (i_ >= s_.size()) return Fail();
+    if (s_[i_] != '{') {
+      error_ = " is not an object";
+      return false;
+    }
+    if (!Value()) return false;
+    while (!levels_.empty()) {
+      SkipSpace();
+      if (i_ >= s_.size()) return Fail();
+      Level& level = levels_.back();  // not used after Value(), which may push
+      if (s_[i_] == (level.object ? '}' : ']')) {
+        ++i_;
+        levels_.pop_back();
+        continue;
+      }
+      if (!level.empty) {
+        if (s_[i_] != ',') return Fail();
+        ++i_;
+        SkipSpace();
+      }
+      if (level.object) {
+        if (!Key()) return false;
+        SkipSpace();
+        if (i_ >= s_.size() || s_[i_] != ':') return Fail();
+        ++i_;
+        SkipSpace();
+      }
+      level.empty = false;
+      if (!Value()) return false;
+    }
+    SkipSpace();
+    return i_ == s_.size();
+  }
+
+  bool Key() {
+    if (i_ >= s_.size() || s_[i_] != '"') return Fail();
+    const size_t begin = i_ + 1;
+    bool escaped = false;
+    if (!String(&escaped)) return false;
+    // An escaped key may spell one the scan reads ("d\u006fne").
+    if (escaped) return GiveUp();
+    const std::string_view k = s_.substr(begin, i_ - 1 - begin);
+    Level& level = levels_.back();
+    level.key_is_part = false;
+    level.key_is_exact = false;
+    level.flag = nullptr;
+    const size_t depth = levels_.size();  // 1: a member of the result itself
+    if (depth == 1) {
+      if (k == "done") level.flag = "done";
+      if (k == "should_checkpoint") level.flag = "should_checkpoint";
+      if (!metric_key_.empty() && k == metric_key_) level.key_is_exact = true;
+    }
+    if (level.on_path && depth <= parts_.size() && k == parts_[depth - 1]) {
+      level.key_is_part = true;
+    }
+    // A repeated key the scan reads: the DOM keeps its last value.
+    const int bits = (level.flag == nullptr ? 0 : (k == "done" ? 1 : 2)) |
+                     (level.key_is_exact ? 4 : 0) | (level.key_is_part ? 8 : 0);
+    if ((level.seen & bits) != 0) return GiveUp();
+    level.seen |= bits;
+    return true;
+  }
+
+  // A value at i_: a scalar is read whole, a container is opened (Parse
+  // reads its members).
+  bool Value() {
+    if (i_ >= s_.size()) return Fail();
+    const char c = s_[i_];
+    if (c == '{' || c == '[') {
+      if (!Note(Kind::kContainer, std::nullopt)) return false;
+      if (levels_.size() >= kMaxScanDepth) return GiveUp();
+      const bool object = c == '{';
+      const bool on_path =
+          levels_.empty() ||
+          (object && levels_.back().object && levels_.back().on_path && levels_.back().key_is_part);
+      levels_.push_back(Level{object, on_path});
+      ++i_;
+      return true;
+    }
+    if (c == '"') {
+      bool escaped = false;
+      return String(&escaped) && Note(Kind::kOther, std::nullopt);
+    }
+    if (c == 't') return Literal("true") && Note(Kind::kBoolean, std::nullopt);
+    if (c == 'f') return Literal("false") && Note(Kind::kBoolean, std::nullopt);
+    if (c == 'n') return Literal("null") && Note(Kind::kOther, std::nullopt);
+    std::optional<double> number;
+    return Number(&number) && Note(Kind::kNumber, number);
+  }
+
+  bool Literal(std::string_view word) {
+    if (s_.substr(i_, word.size()) != word) return Fail();
+    i_ += word.size();
+    return true;
+  }
+
+  // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?; its value when it is
+  // surely finite (nlohmann refuses an overflow: the DOM then says so).
+  bool Number(std::optional<double>* value) {
+    const size_t begin = i_;
+    auto digits = [&] {
+      const size_t from = i_;
+      while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
+      return i_ - from;
+    };
+    if (i_ < s_.size() && s_[i_] == '-') ++i_;
+    if (i_ >= s_.size()) return Fail();
+    size_t int_digits = 0;
+    if (s_[i_] == '0') {
+      ++i_;
+      int_digits = 1;
+    } else {
+      int_digits = digits();
+      if (int_digits == 0) return Fail();
+    }
+    if (i_ < s_.size() && s_[i_] == '.') {
+      ++i_;
+      if (digits() == 0) return Fail();
+    }
+    long exponent = 0;
+    if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
+      ++i_;
+      bool negative = false;
+      if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-')) negative = s_[i_++] == '-';
+      const size_t from = i_;
+      if (digits() == 0) return Fail();
+      if (i_ - from > 4) return GiveUp();
+      for (size_t k = from; k < i_; ++k) exponent = exponent * 10 + (s_[k] - '0');
+      if (negative) exponent = -exponent;
+    }
+    // Below 10^(int_digits + exponent): finite while that stays under 308.
+    if (static_cast<long>(int_digits) + exponent > 300) return GiveUp();
+    double v = 0;
+    const auto [end, ec] = std::from_chars(s_.data() + begin, s_.data() + i_, v);
+    if (ec != std::errc() || end != s_.data() + i_) return GiveUp();
+    *value = v;
+    return true;
+  }
+
+  // A string at i_ (its opening quote); i_ ends after the closing one.
+  bool String(bool* escaped) {
+    ++i_;
+    while (i_ < s_.size()) {
+      const auto c = static_cast<unsigned char>(s_[i_]);
+      if (c == '"') {
+        ++i_;
+        return true;
+      }
+      if (c < 0x20) return Fail();
+      if (c == '\\') {
+        *escaped = true;
+        if (++i_ >= s_.size()) return Fail();
+        const char e = s_[i_];
+        if (e == 'u') {
+          const std::optional<unsigned> code = Hex4(i_ + 1);
+          if (!code) return Fail();
+          i_ += 5;
+          if (*code >= 0xDC00 && *code <= 0xDFFF) return Fail();  // a lone low surrogate
+          if (*code >= 0xD800 && *code <= 0xDBFF) {
+            if (s_.substr(i_, 2) != "\\u") return Fail();
+            const std::optional<unsigned> low = Hex4(i_ + 2);
+            if (!low || *low < 0xDC00 || *low > 0xDFFF) return Fail();
+            i_ += 6;
+          }
+          continue;
+        }
+        if (e != '"' && e != '\\' && e != '/' && e != 'b' && e != 'f' && e != 'n' && e != 'r' &&
+            e != 't') {
+          return Fail();
+        }
+        ++i_;
+        continue;
+      }
+      if (c < 0x80) {
+        ++i_;
+        continue;
+      }
+      if (!Utf8()) return Fail();
+    }
+    return Fail();
+  }
+
+  std::optional<unsigned> Hex4(size_t at) const {
+    if (at + 4 > s_.size()) return std::nullopt;
+    unsigned v = 0;
+    for (size_t k = at; k < at + 4; ++k) {
+      const char h = s_[k];
+      v <<= 4;
+      if (h >= '0' && h <= '9') {
+        v |= static_cast<unsigned>(h - '0');
+      } else if (h >= 'a' && h <= 'f') {
+        v |= static_cast<unsigned>(h - 'a' + 10);
+      } else if (h >= 'A' && h <= 'F') {
+        v |= static_cast<unsigned>(h - 'A' + 10);
+      } else {
+        return std::nullopt;
+      }
+    }
+    return v;
+  }
+
+  // One multi-byte UTF-8 sequence at i_ (RFC 3629: no overlong forms, no
+  // surrogates, nothing past U+10FFFF).
+  bool Utf8() {
+    const auto at = [&](size_t k) -> unsigned {
+      return k < s_.size() ? static_cast<unsigned char>(s_[k]) : 0;
+    };
+    const unsigned c = at(i_);
+    auto in = [](unsigned b, unsigned lo, unsigned hi) { return b >= lo && b <= hi; };
+    size_t n = 0;
+    if (in(c, 0xC2, 0xDF)) {
+      n = in(at(i_ + 1), 0x80, 0xBF) ? 2 : 0;
+    } else if (c == 0xE0) {
+      n = in(at(i_ + 1), 0xA0, 0xBF) && in(at(i_ + 2), 0x80, 0xBF) ? 3 : 0;
+    } else if (in(c, 0xE1, 0xEC) || in(c, 0xEE, 0xEF)) {
+      n = in(at(i_ + 1), 0x80, 0xBF) && in(at(i_ + 2), 0x80, 0xBF) ? 3 : 0;
+    } else if (c == 0xED) {
+      n = in(at(i_ + 1), 0x80, 0x9F) && in(at(i_ + 2), 0x80, 0xBF) ? 3 : 0;
+    } else if (c == 0xF0) {
+      n = in(at(i_ + 1), 0x90, 0xBF) && in(at(i_ + 2), 0x80, 0xBF) && in(at(i_ + 3), 0x80, 0xBF)
+              ? 4
+              : 0;
+    } else if (in(c, 0xF1, 0xF3)) {
+      n = in(at(i_ + 1), 0x80, 0xBF) && in(at(i_ + 2), 0x80, 0xBF) && in(at(i_ + 3), 0x80, 0xBF)
+              ? 4
+              : 0;
+    } else if (c == 0xF4) {
+      n = in(at(i_ + 1), 0x80, 0x8F) && in(at(i_ + 2), 0x80, 0xBF) && in(at(i_ + 3), 0x80, 0xBF)
+              ? 4
+              : 0;
+    }
+    if (n == 0) return false;
+    i_ += n;
+    return true;
+  }
+
+  // A value (or a container starting) in the current level.
+  bool Note(Kind kind, std::optional<double> number) {
+    if (levels_.empty()) return true;  // the result itself
+    const Level& level = levels_.back();
+    if (!level.object) return true;
+    if (level.flag != nullptr && kind != Kind::kBoolean) {
+      error_ = std::string(".") + level.flag + " is not a boolean";
+      return false;
+    }
+    if (level.key_is_exact) {
+      exact_seen_ = true;
+      exact_ = number;
+    }
+    if (level.key_is_part && levels_.size() == parts_.size()) nested_ = number;
+    return true;
+  }
+
+  std::string_view s_;
+  size_t i_ = 0;
+  const std::string& metric_key_;
+  std::vector<std::string> parts_;  // metric_key_ split at '/'
+  std::vector<Level> levels_;
+  bool needs_dom_ = false;
+  std::string error_;
+  bool exact_seen_ = false;
+  std::optional<double> exact_;
+  std::optional<double> nested_;
+};
+
+}  // namespace
+
+std::optional<std::pair<size_t, size_t>> TopLevelMemberSpan(std::string_view text,
+                                                            std::string_view key) {
+  size_t i = SkipSpace(text, 0);
+  if (i >= text.size() || text[i] != '{') return std::nullopt;
+  i = SkipSpace(text, i + 1);
+  std::optional<std::pair<size_t, size_t>> found;
+  if (i < text.size() && text[i] == '}') return std::nullopt;
+  while (i < text.size()) {
+    if (text[i] != '"') return std::nullopt;
+    const size_t key_end = SkipString(text, i);
+    if (key_end == kNone) return std::nullopt;
+    const std::string_view k = text.substr(i + 1, key_end - i - 2);
+    if (k.find('\\') != std::string_view::npos) return std::nullopt;
+    i = SkipSpace(text, key_end);
+    if (i >= text.size() || text[i] != ':') return std::nullopt;
+    const size_t begin = SkipSpace(text, i + 1);
+    const size_t end = SkipValue(text, begin);
+    if (end == kNone) return std::nullopt;
+    if (k == key) found = std::make_pair(begin, end);
+    i = SkipSpace(text, end);
+    if (i >= text.size()) return std::nullopt;
+    if (text[i] == '}') {
+      return SkipSpace(text, i + 1) == text.size() ? found : std::nullopt;
+    }
+    if (text[i] != ',') return std::nullopt;
+    i = SkipSpace(text, i + 1);
+  }
+  return std::nullopt;
+}
+
+LastResultScan ScanLastResultText(std::string_view text, const std::string& metric_key) {
+  return Scanner(text, metric_key).Run();
+}
+
+}  // namespace ztune::head
