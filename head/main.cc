@@ -233,6 +233,9 @@ int main(int argc, char** argv) {
   // Resumed once the head serves (below): a store a crash left with level-0
   // files to merge must not take a core from the start's parse of its trials.
   store_options.defer_compactions = true;
+  // The start reads every trial record with checksums verified (its errors
+  // name --salvage): the open need not read them first.
+  store_options.read_trials_at_open = false;
   auto store = check ? ztune::storage::RocksDbStore::OpenReadOnly(data_dir)
                      : ztune::storage::RocksDbStore::Open(data_dir, store_options);
   if (!store.ok()) {
@@ -319,7 +322,9 @@ int main(int argc, char** argv) {
   std::signal(SIGHUP, OnHangUp);
   if (auto s = server.Start(); !s.ok()) {
     spdlog::critical("cannot start: {}", s.ToString());
-    return 4;
+    // A damaged record or table found by the load is a corrupt store, as
+    // when the open finds it (docs/recovery.md).
+    return s.code() == ztune::StatusCode::kCorruption ? 3 : 4;
   }
   if (auto s = (*store)->ResumeCompactions(); !s.ok()) {
     spdlog::critical("cannot start: {}", s.ToString());

@@ -81,6 +81,12 @@ std::string SalvageHint(const std::string& dir) {
          "see docs/storage.md, \"Damage\"";
 }
 
+std::string ReadSalvageHint(const std::string& dir) {
+  return " A file of the store is damaged; with the head stopped, `ztune-head --data-dir " + dir +
+         " --salvage` keeps what is readable (it copies the damaged directory aside first); see "
+         "docs/storage.md, \"Damage\"";
+}
+
 Status WithSalvageHint(Status s, const std::string& dir, const InfoLog* log) {
   if (s.code() != StatusCode::kCorruption) return s;
   std::string message = s.message();

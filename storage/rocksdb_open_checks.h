@@ -21,6 +21,9 @@ namespace ztune::storage::internal {
 // The way out of a Corruption, appended to its message: nothing was changed,
 // and `ztune-head --salvage` keeps what is readable.
 std::string SalvageHint(const std::string& dir);
+// The same for damage a read finds after the open (nothing says that the
+// open changed nothing then).
+std::string ReadSalvageHint(const std::string& dir);
 
 // A Corruption from opening or reading `dir` gains RocksDB's own account of
 // the damage (which WAL, how many bytes) and the way out.

@@ -227,6 +227,7 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::OpenImpl(const std::string& 
       // error instead of a failure halfway through recovery. Results and
       // checkpoints are left to Verify(): they grow without bound.
       for (Family f : {Family::kMeta, Family::kExperiments, Family::kTrials}) {
+        if (f == Family::kTrials && !options.read_trials_at_open) continue;
         RETURN_IF_ERROR(WithSalvageHint(
             internal::ReadWholeFamily(store->db_->db(), store->handle(f), dir).status(), dir,
             nullptr));
@@ -292,6 +293,15 @@ Status RocksDbStore::Commit(const WriteBatch& batch) {
   }
 }
 
+Status RocksDbStore::ReadError(const rocksdb::Status& s, const std::string& what) const {
+  // A damaged block found by a read names the way out, as the open does.
+  Status st = FromRocks(s, dir_, what);
+  if (st.code() != StatusCode::kCorruption) return st;
+  std::string message = st.message();
+  if (!message.empty() && message.back() != '.') message += ".";
+  return Status::Corruption(message + internal::ReadSalvageHint(dir_));
+}
+
 Result<std::optional<std::string>> RocksDbStore::Get(Family f, std::string_view key) {
   try {
     rocksdb::ReadOptions ro;
@@ -301,7 +311,7 @@ Result<std::optional<std::string>> RocksDbStore::Get(Family f, std::string_view 
     std::string value;
     const rocksdb::Status s = db_->db().Get(ro, handle(f), ToSlice(key), &value);
     if (s.IsNotFound()) return std::optional<std::string>();
-    RETURN_IF_ERROR(FromRocks(s, dir_, std::string("get from ") + FamilyName(f)));
+    RETURN_IF_ERROR(ReadError(s, std::string("get from ") + FamilyName(f)));
     return std::optional<std::string>(std::move(value));
   } catch (const std::exception& e) {
     return FromException(dir_, "get", e.what());
@@ -339,7 +349,7 @@ Status RocksDbStore::Scan(Family f, std::string_view prefix,
       if (!key.starts_with(prefix)) break;
       if (!fn(key, ToView(it->value()))) break;
     }
-    return FromRocks(it->status(), dir_, std::string("scan of ") + FamilyName(f));
+    return ReadError(it->status(), std::string("scan of ") + FamilyName(f));
   } catch (const std::exception& e) {
     return FromException(dir_, "scan", e.what());
   }
@@ -355,7 +365,7 @@ Result<std::optional<Store::Entry>> RocksDbStore::Last(Family f, std::string_vie
     if (it->Valid() && ToView(it->key()).starts_with(prefix)) {
       last.emplace(Entry{it->key().ToString(), it->value().ToString()});
     }
-    RETURN_IF_ERROR(FromRocks(it->status(), dir_, std::string("seek in ") + FamilyName(f)));
+    RETURN_IF_ERROR(ReadError(it->status(), std::string("seek in ") + FamilyName(f)));
     return last;
   } catch (const std::exception& e) {
     return FromException(dir_, "seek", e.what());

@@ -25,6 +25,7 @@
 
 namespace rocksdb {
 class ColumnFamilyHandle;
+class Status;
 }  // namespace rocksdb
 
 namespace ztune::storage {
@@ -63,6 +64,13 @@ struct RocksDbStoreOptions {
   // head's parse of its trials (a restart on 100,000 trials: 0.56 s slower;
   // docs/benchmarks.md, "recovery"). The head resumes them once it serves.
   bool defer_compactions = false;
+  // Open reads the meta, experiments and trials families in full, checksums
+  // verified, so that damage there is an open error naming --salvage rather
+  // than a failure halfway through a caller's load. A caller that reads the
+  // trials family in full right after (the head's start: its scan verifies
+  // the same checksums, and its errors name --salvage too) sets false and
+  // saves reading it twice (7% of a start on 100,000 trials).
+  bool read_trials_at_open = true;
   // Files other layers keep in the data directory beside the store (the
   // head's key and allow-lists): a directory holding only these, and no
   // store yet, is a fresh one rather than a foreign directory to refuse.
@@ -220,6 +228,8 @@ class RocksDbStore final : public Store {
                                                         bool read_only);
 
   rocksdb::ColumnFamilyHandle* handle(Family f) const { return handles_[static_cast<size_t>(f)]; }
+  // OK, or the error of a read: FromRocks with the salvage hint.
+  Status ReadError(const rocksdb::Status& s, const std::string& what) const;
 
   std::string dir_;
   RocksDbStoreOptions options_;

@@ -693,10 +693,14 @@ void MakeStoreWithData(LocalCluster& cluster, int n) {
 
 // Runs the head on `data_dir` and expects a prompt refusal whose output names
 // each of `words`; reports it on stderr under `label`.
+// `exit_code` -1: any failure.
 void ExpectHeadRefuses(const std::string& data_dir, const std::vector<std::string>& words,
-                       const std::string& label) {
+                       const std::string& label, int exit_code = -1) {
   HeadRun run = RunHead(data_dir);
   EXPECT_NE(run.exit_code, 0) << run.out;
+  if (exit_code >= 0) {
+    EXPECT_EQ(run.exit_code, exit_code) << run.out;
+  }
   EXPECT_NE(run.exit_code, 124) << "still running after 30 s:\n" << run.out;
   EXPECT_LT(run.seconds, 5.0) << run.out;
   for (const auto& w : words) EXPECT_TRUE(Contains(run.out, w)) << "'" << w << "' not in:\n" << run.out;
@@ -767,12 +771,20 @@ TEST(StoreErrorsE2ETest, RefusesAStoreWithADamagedTrialsSst) {
 
   const std::string damaged = "damaged sst " + fs::path(ssts.front()).filename().string() + " (" +
                               std::to_string(fs::file_size(ssts.front())) + " bytes)";
-  ExpectHeadRefuses(cluster.data_dir(), {"corrupt", cluster.data_dir()}, damaged);
+  // The head's start finds it in its checksummed read of the trial records
+  // (the open no longer reads them first): a corrupt store all the same,
+  // exit 3, naming --salvage (docs/recovery.md).
+  ExpectHeadRefuses(cluster.data_dir(), {"corrupt", cluster.data_dir(), "trials", "--salvage"},
+                    damaged, 3);
   EXPECT_TRUE(SstFiles(cluster.data_dir()) == before)
       << "the SST files of the refused store changed";
   EXPECT_TRUE(fs::exists(ssts.front()));
   // Refused again: nothing was repaired or reset by the first attempt.
-  ExpectHeadRefuses(cluster.data_dir(), {"corrupt"}, damaged + ", again");
+  ExpectHeadRefuses(cluster.data_dir(), {"corrupt"}, damaged + ", again", 3);
+  // The offline check, whose open reads the trials family, refuses it too.
+  auto check = e2e::Run(std::string(ZTUNE_HEAD_BIN) + " --check --data-dir " + cluster.data_dir());
+  EXPECT_EQ(check.exit_code, 3) << check.out;
+  EXPECT_TRUE(Contains(check.out, "corrupt")) << check.out;
 }
 
 }  // namespace

@@ -416,6 +416,20 @@ TEST_F(RocksDbStoreTest, OpenReportsCorruptionWhenTrialsSstIsDamaged) {
   ASSERT_FALSE(r.ok()) << "a damaged store opened";
   EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << r.status().ToString();
   EXPECT_TRUE(Contains(r.status().message(), dir_ + " is corrupt")) << r.status().ToString();
+
+  // Told that its caller reads the family itself (the head's start), the
+  // open leaves it to that read, whose error is as clear.
+  RocksDbStoreOptions head_like;
+  head_like.read_trials_at_open = false;
+  auto opened = RocksDbStore::Open(dir_, head_like);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  const Status scanned =
+      (*opened)->Scan(Family::kTrials, "", [](std::string_view, std::string_view) { return true; });
+  EXPECT_EQ(scanned.code(), StatusCode::kCorruption) << scanned.ToString();
+  EXPECT_TRUE(Contains(scanned.message(), dir_ + " is corrupt (scan of trials)"))
+      << scanned.ToString();
+  EXPECT_TRUE(Contains(scanned.message(), "`ztune-head --data-dir " + dir_ + " --salvage`"))
+      << scanned.ToString();
 }
 
 TEST_F(RocksDbStoreTest, VerifyAndReadsReportCorruptionWhenResultsSstIsDamaged) {
