@@ -6,7 +6,7 @@
 #include <system_error>
 #include <vector>
 
-#include "common/json.h"
+#include "common/utf8.h"
 
 namespace ztune::head {
 namespace {
@@ -98,7 +98,7 @@ class Scanner {
   }
 
  private:
-  enum class Kind { kBoolean, kNumber, kOther, kContainer };
+  enum class Kind { kBoolean, kNumber, kOther };
 
   struct Level {
     bool object = false;
@@ -196,7 +196,7 @@ class Scanner {
     if (i_ >= s_.size()) return Fail();
     const char c = s_[i_];
     if (c == '{' || c == '[') {
-      if (!Note(Kind::kContainer, std::nullopt)) return false;
+      if (!Note(Kind::kOther, std::nullopt)) return false;
       if (levels_.size() >= kMaxScanDepth) return GiveUp();
       const bool object = c == '{';
       const bool on_path =
@@ -300,11 +300,11 @@ class Scanner {
         ++i_;
         continue;
       }
-      if (c < 0x80) {
-        ++i_;
-        continue;
-      }
-      if (!Utf8()) return Fail();
+      // RFC 3629, as nlohmann's lexer: no overlong forms, no surrogates,
+      // nothing past U+10FFFF.
+      const size_t n = Utf8SequenceLength(s_, i_);
+      if (n == 0) return Fail();
+      i_ += n;
     }
     return Fail();
   }
@@ -326,41 +326,6 @@ class Scanner {
       }
     }
     return v;
-  }
-
-  // One multi-byte UTF-8 sequence at i_ (RFC 3629: no overlong forms, no
-  // surrogates, nothing past U+10FFFF).
-  bool Utf8() {
-    const auto at = [&](size_t k) -> unsigned {
-      return k < s_.size() ? static_cast<unsigned char>(s_[k]) : 0;
-    };
-    const unsigned c = at(i_);
-    auto in = [](unsigned b, unsigned lo, unsigned hi) { return b >= lo && b <= hi; };
-    size_t n = 0;
-    if (in(c, 0xC2, 0xDF)) {
-      n = in(at(i_ + 1), 0x80, 0xBF) ? 2 : 0;
-    } else if (c == 0xE0) {
-      n = in(at(i_ + 1), 0xA0, 0xBF) && in(at(i_ + 2), 0x80, 0xBF) ? 3 : 0;
-    } else if (in(c, 0xE1, 0xEC) || in(c, 0xEE, 0xEF)) {
-      n = in(at(i_ + 1), 0x80, 0xBF) && in(at(i_ + 2), 0x80, 0xBF) ? 3 : 0;
-    } else if (c == 0xED) {
-      n = in(at(i_ + 1), 0x80, 0x9F) && in(at(i_ + 2), 0x80, 0xBF) ? 3 : 0;
-    } else if (c == 0xF0) {
-      n = in(at(i_ + 1), 0x90, 0xBF) && in(at(i_ + 2), 0x80, 0xBF) && in(at(i_ + 3), 0x80, 0xBF)
-              ? 4
-              : 0;
-    } else if (in(c, 0xF1, 0xF3)) {
-      n = in(at(i_ + 1), 0x80, 0xBF) && in(at(i_ + 2), 0x80, 0xBF) && in(at(i_ + 3), 0x80, 0xBF)
-              ? 4
-              : 0;
-    } else if (c == 0xF4) {
-      n = in(at(i_ + 1), 0x80, 0x8F) && in(at(i_ + 2), 0x80, 0xBF) && in(at(i_ + 3), 0x80, 0xBF)
-              ? 4
-              : 0;
-    }
-    if (n == 0) return false;
-    i_ += n;
-    return true;
   }
 
   // A value (or a container starting) in the current level.

@@ -115,17 +115,17 @@ std::optional<Result<Trial>> ParseKeepingLastResultText(const std::string& text,
   }
   Result<Trial> t = Trial::FromJson(std::move(j));
   if (!t.ok()) return std::nullopt;
-  const std::string* metric_key = nullptr;
-  if (metric_keys != nullptr) {
-    const auto it = metric_keys->find(t->experiment_id);
-    if (it != metric_keys->end()) metric_key = &it->second;
-  }
   static const std::string kNoMetric;
-  const std::string& key = metric_key != nullptr ? *metric_key : kNoMetric;
+  const std::string* key = &kNoMetric;
+  if (metric_keys != nullptr) {
+    if (const auto it = metric_keys->find(t->experiment_id); it != metric_keys->end()) {
+      key = &it->second;
+    }
+  }
   const std::string_view last(text.data() + span->first, span->second - span->first);
-  const LastResultScan scan = ScanLastResultText(last, key);
+  const LastResultScan scan = ScanLastResultText(last, *key);
   if (!scan.status.ok() || scan.needs_dom) return std::nullopt;
-  t->last_result.SetText(std::string(last), key, scan.metric);
+  t->last_result.SetText(std::string(last), *key, scan.metric);
   return t;
 }
 

@@ -320,10 +320,6 @@ class AtSequence final : public rocksdb::Snapshot {
   rocksdb::SequenceNumber s_;
 };
 
-}  // namespace
-
-namespace {
-
 // A table file that does not open (no footer: a flush or compaction output
 // torn by a crash) holds nothing anyone committed only there.
 std::unique_ptr<rocksdb::SstFileReader> OpenTable(const std::string& path) {

@@ -87,11 +87,16 @@ std::string ReadSalvageHint(const std::string& dir) {
          "docs/storage.md, \"Damage\"";
 }
 
-Status WithSalvageHint(Status s, const std::string& dir, const InfoLog* log) {
+Status AppendToCorruption(Status s, const std::string& text) {
   if (s.code() != StatusCode::kCorruption) return s;
   std::string message = s.message();
   if (!message.empty() && message.back() != '.') message += ".";
-  return Status::Corruption(message + (log ? RocksDbSaid(*log) : "") + SalvageHint(dir));
+  return Status::Corruption(message + text);
+}
+
+Status WithSalvageHint(Status s, const std::string& dir, const InfoLog* log) {
+  if (s.code() != StatusCode::kCorruption) return s;
+  return AppendToCorruption(std::move(s), (log ? RocksDbSaid(*log) : "") + SalvageHint(dir));
 }
 
 Status WithGap(Status s, const WalWatcher& watcher) {

@@ -25,6 +25,10 @@ std::string SalvageHint(const std::string& dir);
 // open changed nothing then).
 std::string ReadSalvageHint(const std::string& dir);
 
+// A Corruption with `text` appended (its message ended by a period first);
+// any other status as it is.
+Status AppendToCorruption(Status s, const std::string& text);
+
 // A Corruption from opening or reading `dir` gains RocksDB's own account of
 // the damage (which WAL, how many bytes) and the way out.
 Status WithSalvageHint(Status s, const std::string& dir, const InfoLog* log);

@@ -295,11 +295,7 @@ Status RocksDbStore::Commit(const WriteBatch& batch) {
 
 Status RocksDbStore::ReadError(const rocksdb::Status& s, const std::string& what) const {
   // A damaged block found by a read names the way out, as the open does.
-  Status st = FromRocks(s, dir_, what);
-  if (st.code() != StatusCode::kCorruption) return st;
-  std::string message = st.message();
-  if (!message.empty() && message.back() != '.') message += ".";
-  return Status::Corruption(message + internal::ReadSalvageHint(dir_));
+  return internal::AppendToCorruption(FromRocks(s, dir_, what), internal::ReadSalvageHint(dir_));
 }
 
 Result<std::optional<std::string>> RocksDbStore::Get(Family f, std::string_view key) {
