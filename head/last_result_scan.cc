@@ -1,63 +1,14 @@
 #include "head/last_result_scan.h"
 
-#include <charconv>
 #include <cmath>
 #include <optional>
-#include <system_error>
 #include <vector>
 
 #include "common/utf8.h"
+#include "head/json_text.h"
 
 namespace ztune::head {
 namespace {
-
-constexpr size_t kNone = std::string_view::npos;
-
-size_t SkipSpace(std::string_view s, size_t i) {
-  while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
-  return i;
-}
-
-// `i` at an opening quote: the index after the closing one, or kNone.
-size_t SkipString(std::string_view s, size_t i) {
-  for (++i; i < s.size(); ++i) {
-    if (s[i] == '\\') {
-      ++i;
-    } else if (s[i] == '"') {
-      return i + 1;
-    }
-  }
-  return kNone;
-}
-
-// `i` at the first character of a value: the index after it, or kNone.
-// Containers are matched by counting brackets (without recursion), not
-// checked: nlohmann parses what is kept.
-size_t SkipValue(std::string_view s, size_t i) {
-  if (i >= s.size()) return kNone;
-  if (s[i] == '"') return SkipString(s, i);
-  if (s[i] == '{' || s[i] == '[') {
-    size_t depth = 0;
-    while (i < s.size()) {
-      const char c = s[i];
-      if (c == '"') {
-        i = SkipString(s, i);
-        if (i == kNone) return kNone;
-        continue;
-      }
-      if (c == '{' || c == '[') ++depth;
-      if ((c == '}' || c == ']') && --depth == 0) return i + 1;
-      ++i;
-    }
-    return kNone;
-  }
-  const size_t begin = i;
-  while (i < s.size() && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] != ' ' && s[i] != '\t' &&
-         s[i] != '\n' && s[i] != '\r') {
-    ++i;
-  }
-  return i > begin ? i : kNone;
-}
 
 // JSON as RFC 8259 and nlohmann's lexer take it (strict UTF-8, no control
 // characters in strings, surrogate escapes in pairs), read in one pass
@@ -117,12 +68,7 @@ class Scanner {
     needs_dom_ = true;
     return false;
   }
-  void SkipSpace() {
-    while (i_ < s_.size() &&
-           (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) {
-      ++i_;
-    }
-  }
+  void SkipSpace() { i_ = json_text::SkipSpace(s_, i_); }
 
   // The whole text: one value, then only whitespace.
   bool Parse() {
@@ -223,47 +169,16 @@ class Scanner {
     return true;
   }
 
-  // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?; its value when it is
-  // surely finite (nlohmann refuses an overflow: the DOM then says so).
+  // A number, and its value when it is surely finite (nlohmann refuses an
+  // overflow: the DOM then says so).
   bool Number(std::optional<double>* value) {
-    const size_t begin = i_;
-    auto digits = [&] {
-      const size_t from = i_;
-      while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
-      return i_ - from;
-    };
-    if (i_ < s_.size() && s_[i_] == '-') ++i_;
-    if (i_ >= s_.size()) return Fail();
-    size_t int_digits = 0;
-    if (s_[i_] == '0') {
-      ++i_;
-      int_digits = 1;
-    } else {
-      int_digits = digits();
-      if (int_digits == 0) return Fail();
-    }
-    if (i_ < s_.size() && s_[i_] == '.') {
-      ++i_;
-      if (digits() == 0) return Fail();
-    }
-    long exponent = 0;
-    if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
-      ++i_;
-      bool negative = false;
-      if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-')) negative = s_[i_++] == '-';
-      const size_t from = i_;
-      if (digits() == 0) return Fail();
-      if (i_ - from > 4) return GiveUp();
-      for (size_t k = from; k < i_; ++k) exponent = exponent * 10 + (s_[k] - '0');
-      if (negative) exponent = -exponent;
-    }
-    // Below 10^(int_digits + exponent): finite while that stays under 308.
-    if (static_cast<long>(int_digits) + exponent > 300) return GiveUp();
     double v = 0;
-    const auto [end, ec] = std::from_chars(s_.data() + begin, s_.data() + i_, v);
-    if (ec != std::errc() || end != s_.data() + i_) return GiveUp();
-    *value = v;
-    return true;
+    switch (json_text::ReadNumber(s_, &i_, &v)) {
+      case json_text::NumberRead::kOk: *value = v; return true;
+      case json_text::NumberRead::kNotANumber: return Fail();
+      case json_text::NumberRead::kUnsure: return GiveUp();
+    }
+    return Fail();
   }
 
   // A string at i_ (its opening quote); i_ ends after the closing one.
@@ -358,36 +273,6 @@ class Scanner {
 };
 
 }  // namespace
-
-std::optional<std::pair<size_t, size_t>> TopLevelMemberSpan(std::string_view text,
-                                                            std::string_view key) {
-  size_t i = SkipSpace(text, 0);
-  if (i >= text.size() || text[i] != '{') return std::nullopt;
-  i = SkipSpace(text, i + 1);
-  std::optional<std::pair<size_t, size_t>> found;
-  if (i < text.size() && text[i] == '}') return std::nullopt;
-  while (i < text.size()) {
-    if (text[i] != '"') return std::nullopt;
-    const size_t key_end = SkipString(text, i);
-    if (key_end == kNone) return std::nullopt;
-    const std::string_view k = text.substr(i + 1, key_end - i - 2);
-    if (k.find('\\') != std::string_view::npos) return std::nullopt;
-    i = SkipSpace(text, key_end);
-    if (i >= text.size() || text[i] != ':') return std::nullopt;
-    const size_t begin = SkipSpace(text, i + 1);
-    const size_t end = SkipValue(text, begin);
-    if (end == kNone) return std::nullopt;
-    if (k == key) found = std::make_pair(begin, end);
-    i = SkipSpace(text, end);
-    if (i >= text.size()) return std::nullopt;
-    if (text[i] == '}') {
-      return SkipSpace(text, i + 1) == text.size() ? found : std::nullopt;
-    }
-    if (text[i] != ',') return std::nullopt;
-    i = SkipSpace(text, i + 1);
-  }
-  return std::nullopt;
-}
 
 LastResultScan ScanLastResultText(std::string_view text, const std::string& metric_key) {
   return Scanner(text, metric_key).Run();

@@ -12,19 +12,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
 
 #include "common/status.h"
 
 namespace ztune::head {
-
-// Where the value of top-level member `key` of the JSON object `text` is:
-// [begin, end) of its text. When the key repeats, the last one (nlohmann
-// keeps the last). nullopt when it is absent, or when the object's top level
-// is not the plain form the head writes: not an object, a key written with an
-// escape, broken structure. Values are skipped, not validated.
-std::optional<std::pair<size_t, size_t>> TopLevelMemberSpan(std::string_view text,
-                                                            std::string_view key);
 
 // What ScanLastResultText found.
 struct LastResultScan {
@@ -44,8 +35,8 @@ struct LastResultScan {
 // Results from workers nest at most 64 levels (docs/protocol.md).
 inline constexpr size_t kMaxScanDepth = 64;
 
-// One pass of nlohmann's SAX parser over `text`: no DOM, and no allocation per
-// key or value. `metric_key` empty: no metric is looked for.
+// One pass over `text`, as strict as nlohmann's parser: no DOM, and no
+// allocation per key or value. `metric_key` empty: no metric is looked for.
 LastResultScan ScanLastResultText(std::string_view text, const std::string& metric_key);
 
 }  // namespace ztune::head

@@ -44,26 +44,6 @@ Json AttemptHostsToJson(const std::vector<AttemptHost>& hosts) {
   return out;
 }
 
-// Damage is Corruption, never a later CHECK: attempts must increase.
-Result<std::vector<AttemptHost>> AttemptHostsFromJson(const Json& j) {
-  if (!j.is_array()) return Status::Corruption("trial record: attempt_hosts is not an array");
-  std::vector<AttemptHost> hosts;
-  for (const Json& e : j) {
-    if (!e.is_array() || e.size() != 2 || !e[1].is_string()) {
-      return Status::Corruption("trial record: an attempt_hosts entry is not [attempt, worker]");
-    }
-    AttemptHost h{StoredInt<uint64_t>(e[0]), WorkerId(e[1].get<std::string>())};
-    if (!hosts.empty() && h.attempt <= hosts.back().attempt) {
-      return Status::Corruption("trial record: attempt_hosts attempts do not increase");
-    }
-    hosts.push_back(std::move(h));
-  }
-  if (hosts.size() > Trial::kMaxAttemptHosts) {
-    hosts.erase(hosts.begin(), hosts.end() - Trial::kMaxAttemptHosts);
-  }
-  return hosts;
-}
-
 }  // namespace
 
 std::string ExperimentIdFor(uint64_t n) {
@@ -127,6 +107,25 @@ Result<Placement> PlacementFromJson(const Json& j) {
                                         StoredInts(b.at("gpu_ids"))});
   }
   return p;
+}
+
+Result<std::vector<AttemptHost>> AttemptHostsFromJson(const Json& j) {
+  if (!j.is_array()) return Status::Corruption("trial record: attempt_hosts is not an array");
+  std::vector<AttemptHost> hosts;
+  for (const Json& e : j) {
+    if (!e.is_array() || e.size() != 2 || !e[1].is_string()) {
+      return Status::Corruption("trial record: an attempt_hosts entry is not [attempt, worker]");
+    }
+    AttemptHost h{StoredInt<uint64_t>(e[0]), WorkerId(e[1].get<std::string>())};
+    if (!hosts.empty() && h.attempt <= hosts.back().attempt) {
+      return Status::Corruption("trial record: attempt_hosts attempts do not increase");
+    }
+    hosts.push_back(std::move(h));
+  }
+  if (hosts.size() > Trial::kMaxAttemptHosts) {
+    hosts.erase(hosts.begin(), hosts.end() - Trial::kMaxAttemptHosts);
+  }
+  return hosts;
 }
 
 const char* TrialStatusName(TrialStatus s) {

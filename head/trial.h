@@ -53,6 +53,8 @@ std::optional<uint64_t> TrialIndexOf(const std::string& experiment_id, const Tri
 Status CheckStoredLastResult(const Json& r, const std::string& what);
 
 Json PlacementToJson(const Placement& p);
+// Throws nlohmann's exceptions where a member is missing or of another type
+// (Trial::FromJson catches them as Corruption).
 Result<Placement> PlacementFromJson(const Json& j);
 
 // The worker that hosted an attempt's actor: where that attempt's output
@@ -61,6 +63,11 @@ struct AttemptHost {
   uint64_t attempt = 0;
   WorkerId worker_id;
 };
+
+// A trial record's [[attempt, worker_id], ...], oldest first; damage is
+// Corruption, never a later CHECK (attempts must increase). Throws
+// nlohmann's type_error where an attempt is not an integer.
+Result<std::vector<AttemptHost>> AttemptHostsFromJson(const Json& j);
 
 // One PBT exploit of a trial (Ray's pbt_policy log line): at `iteration` it
 // took `donor`'s checkpoint at `donor_iteration` and `new_config`, explored

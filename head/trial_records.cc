@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/json_parse.h"
-#include "head/last_result_scan.h"
+#include "head/trial_record_scan.h"
 #include "storage/keys.h"
 
 namespace ztune::head {
@@ -98,37 +98,6 @@ struct RawTrial {
   std::vector<std::pair<std::string, std::string>> children;  // in key order
 };
 
-// The record with its last result kept as the stored text (no DOM: the
-// largest member of most records, and a DOM of it is rarely read), or nullopt
-// when the record needs the full parse: no last result, or a last result
-// the scan does not take (then the full parse also finds any damage).
-std::optional<Result<Trial>> ParseKeepingLastResultText(const std::string& text,
-                                                        const MetricKeys* metric_keys) {
-  const auto span = TopLevelMemberSpan(text, "last_result");
-  if (!span || text[span->first] != '{') return std::nullopt;
-  std::string rest;
-  rest.reserve(text.size() - (span->second - span->first) + 4);
-  rest.append(text, 0, span->first).append("null").append(text, span->second, std::string::npos);
-  Json j = Json::parse(rest, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object() || j.contains("checkpoints") || j.contains("error_log")) {
-    return std::nullopt;  // damage, or a schema-1 record: the full parse says what
-  }
-  Result<Trial> t = Trial::FromJson(std::move(j));
-  if (!t.ok()) return std::nullopt;
-  static const std::string kNoMetric;
-  const std::string* key = &kNoMetric;
-  if (metric_keys != nullptr) {
-    if (const auto it = metric_keys->find(t->experiment_id); it != metric_keys->end()) {
-      key = &it->second;
-    }
-  }
-  const std::string_view last(text.data() + span->first, span->second - span->first);
-  const LastResultScan scan = ScanLastResultText(last, *key);
-  if (!scan.status.ok() || scan.needs_dom) return std::nullopt;
-  t->last_result.SetText(std::string(last), *key, scan.metric);
-  return t;
-}
-
 StoredTrial ParseTrial(RawTrial& raw, const MetricKeys* metric_keys) {
   StoredTrial out;
   out.key = std::move(raw.key);
@@ -136,7 +105,7 @@ StoredTrial ParseTrial(RawTrial& raw, const MetricKeys* metric_keys) {
     out.trial = Status::Corruption("child records without their trial record");
     return out;
   }
-  if (std::optional<Result<Trial>> fast = ParseKeepingLastResultText(raw.value, metric_keys)) {
+  if (std::optional<Trial> fast = ReadTrialRecordText(raw.value, metric_keys)) {
     out.trial = std::move(*fast);
   } else {
     Json j = Json::parse(raw.value, nullptr, /*allow_exceptions=*/false);

@@ -20,6 +20,7 @@
 #include "common/json.h"
 #include "common/status.h"
 #include "head/trial.h"
+#include "head/trial_record_scan.h"
 #include "storage/store.h"
 
 namespace ztune::head {
@@ -56,9 +57,6 @@ struct StoredTrial {
   Result<Trial> trial = Status::Internal("not read");
   bool inline_lists = false;  // a schema-1 record: its lists are inline
 };
-
-// Experiment id -> its metric (ExperimentSpec::metric), for ScanTrials.
-using MetricKeys = std::map<std::string, std::string>;
 
 // Scans the trials family in key order and calls `fn` once per trial, with
 // its child records attached; stops when `fn` returns false. Store errors

@@ -170,6 +170,13 @@ rocksdb::ColumnFamilyOptions MakeFamilyOptions(Family f) {
   // the bottom where most of the data ends up.
   o.compression = PickCompression(rocksdb::kLZ4Compression);
   o.bottommost_compression = PickCompression(rocksdb::kZSTD);
+  if (f == Family::kTrials) {
+    // A head's start reads every trial record on one thread while others
+    // parse them: ZSTD's decompression was 11% of that start's CPU at
+    // 100,000 trials (docs/benchmarks.md, "recovery"); LZ4 decompresses
+    // several times faster, and this family is small beside the results.
+    o.bottommost_compression = PickCompression(rocksdb::kLZ4Compression);
+  }
   o.write_buffer_size = 32 * kMiB;
   if (f == Family::kResults || f == Family::kCheckpoints) {
     static const std::shared_ptr<const rocksdb::SliceTransform> by_trial =

@@ -2,8 +2,10 @@
 // store. One target for the whole family, dispatching on the first byte
 // (mod 5) so that one corpus and one campaign cover it:
 //   0  a trial record (JSON text)       Trial::FromJson, and ScanTrials as Load and
-//                                       --check read it (the two must agree)
-//   1  an experiment record (JSON text) Experiment::FromJson (spec, search space)
+//                                       --check read it (the two must agree), and
+//                                       json_text::ReadDom against nlohmann
+//   1  an experiment record (JSON text) Experiment::FromJson (spec, search space),
+//                                       and ReadDom
 //   2  a result / checkpoint key        storage::KeySuffixNumber, and as a
 //      trial child record key         storage::ParseTrialChildKey
 //   3  a checkpoint's bytes             checkpoint::DecodeEnvelope (what RESTORE hands a worker)
@@ -22,6 +24,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -30,12 +33,14 @@
 #include <spdlog/spdlog.h>
 
 #include "head/client_service.h"
+#include "head/json_text.h"
 #include "head/store_check.h"
 #include "head/trial.h"
 #include "head/trial_records.h"
 #include "head/trial_runner.h"
 #include "storage/in_memory_store.h"
 #include "storage/keys.h"
+#include "tests/fakes/same_dom.h"
 #include "tests/fuzz/scripted_workers.h"
 #include "common/checkpoint/checkpoint_envelope.h"
 
@@ -63,6 +68,18 @@ void RecordRoundTrip(std::string_view text) {
   auto again = T::FromJson(record->ToJson());
   if (!again.ok()) Fail("a loaded record does not load again", again.status().ToString());
   if (Written(*again) != written) Fail("a record changed across store and load", written);
+}
+
+using ztune::testing::SameDom;
+
+// The start reads a record's values with json_text::ReadDom instead of
+// nlohmann's parser: whatever it reads, nlohmann reads as the same DOM.
+void ReadDomAgrees(std::string_view text) {
+  const std::optional<Json> got = head::json_text::ReadDom(text);
+  if (!got) return;
+  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) Fail("ReadDom took what nlohmann refuses", std::string(text));
+  if (!SameDom(*got, j)) Fail("ReadDom read another DOM", std::string(text));
 }
 
 // A start reads trial records through ScanTrials, which keeps the last
@@ -225,8 +242,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 0:
       RecordRoundTrip<ztune::head::Trial>(rest);
       LoadPathAgrees(rest);
+      ReadDomAgrees(rest);
       break;
-    case 1: RecordRoundTrip<ztune::head::Experiment>(rest); break;
+    case 1:
+      RecordRoundTrip<ztune::head::Experiment>(rest);
+      ReadDomAgrees(rest);
+      break;
     case 2: KeyRoundTrip(rest); break;
     case 3: EnvelopeRoundTrip(rest); break;
     case 4: StoreImage(rest); break;

@@ -1,6 +1,6 @@
 // Reading a stored last result without its DOM (head/last_result_scan.h):
-// the member spans of a record, and the scan's checks and metric against
-// what the DOM (FindFlatKey, CheckStoredLastResult) says of the same text.
+// the scan's checks and metric against what the DOM (FindFlatKey,
+// CheckStoredLastResult) says of the same text.
 #include "head/last_result_scan.h"
 
 #include <cmath>
@@ -16,36 +16,6 @@
 
 namespace ztune::head {
 namespace {
-
-std::string SpanText(std::string_view text, std::string_view key) {
-  const auto span = TopLevelMemberSpan(text, key);
-  if (!span) return "<none>";
-  return std::string(text.substr(span->first, span->second - span->first));
-}
-
-TEST(TopLevelMemberSpanTest, FindsTheValueOfATopLevelKeyOnly) {
-  const std::string record =
-      R"({"a":{"last_result":1,"s":"} {\"last_result\":"},"last_result":{"x":[1,{"y":"]"}],)"
-      R"("z":null},"n":-1.5e3,"t":true})";
-  EXPECT_EQ(SpanText(record, "last_result"), R"({"x":[1,{"y":"]"}],"z":null})");
-  EXPECT_EQ(SpanText(record, "n"), "-1.5e3");
-  EXPECT_EQ(SpanText(record, "t"), "true");
-  EXPECT_EQ(SpanText(record, "a"), R"({"last_result":1,"s":"} {\"last_result\":"})");
-  EXPECT_EQ(SpanText(record, "x"), "<none>");
-  EXPECT_EQ(SpanText(" { \"k\" : [ 1 , 2 ] , \"m\" : \"v\" } \n", "k"), "[ 1 , 2 ]");
-  EXPECT_EQ(SpanText(R"({"k":1,"k":2})", "k"), "2") << "nlohmann keeps the last";
-  EXPECT_EQ(SpanText("{}", "k"), "<none>");
-}
-
-// Values are skipped, not checked (a scalar runs to the next delimiter):
-// whatever is kept is parsed by nlohmann.
-TEST(TopLevelMemberSpanTest, RefusesWhatIsNotThePlainObjectTheHeadWrites) {
-  for (const char* bad : {"", "[]", "null", "{", R"({"k")", R"({"k":})", R"({"k":1)", R"({"k":1,})",
-                          R"({"k":1} x)", R"({"k":"unterminated})", R"({"k":{"a":1})", R"({k:1})",
-                          R"({"k" 1})", R"({"\u006b":1})", R"({"x\"":1,"k":2})"}) {
-    EXPECT_EQ(SpanText(bad, "k"), "<none>") << bad;
-  }
-}
 
 TEST(ScanLastResultTextTest, ReadsTheMetricAsFindFlatKeyDoes) {
   const std::string r =

@@ -1,0 +1,324 @@
+#include "head/trial_record_scan.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstdint>
+#include <system_error>
+#include <utility>
+
+#include "head/json_text.h"
+#include "head/last_result_scan.h"
+
+namespace ztune::head {
+namespace {
+
+using json_text::kNone;
+
+// The members a trial record has, sorted as Trial::ToRecordText writes them
+// (so that the lookup of the next key is usually the first guess).
+enum Field : int {
+  kActorWorker,
+  kAttempt,
+  kAttemptHosts,
+  kCheckpointRequested,
+  kCheckpointsGivenUpThrough,
+  kConfig,
+  kEndTime,
+  kError,
+  kExperimentId,
+  kExports,
+  kHeld,
+  kIteration,
+  kLastResult,
+  kNextCheckpointId,
+  kNumFailures,
+  kNumRestores,
+  kPauseRequested,
+  kPlacement,
+  kRestartedAs,
+  kRestoreFrom,
+  kScheduler,
+  kSeq,
+  kStartTime,
+  kStatus,
+  kTrialId,
+  kNumFields,
+};
+
+constexpr std::array<std::string_view, kNumFields> kFieldNames = {
+    "actor_worker",
+    "attempt",
+    "attempt_hosts",
+    "checkpoint_requested",
+    "checkpoints_given_up_through",
+    "config",
+    "end_time",
+    "error",
+    "experiment_id",
+    "exports",
+    "held",
+    "iteration",
+    "last_result",
+    "next_checkpoint_id",
+    "num_failures",
+    "num_restores",
+    "pause_requested",
+    "placement",
+    "restarted_as",
+    "restore_from",
+    "scheduler",
+    "seq",
+    "start_time",
+    "status",
+    "trial_id",
+};
+
+constexpr uint32_t Bit(Field f) { return uint32_t{1} << f; }
+
+// What Trial::FromJson reads with at(): a record without one is damaged.
+constexpr uint32_t kRequired = Bit(kTrialId) | Bit(kExperimentId) | Bit(kSeq) | Bit(kConfig) |
+                               Bit(kStatus) | Bit(kAttempt) | Bit(kNumFailures) | Bit(kIteration) |
+                               Bit(kLastResult) | Bit(kNextCheckpointId) | Bit(kError) |
+                               Bit(kStartTime) | Bit(kEndTime);
+
+// The field named `key`, or kNumFields; `guess` is tried first.
+Field FieldNamed(std::string_view key, int guess) {
+  if (guess < kNumFields && kFieldNames[guess] == key) return static_cast<Field>(guess);
+  const auto it = std::lower_bound(kFieldNames.begin(), kFieldNames.end(), key);
+  if (it == kFieldNames.end() || *it != key) return kNumFields;
+  return static_cast<Field>(it - kFieldNames.begin());
+}
+
+// Each reader takes a member's whole value text (json_text::SkipValue's
+// span, not yet checked) and returns false when it cannot read it exactly as
+// nlohmann's DOM and Trial::FromJson would: the record then takes that path.
+
+// nlohmann's DOM of `v`, which must be one JSON value and nothing else.
+bool ReadJson(std::string_view v, Json* out) {
+  if (v == "null") {
+    *out = Json();
+    return true;
+  }
+  if (std::optional<Json> j = json_text::ReadDom(v)) {
+    *out = std::move(*j);
+    return true;
+  }
+  Json j = Json::parse(v.begin(), v.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return false;
+  *out = std::move(j);
+  return true;
+}
+
+// A string: printable ASCII without escapes is taken as it is (the ids,
+// statuses and most errors); anything else is nlohmann's to read.
+bool ReadString(std::string_view v, std::string* out) {
+  if (v.size() < 2 || v.front() != '"' || v.back() != '"') return false;
+  const std::string_view inner = v.substr(1, v.size() - 2);
+  const bool plain = std::all_of(inner.begin(), inner.end(), [](char c) {
+    return c >= 0x20 && c < 0x7f && c != '\\' && c != '"';
+  });
+  if (plain) {
+    out->assign(inner);
+    return true;
+  }
+  Json j;
+  if (!ReadJson(v, &j) || !j.is_string()) return false;
+  *out = std::move(j.get_ref<std::string&>());
+  return true;
+}
+
+// An integer as StoredInt<T> reads it: nlohmann types -?(0|[1-9][0-9]*) as
+// an int64 when negative, else a uint64 (a float when it does not fit:
+// refused here), and get<T>() casts that to T.
+template <class T>
+bool ReadInt(std::string_view v, T* out) {
+  const bool negative = !v.empty() && v.front() == '-';
+  const std::string_view digits = v.substr(negative ? 1 : 0);
+  if (digits.empty() || (digits.front() == '0' && digits.size() > 1)) return false;
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  if (negative) {
+    int64_t n = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc() || end != v.data() + v.size()) return false;
+    *out = static_cast<T>(n);
+  } else {
+    uint64_t n = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc() || end != v.data() + v.size()) return false;
+    *out = static_cast<T>(n);
+  }
+  return true;
+}
+
+// get<double>() of any number.
+bool ReadDouble(std::string_view v, double* out) {
+  size_t i = 0;
+  return json_text::ReadNumber(v, &i, out) == json_text::NumberRead::kOk && i == v.size();
+}
+
+bool ReadBool(std::string_view v, bool* out) {
+  if (v == "true" || v == "false") {
+    *out = v == "true";
+    return true;
+  }
+  return false;
+}
+
+class RecordReader {
+ public:
+  explicit RecordReader(std::string_view text) : s_(text) {}
+
+  std::optional<Trial> Read(const MetricKeys* metric_keys) {
+    Trial t;
+    if (!Members(t)) return std::nullopt;
+    if ((seen_ & kRequired) != kRequired) return std::nullopt;
+    if (!t.attempt_hosts.empty() && t.attempt_hosts.back().attempt > t.attempt) {
+      return std::nullopt;
+    }
+    if (last_result_.front() == '{') {
+      static const std::string kNoMetric;
+      const std::string* key = &kNoMetric;
+      if (metric_keys != nullptr) {
+        if (const auto it = metric_keys->find(t.experiment_id); it != metric_keys->end()) {
+          key = &it->second;
+        }
+      }
+      const LastResultScan scan = ScanLastResultText(last_result_, *key);
+      if (!scan.status.ok() || scan.needs_dom) return std::nullopt;
+      t.last_result.SetText(std::string(last_result_), *key, scan.metric);
+    } else if (last_result_ != "null") {
+      return std::nullopt;  // Corruption: the full parse names it
+    }
+    return t;
+  }
+
+ private:
+  // The top level: { "key" : value , ... } and nothing after it.
+  bool Members(Trial& t) {
+    size_t i = json_text::SkipSpace(s_, 0);
+    if (i >= s_.size() || s_[i] != '{') return false;
+    i = json_text::SkipSpace(s_, i + 1);
+    int guess = 0;
+    while (i < s_.size() && s_[i] == '"') {
+      const size_t key_end = json_text::SkipString(s_, i);
+      if (key_end == kNone) return false;
+      // A known key is plain ASCII: a match is that key as written, and an
+      // escaped or unknown key takes the full parse.
+      const Field f = FieldNamed(s_.substr(i + 1, key_end - i - 2), guess);
+      if (f == kNumFields || (seen_ & Bit(f)) != 0) return false;
+      seen_ |= Bit(f);
+      guess = f + 1;
+      i = json_text::SkipSpace(s_, key_end);
+      if (i >= s_.size() || s_[i] != ':') return false;
+      const size_t begin = json_text::SkipSpace(s_, i + 1);
+      const size_t end = json_text::SkipValue(s_, begin);
+      if (end == kNone || !Member(f, s_.substr(begin, end - begin), t)) return false;
+      i = json_text::SkipSpace(s_, end);
+      if (i < s_.size() && s_[i] == ',') {
+        i = json_text::SkipSpace(s_, i + 1);
+        if (i >= s_.size() || s_[i] != '"') return false;
+        continue;
+      }
+      if (i >= s_.size() || s_[i] != '}') return false;
+      return json_text::SkipSpace(s_, i + 1) == s_.size();
+    }
+    return false;  // an empty object, or not a key where one belongs
+  }
+
+  // Reads member `f` as Trial::FromJson does.
+  bool Member(Field f, std::string_view v, Trial& t) {
+    std::string text;
+    switch (f) {
+      case kActorWorker:
+        if (!ReadString(v, &text)) return false;
+        t.actor_worker = WorkerId(std::move(text));
+        return true;
+      case kAttempt: return ReadInt(v, &t.attempt);
+      case kAttemptHosts: {
+        if (v == "[]") return true;
+        Json j;
+        if (!ReadJson(v, &j)) return false;
+        try {
+          Result<std::vector<AttemptHost>> hosts = AttemptHostsFromJson(j);
+          if (!hosts.ok()) return false;
+          t.attempt_hosts = std::move(*hosts);
+          return true;
+        } catch (const Json::exception&) {
+          return false;
+        }
+      }
+      case kCheckpointRequested: return ReadBool(v, &t.checkpoint_requested);
+      case kCheckpointsGivenUpThrough: return ReadInt(v, &t.checkpoints_given_up_through);
+      case kConfig: return ReadJson(v, &t.config);
+      case kEndTime: return ReadDouble(v, &t.end_time);
+      case kError: return ReadString(v, &t.error);
+      case kExperimentId: return ReadString(v, &t.experiment_id);
+      case kExports: return ReadJson(v, &t.exports);
+      case kHeld: return ReadBool(v, &t.held);
+      case kIteration: return ReadInt(v, &t.iteration);
+      case kLastResult:
+        if (v.empty()) return false;
+        last_result_ = v;  // read once the experiment (and so the metric) is known
+        return true;
+      case kNextCheckpointId: return ReadInt(v, &t.next_checkpoint_id);
+      case kNumFailures: return ReadInt(v, &t.num_failures);
+      case kNumRestores: return ReadInt(v, &t.num_restores);
+      case kPauseRequested: return ReadBool(v, &t.pause_requested);
+      case kPlacement: {
+        if (v == "[]") return true;
+        Json j;
+        if (!ReadJson(v, &j)) return false;
+        try {
+          Result<Placement> p = PlacementFromJson(j);
+          if (!p.ok()) return false;
+          t.placement = std::move(*p);
+          return true;
+        } catch (const Json::exception&) {
+          return false;
+        }
+      }
+      case kRestartedAs:
+        if (!ReadString(v, &text) || text.empty()) return false;
+        t.restarted_as = TrialId(std::move(text));
+        return true;
+      case kRestoreFrom:
+        if (!ReadString(v, &text)) return false;
+        t.restore_from = TrialId(std::move(text));
+        return true;
+      case kScheduler:
+        // Its fields are checked by the experiment's scheduler when it takes
+        // the trial in (ExperimentScheduler::AddTrial).
+        return ReadJson(v, &t.scheduler_state) && t.scheduler_state.is_object();
+      case kSeq: return ReadInt(v, &t.seq);
+      case kStartTime: return ReadDouble(v, &t.start_time);
+      case kStatus: {
+        if (!ReadString(v, &text)) return false;
+        Result<TrialStatus> status = ParseTrialStatus(text);
+        if (!status.ok()) return false;
+        t.status = *status;
+        return true;
+      }
+      case kTrialId:
+        if (!ReadString(v, &text)) return false;
+        t.trial_id = TrialId(std::move(text));
+        return true;
+      case kNumFields: break;
+    }
+    return false;
+  }
+
+  std::string_view s_;
+  uint32_t seen_ = 0;  // Bit(f) of every member read
+  std::string_view last_result_;
+};
+
+}  // namespace
+
+std::optional<Trial> ReadTrialRecordText(std::string_view text, const MetricKeys* metric_keys) {
+  return RecordReader(text).Read(metric_keys);
+}
+
+}  // namespace ztune::head
