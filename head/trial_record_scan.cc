@@ -104,6 +104,13 @@ bool ReadJson(std::string_view v, Json* out) {
     *out = std::move(*j);
     return true;
   }
+  // nlohmann skips a byte order mark at the start of what it parses, which
+  // the whole record's parse would refuse in the middle of it: only a value's
+  // first character may start what it is given.
+  if (v.empty() ||
+      std::string_view("{[\"-0123456789tfn").find(v.front()) == std::string_view::npos) {
+    return false;
+  }
   Json j = Json::parse(v.begin(), v.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return false;
   *out = std::move(j);
