@@ -94,6 +94,45 @@ NumberRead ReadNumber(std::string_view s, size_t* at, double* value) {
   return NumberRead::kOk;
 }
 
+bool ReadString(std::string_view v, std::string* out) {
+  if (v.size() < 2 || v.front() != '"' || v.back() != '"') return false;
+  const std::string_view inner = v.substr(1, v.size() - 2);
+  const bool plain = std::all_of(inner.begin(), inner.end(), [](char c) {
+    return c >= 0x20 && c < 0x7f && c != '\\' && c != '"';
+  });
+  if (plain) {
+    out->assign(inner);
+    return true;
+  }
+  Json j = Json::parse(v.begin(), v.end(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_string()) return false;  // also when discarded
+  *out = std::move(j.get_ref<std::string&>());
+  return true;
+}
+
+bool ReadInteger(std::string_view v, Json* out) {
+  const bool negative = !v.empty() && v.front() == '-';
+  const std::string_view digits = v.substr(negative ? 1 : 0);
+  if (digits.empty() || (digits.front() == '0' && digits.size() > 1)) return false;
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  const char* first = v.data();
+  const char* last = v.data() + v.size();
+  if (negative) {
+    int64_t n = 0;
+    const auto [p, ec] = std::from_chars(first, last, n);
+    if (ec != std::errc() || p != last) return false;
+    *out = n;
+  } else {
+    uint64_t n = 0;
+    const auto [p, ec] = std::from_chars(first, last, n);
+    if (ec != std::errc() || p != last) return false;
+    *out = n;
+  }
+  return true;
+}
+
 namespace {
 
 class DomReader {
@@ -184,24 +223,9 @@ class DomReader {
     return After::kMore;
   }
 
-  // Printable ASCII without escapes is the text itself; nlohmann reads the
-  // rest (escapes, UTF-8, control characters).
   bool String(std::string* out) {
     const size_t end = SkipString(s_, i_);
-    if (end == kNone) return false;
-    const std::string_view inner = s_.substr(i_ + 1, end - i_ - 2);
-    const bool plain = std::all_of(inner.begin(), inner.end(), [](char c) {
-      return c >= 0x20 && c < 0x7f && c != '\\' && c != '"';
-    });
-    if (plain) {
-      out->assign(inner);
-    } else {
-      Json j = Json::parse(s_.begin() + static_cast<std::ptrdiff_t>(i_),
-                           s_.begin() + static_cast<std::ptrdiff_t>(end), nullptr,
-                           /*allow_exceptions=*/false);
-      if (!j.is_string()) return false;  // also when discarded
-      *out = std::move(j.get_ref<std::string&>());
-    }
+    if (end == kNone || !ReadString(s_.substr(i_, end - i_), out)) return false;
     i_ = end;
     return true;
   }
@@ -222,21 +246,7 @@ class DomReader {
     if (ReadNumber(s_, &end, &d) != NumberRead::kOk) return false;
     const std::string_view token = s_.substr(i_, end - i_);
     i_ = end;
-    if (token.find_first_of(".eE") != std::string_view::npos) {
-      *out = d;
-      return true;
-    }
-    const char* first = token.data();
-    const char* last = token.data() + token.size();
-    if (token.front() == '-') {
-      int64_t n = 0;
-      const auto [p, ec] = std::from_chars(first, last, n);
-      *out = ec == std::errc() && p == last ? Json(n) : Json(d);
-    } else {
-      uint64_t n = 0;
-      const auto [p, ec] = std::from_chars(first, last, n);
-      *out = ec == std::errc() && p == last ? Json(n) : Json(d);
-    }
+    if (token.find_first_of(".eE") != std::string_view::npos || !ReadInteger(token, out)) *out = d;
     return true;
   }
 

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "common/json.h"
@@ -43,6 +44,17 @@ enum class NumberRead {
 // (strtod and from_chars both round correctly; an integer nlohmann types as
 // one converts to the same double).
 NumberRead ReadNumber(std::string_view s, size_t* i, double* value);
+
+// `v` is one whole JSON string (quotes included, nothing around them): its
+// value as nlohmann reads it. Printable ASCII without escapes is the text
+// itself; nlohmann reads the rest (escapes, UTF-8, control characters).
+// False when `v` is not a valid JSON string.
+bool ReadString(std::string_view v, std::string* out);
+
+// `v` is exactly an integer token -?(0|[1-9][0-9]*): *out is nlohmann's
+// value of it, an int64 when negative, else a uint64. False when `v` is not
+// one or does not fit (nlohmann then reads a double).
+bool ReadInteger(std::string_view v, Json* out);
 
 // Containers deeper than this are left to nlohmann (ReadDom's nullopt).
 inline constexpr size_t kMaxDomDepth = 64;

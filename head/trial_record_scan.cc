@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cstdint>
-#include <system_error>
 #include <utility>
 
 #include "head/json_text.h"
@@ -96,10 +94,6 @@ Field FieldNamed(std::string_view key, int guess) {
 
 // nlohmann's DOM of `v`, which must be one JSON value and nothing else.
 bool ReadJson(std::string_view v, Json* out) {
-  if (v == "null") {
-    *out = Json();
-    return true;
-  }
   if (std::optional<Json> j = json_text::ReadDom(v)) {
     *out = std::move(*j);
     return true;
@@ -117,47 +111,31 @@ bool ReadJson(std::string_view v, Json* out) {
   return true;
 }
 
-// A string: printable ASCII without escapes is taken as it is (the ids,
-// statuses and most errors); anything else is nlohmann's to read.
-bool ReadString(std::string_view v, std::string* out) {
-  if (v.size() < 2 || v.front() != '"' || v.back() != '"') return false;
-  const std::string_view inner = v.substr(1, v.size() - 2);
-  const bool plain = std::all_of(inner.begin(), inner.end(), [](char c) {
-    return c >= 0x20 && c < 0x7f && c != '\\' && c != '"';
-  });
-  if (plain) {
-    out->assign(inner);
-    return true;
-  }
-  Json j;
-  if (!ReadJson(v, &j) || !j.is_string()) return false;
-  *out = std::move(j.get_ref<std::string&>());
+// An integer as StoredInt<T> reads it: get<T>() of nlohmann's int64 or
+// uint64 (a token that does not fit is a float to nlohmann: refused here).
+template <class T>
+bool ReadInt(std::string_view v, T* out) {
+  Json n;
+  if (!json_text::ReadInteger(v, &n)) return false;
+  *out = n.get<T>();
   return true;
 }
 
-// An integer as StoredInt<T> reads it: nlohmann types -?(0|[1-9][0-9]*) as
-// an int64 when negative, else a uint64 (a float when it does not fit:
-// refused here), and get<T>() casts that to T.
-template <class T>
-bool ReadInt(std::string_view v, T* out) {
-  const bool negative = !v.empty() && v.front() == '-';
-  const std::string_view digits = v.substr(negative ? 1 : 0);
-  if (digits.empty() || (digits.front() == '0' && digits.size() > 1)) return false;
-  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+// A member that is empty when it is [] (placement, attempt_hosts): any other
+// value through `from_json`, a Result that refuses what FromJson refuses.
+template <class T, class FromJson>
+bool ReadList(std::string_view v, FromJson from_json, T* out) {
+  if (v == "[]") return true;
+  Json j;
+  if (!ReadJson(v, &j)) return false;
+  try {
+    Result<T> read = from_json(j);
+    if (!read.ok()) return false;
+    *out = std::move(*read);
+    return true;
+  } catch (const Json::exception&) {
     return false;
   }
-  if (negative) {
-    int64_t n = 0;
-    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-    if (ec != std::errc() || end != v.data() + v.size()) return false;
-    *out = static_cast<T>(n);
-  } else {
-    uint64_t n = 0;
-    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-    if (ec != std::errc() || end != v.data() + v.size()) return false;
-    *out = static_cast<T>(n);
-  }
-  return true;
 }
 
 // get<double>() of any number.
@@ -240,29 +218,17 @@ class RecordReader {
     std::string text;
     switch (f) {
       case kActorWorker:
-        if (!ReadString(v, &text)) return false;
+        if (!json_text::ReadString(v, &text)) return false;
         t.actor_worker = WorkerId(std::move(text));
         return true;
       case kAttempt: return ReadInt(v, &t.attempt);
-      case kAttemptHosts: {
-        if (v == "[]") return true;
-        Json j;
-        if (!ReadJson(v, &j)) return false;
-        try {
-          Result<std::vector<AttemptHost>> hosts = AttemptHostsFromJson(j);
-          if (!hosts.ok()) return false;
-          t.attempt_hosts = std::move(*hosts);
-          return true;
-        } catch (const Json::exception&) {
-          return false;
-        }
-      }
+      case kAttemptHosts: return ReadList(v, AttemptHostsFromJson, &t.attempt_hosts);
       case kCheckpointRequested: return ReadBool(v, &t.checkpoint_requested);
       case kCheckpointsGivenUpThrough: return ReadInt(v, &t.checkpoints_given_up_through);
       case kConfig: return ReadJson(v, &t.config);
       case kEndTime: return ReadDouble(v, &t.end_time);
-      case kError: return ReadString(v, &t.error);
-      case kExperimentId: return ReadString(v, &t.experiment_id);
+      case kError: return json_text::ReadString(v, &t.error);
+      case kExperimentId: return json_text::ReadString(v, &t.experiment_id);
       case kExports: return ReadJson(v, &t.exports);
       case kHeld: return ReadBool(v, &t.held);
       case kIteration: return ReadInt(v, &t.iteration);
@@ -274,25 +240,13 @@ class RecordReader {
       case kNumFailures: return ReadInt(v, &t.num_failures);
       case kNumRestores: return ReadInt(v, &t.num_restores);
       case kPauseRequested: return ReadBool(v, &t.pause_requested);
-      case kPlacement: {
-        if (v == "[]") return true;
-        Json j;
-        if (!ReadJson(v, &j)) return false;
-        try {
-          Result<Placement> p = PlacementFromJson(j);
-          if (!p.ok()) return false;
-          t.placement = std::move(*p);
-          return true;
-        } catch (const Json::exception&) {
-          return false;
-        }
-      }
+      case kPlacement: return ReadList(v, PlacementFromJson, &t.placement);
       case kRestartedAs:
-        if (!ReadString(v, &text) || text.empty()) return false;
+        if (!json_text::ReadString(v, &text) || text.empty()) return false;
         t.restarted_as = TrialId(std::move(text));
         return true;
       case kRestoreFrom:
-        if (!ReadString(v, &text)) return false;
+        if (!json_text::ReadString(v, &text)) return false;
         t.restore_from = TrialId(std::move(text));
         return true;
       case kScheduler:
@@ -302,14 +256,14 @@ class RecordReader {
       case kSeq: return ReadInt(v, &t.seq);
       case kStartTime: return ReadDouble(v, &t.start_time);
       case kStatus: {
-        if (!ReadString(v, &text)) return false;
+        if (!json_text::ReadString(v, &text)) return false;
         Result<TrialStatus> status = ParseTrialStatus(text);
         if (!status.ok()) return false;
         t.status = *status;
         return true;
       }
       case kTrialId:
-        if (!ReadString(v, &text)) return false;
+        if (!json_text::ReadString(v, &text)) return false;
         t.trial_id = TrialId(std::move(text));
         return true;
       case kNumFields: break;
