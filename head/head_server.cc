@@ -166,6 +166,14 @@ void HeadServer::SendToWorker(const WorkerId& worker_id, protocol::Message messa
                               SendTiming timing) {
   Outgoing out;
   out.worker_id = worker_id;
+  if (auto* train = std::get_if<protocol::Train>(&message.body)) {
+    const WorkerInfo* w = runner_.registry().FindAlive(worker_id);
+    if (w != nullptr && w->takes_trains) {
+      out.train = std::move(*train);
+      (timing == SendTiming::kNow ? before_commit_ : after_commit_).push_back(std::move(out));
+      return;
+    }
+  }
   out.streamed_payload = payloads_.SplitLargeRestore(message);
   if (out.streamed_payload != nullptr) out.streamed_rid = protocol::HeaderRid(message.body);
   out.frames = protocol::Encode(message);
@@ -175,7 +183,46 @@ void HeadServer::SendToWorker(const WorkerId& worker_id, protocol::Message messa
 void HeadServer::SendQueued(std::vector<Outgoing>& queue) {
   std::vector<Outgoing> sending;
   sending.swap(queue);
-  for (auto& out : sending) SendOutgoing(out);
+  // Per worker, its TRAINs not sent yet. Few workers get TRAINs in one turn
+  // against how many TRAINs they get: a vector searched linearly.
+  std::vector<std::pair<WorkerId, std::vector<protocol::Train>>> trains;
+  auto trains_of = [&](const WorkerId& id) -> std::vector<protocol::Train>* {
+    for (auto& [worker, list] : trains) {
+      if (worker == id) return &list;
+    }
+    return nullptr;
+  };
+  for (auto& out : sending) {
+    std::vector<protocol::Train>* pending = trains_of(out.worker_id);
+    if (out.train) {
+      if (pending == nullptr)
+        pending = &trains.emplace_back(out.worker_id, std::vector<protocol::Train>{}).second;
+      pending->push_back(std::move(*out.train));
+      continue;
+    }
+    if (pending != nullptr && !pending->empty()) SendTrains(out.worker_id, *pending);
+    SendOutgoing(out);
+  }
+  for (auto& [worker, list] : trains) {
+    if (!list.empty()) SendTrains(worker, list);
+  }
+}
+
+void HeadServer::SendTrains(const WorkerId& worker_id, std::vector<protocol::Train>& trains) {
+  if (trains.size() == 1) {
+    SendFramesToWorker(worker_id,
+                       protocol::Encode(protocol::Message{std::move(trains.front()), {}}));
+    trains.clear();
+    return;
+  }
+  for (size_t begin = 0; begin < trains.size(); begin += protocol::kMaxCoalesced) {
+    const size_t end = std::min(trains.size(), begin + protocol::kMaxCoalesced);
+    protocol::Trains message;
+    message.trains.assign(std::make_move_iterator(trains.begin() + begin),
+                          std::make_move_iterator(trains.begin() + end));
+    SendFramesToWorker(worker_id, protocol::Encode(protocol::Message{std::move(message), {}}));
+  }
+  trains.clear();
 }
 
 void HeadServer::SendOutgoing(Outgoing& out) {

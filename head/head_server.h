@@ -137,6 +137,9 @@ class HeadServer final : public CommandSink {
   struct Outgoing {
     WorkerId worker_id;
     std::vector<std::string> frames;
+    // A TRAIN for a worker that takes TRAINS, not yet encoded (`frames`
+    // empty): SendQueued sends a worker's TRAINs together.
+    std::optional<protocol::Train> train;
     // A RESTORE whose payload is streamed after the header in `frames`.
     uint64_t streamed_rid = 0;
     std::unique_ptr<protocol::PayloadSource> streamed_payload;
@@ -202,8 +205,13 @@ class HeadServer final : public CommandSink {
   // Sends an Outgoing: its frames, then starts streaming its payload if any.
   void SendOutgoing(Outgoing& out);
   // Sends and empties `queue` (sending can fail a worker and queue more:
-  // those wait for the next call).
+  // those wait for the next call). The TRAINs to one worker go as one
+  // TRAINS, sent where the first of them was queued unless another message
+  // to that worker comes between them: what one worker gets keeps its order.
   void SendQueued(std::vector<Outgoing>& queue);
+  // `trains` (not empty) to `worker_id`: a TRAIN when there is one, else
+  // TRAINS of at most kMaxCoalesced each. Empties `trains`.
+  void SendTrains(const WorkerId& worker_id, std::vector<protocol::Train>& trains);
   void DropStreamsOfDeadWorkers();
   // Runs `job` on the store thread, sending heartbeats while it runs; logs
   // it (as `what` of `bytes`) when it took longer than one heartbeat interval.

@@ -240,6 +240,10 @@ void HeadServer::HandleWorkerFrames(const std::string& routing_id, const std::st
           payloads_.OnReply(identity, std::move(m));
         } else if constexpr (std::is_same_v<T, protocol::ResultBatch>) {
           runner_.HandleResultBatch(identity, std::move(body));
+        } else if constexpr (std::is_same_v<T, protocol::Results>) {
+          for (protocol::ResultBatch& batch : body.batches) {
+            runner_.HandleResultBatch(identity, std::move(batch));
+          }
         } else if constexpr (std::is_same_v<T, protocol::Chunk>) {
           runner_.HandleHeartbeat(identity);
           payloads_.OnChunk(identity, body, m.payload);

@@ -46,6 +46,8 @@ bool WorkerRegistry::Register(const protocol::Register& r) {
   for (const auto& e : r.export_formats) {
     w.export_formats[e.trainable].insert(e.formats.begin(), e.formats.end());
   }
+  w.takes_trains =
+      std::find(r.features.begin(), r.features.end(), protocol::kFeatureTrains) != r.features.end();
   w.last_seen = clock_.NowMs();
   w.alive = true;
   return fresh;

@@ -33,6 +33,8 @@ struct WorkerInfo {
   std::map<std::string, std::set<std::string>> export_formats;
   TimeMs last_seen = 0;
   bool alive = false;
+  // It announced protocol::kFeatureTrains: its TRAINs may go coalesced.
+  bool takes_trains = false;
 };
 
 class WorkerRegistry {

@@ -52,6 +52,10 @@ protocol::Message OversizeReplacement(const protocol::Message& message, const st
 }
 
 constexpr size_t kMaxHeld = 10'000;
+// Coalesced result batches are sent once they hold this much: a message far
+// below the frame limit, which a heartbeat behind it does not wait long for.
+// A batch this large goes alone.
+constexpr size_t kCoalescedBytes = 1 << 20;
 constexpr int kMaxMessagesPerTurn = 1'000;
 constexpr TimeMs kDropWarnIntervalMs = 10'000;
 // RESTORE payloads come from the head, which stores what workers saved (at
@@ -121,11 +125,16 @@ Status WorkerRuntime::Loop() {
     Poll(PollTimeoutMs(clock_.NowMs()));
     // Input before timers: a head message already waiting refreshes liveness,
     // and a STOP that finished just in time is not killed.
+    // Each step's coalesced results go as soon as it is done: inline actors'
+    // are made while reading, the others' from their events.
     ReadSocket();
+    FlushResults();
     HandleRunnerEvents();
+    FlushResults();
     // Turning events into answers can take long (a large result is encoded
     // here): what the head sent meanwhile counts before silence is judged.
     ReadSocket();
+    FlushResults();
     if (shutdown_.load()) break;
     RETURN_IF_ERROR(OnTimers(clock_.NowMs()));
   }
@@ -253,6 +262,7 @@ void WorkerRuntime::CloseSocket(int linger_ms) {
 void WorkerRuntime::DropLink(TimeMs reconnect_at) {
   CloseSocket(0);
   link_ = Link::kDisconnected;
+  results_.Clear();  // the outbox replays them after REGISTERED
   ResetTransfers("the connection to the head was reset");
   reconnect_at_ = reconnect_at;
 }
@@ -285,6 +295,7 @@ bool WorkerRuntime::ConnectionWasCut() {
 void WorkerRuntime::BeginRegistration(TimeMs now) {
   ++incarnation_;
   link_ = Link::kRegistering;
+  results_.Clear();  // the outbox replays them after REGISTERED
   SendRegister();
   next_register_at_ = now + heartbeat_ms_;
 }
@@ -324,6 +335,7 @@ void WorkerRuntime::SendRegister() {
     if (auto rit = rids.find(d.key); rit != rids.end()) a.rids = rit->second;
     r.live_actors.push_back(std::move(a));
   }
+  r.features = {protocol::kFeatureTrains};
   // The first REGISTER of an incarnation at info; the resends at debug.
   spdlog::log(r.incarnation != last_logged_incarnation_ ? spdlog::level::info
                                                         : spdlog::level::debug,
@@ -348,6 +360,7 @@ bool WorkerRuntime::Send(const protocol::ResultBatch& batch) {
 
 bool WorkerRuntime::SendEncoded(const std::vector<std::string>& frames, const char* name,
                                 const std::function<protocol::Message()>& message) {
+  FlushResults();  // they came first
   for (const auto& frame : frames) {
     if (static_cast<int64_t>(frame.size()) <= protocol::kMaxFrameBytes) continue;
     // The head would drop the connection (and this worker would send it again
@@ -366,6 +379,38 @@ bool WorkerRuntime::SendEncoded(const std::vector<std::string>& frames, const ch
   }
   last_sent_ = clock_.NowMs();
   return true;
+}
+
+void WorkerRuntime::QueueBatch(const protocol::ResultBatch& batch) {
+  if (!head_takes_results_) {
+    Send(batch);
+    return;
+  }
+  size_t bytes = 64 + batch.trial_id.size() + batch.error.size();
+  for (const auto& r : batch.results) bytes += 16 + r.result.bytes.size();
+  if (bytes >= kCoalescedBytes) {
+    Send(batch);  // alone, and checked against the frame limit
+    return;
+  }
+  if (results_.bytes() + bytes > kCoalescedBytes || results_.count() >= protocol::kMaxCoalesced) {
+    FlushResults();
+  }
+  results_.Add(batch);
+}
+
+void WorkerRuntime::FlushResults() {
+  if (results_.empty()) return;
+  if (dealer_ == nullptr || shutting_down_ || link_ != Link::kRegistered) {
+    results_.Clear();
+    return;
+  }
+  const size_t n = results_.count();
+  Status s = zmqutil::SendFrames(*dealer_, results_.Finish());
+  if (!s.ok()) {
+    spdlog::warn("cannot send {} result batch(es) to the head: {}", n, s.ToString());
+    return;
+  }
+  last_sent_ = clock_.NowMs();
 }
 
 void WorkerRuntime::SendOrHold(protocol::Message message) {
@@ -444,6 +489,10 @@ void WorkerRuntime::HandleMessage(protocol::Message message) {
           HandleCreateActor(body);
         } else if constexpr (std::is_same_v<T, protocol::Ack>) {
           HandleAck(body);
+        } else if constexpr (std::is_same_v<T, protocol::Trains>) {
+          for (protocol::Train& train : body.trains) {
+            RouteActorCommand(protocol::Message{std::move(train), {}});
+          }
         } else if constexpr (std::is_same_v<T, protocol::Chunk>) {
           HandleChunk(body, message.payload);
         } else if constexpr (std::is_same_v<T, protocol::Credit>) {
@@ -473,6 +522,8 @@ void WorkerRuntime::HandleRegistered(const protocol::Registered& m) {
   if (m.liveness > 0) liveness_ = m.liveness;
   if (link_ == Link::kRegistered) return;  // the answer to a repeated REGISTER
   link_ = Link::kRegistered;
+  head_takes_results_ = std::find(m.features.begin(), m.features.end(),
+                                  protocol::kFeatureResults) != m.features.end();
   backoff_ms_ = std::min(heartbeat_ms_, options_.max_backoff_ms);
   spdlog::info("registered with head (epoch {}) as {} incarnation {}; heartbeat {} ms x {}",
                m.head_epoch, options_.worker_id, incarnation_, heartbeat_ms_, liveness_);

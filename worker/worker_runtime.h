@@ -30,6 +30,7 @@
 
 #include "common/clock.h"
 #include "common/protocol/chunked_transfer.h"
+#include "common/protocol/codec.h"
 #include "common/protocol/messages.h"
 #include "common/status.h"
 #include "common/zmq/connection_monitor.h"
@@ -233,6 +234,13 @@ class WorkerRuntime {
   // Reply with ok=false otherwise.
   void SendFailure(CommandKind kind, uint64_t rid, const ActorKey& key, std::string error);
   void SendBatch(const protocol::ResultBatch& batch);
+  // A batch for the head now: added to results_ when the head takes RESULTS
+  // (FlushResults sends them at the end of the loop's pass, or before any
+  // other message, so that what the head gets keeps its order), else sent.
+  void QueueBatch(const protocol::ResultBatch& batch);
+  // Sends what results_ holds, as one message. While not registered it is
+  // dropped: the outbox replays it after the next REGISTERED.
+  void FlushResults();
   void ResendOutbox();
   std::string NoActorError(const ActorKey& key) const;
 
@@ -266,6 +274,10 @@ class WorkerRuntime {
   TimeMs last_drop_warn_ = -1'000'000;
   uint64_t dropped_since_warn_ = 0;
   std::deque<HeldReply> held_;  // replies made while not registered
+  // The last REGISTERED announced protocol::kFeatureResults.
+  bool head_takes_results_ = false;
+  // This pass's result batches, coalesced (QueueBatch).
+  protocol::ResultsWriter results_;
 
   // ---- large payloads (chunked_transfer.h) ----
   protocol::ChunkSender chunk_sender_;          // SAVE replies to the head

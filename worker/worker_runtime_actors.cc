@@ -453,17 +453,18 @@ void WorkerRuntime::SendBatch(const protocol::ResultBatch& batch) {
   // Batches with results live in the outbox until ACKed and are re-sent after
   // registration; only send now when the link is up.
   if (shutting_down_) return;
-  if (link_ == Link::kRegistered) Send(batch);
+  if (link_ == Link::kRegistered) QueueBatch(batch);
 }
 
 void WorkerRuntime::ResendOutbox() {
   size_t n = 0;
   for (const auto& [key, entries] : outbox_) {
     for (const auto& entry : entries) {
-      Send(entry.batch);
+      QueueBatch(entry.batch);
       ++n;
     }
   }
+  FlushResults();
   if (n > 0) spdlog::info("re-sent {} unacknowledged result batch(es)", n);
 }
 

@@ -478,7 +478,7 @@ class ScratchBuffer {
 constexpr const char* kCommandNames[] = {
     "REGISTER", "REPLY",  "RESULT",   "HEARTBEAT",  "DISCONNECT", "REGISTERED", "CREATE_ACTOR",
     "TRAIN",    "SAVE",   "RESTORE",  "RESET",      "STOP",       "EXPORT",     "ACK",
-    "CHUNK",    "CREDIT", "READ_LOG", "FETCH_CODE", "CODE"};
+    "CHUNK",    "CREDIT", "READ_LOG", "FETCH_CODE", "CODE",       "TRAINS",     "RESULTS"};
 static_assert(std::size(kCommandNames) == std::variant_size_v<Body>);
 
 }  // namespace
@@ -508,7 +508,67 @@ std::vector<std::string> EncodeBody(size_t index, const T& body, const std::stri
   return frames;
 }
 
+// A coalesced message holds 1 to kMaxCoalesced entries: an empty one is
+// nobody's answer, and the bound keeps what one message makes its receiver
+// do in proportion to what the others may.
+Status CheckCoalesced(const Body& body) {
+  size_t n = 0;
+  if (const auto* t = std::get_if<Trains>(&body)) {
+    n = t->trains.size();
+  } else if (const auto* r = std::get_if<Results>(&body)) {
+    n = r->batches.size();
+  } else {
+    return Status::Ok();
+  }
+  if (n == 0 || n > kMaxCoalesced) {
+    return Status::InvalidArgument(std::string(CommandName(body)) + ": " + std::to_string(n) +
+                                   " entries (1 to " + std::to_string(kMaxCoalesced) + " allowed)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+void ResultsWriter::Add(const ResultBatch& batch) {
+  ScratchBuffer scratch;
+  msgpack::sbuffer& buf = scratch.get();
+  Packer pk(buf);
+  Encoder enc{pk};
+  enc.Value(batch);
+  body_.append(buf.data(), buf.size());
+  ++count_;
+}
+
+void ResultsWriter::Clear() {
+  body_.clear();
+  count_ = 0;
+}
+
+std::vector<std::string> ResultsWriter::Finish() {
+  static const size_t kResult = Body(std::in_place_type<ResultBatch>).index();
+  static const size_t kResults = Body(std::in_place_type<Results>).index();
+  std::vector<std::string> frames;
+  frames.reserve(3);
+  frames.emplace_back(kVersion);
+  if (count_ == 1) {
+    // One batch is a RESULT: its map is the header.
+    frames.emplace_back(1, static_cast<char>(kResult + 1));
+    frames.push_back(std::move(body_));
+  } else {
+    frames.emplace_back(1, static_cast<char>(kResults + 1));
+    std::string header;
+    header.reserve(16 + body_.size());
+    StringSink sink{header};
+    StringPacker pk(sink);
+    pk.pack_map(1);
+    pk.pack(std::string_view("batches"));
+    pk.pack_array(static_cast<uint32_t>(count_));
+    header.append(body_);
+    frames.push_back(std::move(header));
+  }
+  Clear();
+  return frames;
+}
 
 std::vector<std::string> Encode(const Message& message) {
   return std::visit(
@@ -550,6 +610,7 @@ Result<Message> Decode(std::span<const std::string_view> frames) {
   if (std::holds_alternative<Chunk>(m.body) && m.payload.empty()) {
     return Status::InvalidArgument("CHUNK: the payload frame is missing or empty");
   }
+  RETURN_IF_ERROR(CheckCoalesced(m.body));
   return m;
 }
 

@@ -20,6 +20,26 @@ std::vector<std::string> Encode(const Message& message);
 // would copy every result: a worker keeps its batches until acknowledged).
 std::vector<std::string> Encode(const ResultBatch& batch);
 
+// The RESULT batches of one pass of a worker's loop, encoded as they are
+// added (the outbox keeps the batches; nothing is copied but the bytes), sent
+// as one message: a RESULT when there is one, else a RESULTS (only to a head
+// that announced kFeatureResults). The caller bounds count() by
+// kMaxCoalesced and bytes() well under kMaxFrameBytes. One owner thread.
+class ResultsWriter {
+ public:
+  void Add(const ResultBatch& batch);
+  size_t count() const { return count_; }
+  size_t bytes() const { return body_.size(); }
+  bool empty() const { return count_ == 0; }
+  // The message's frames (count() >= 1); the writer is empty again.
+  std::vector<std::string> Finish();
+  void Clear();
+
+ private:
+  std::string body_;  // the batches' maps, back to back
+  size_t count_ = 0;
+};
+
 // Validates the version, the command byte, the header (a msgpack map whose
 // required keys are present with the right types; unknown keys ignored) and the
 // frame count. InvalidArgument names what is wrong; never throws.

@@ -30,6 +30,17 @@ inline constexpr int64_t kMaxFrameBytes = 64LL << 20;
 // Field presence for decoding.
 enum class Need { kRequired, kOptional };
 
+// Features a peer announces at registration (REGISTER's and REGISTERED's
+// `features`): what it can decode beyond the commands every version has. A
+// peer sends a coalesced message only to one that announced it, so older
+// workers, older heads and the fleet simulator keep working.
+// The worker decodes TRAINS (Trains).
+inline constexpr char kFeatureTrains[] = "trains";
+// The head decodes RESULTS (Results).
+inline constexpr char kFeatureResults[] = "results";
+// The most entries one TRAINS or RESULTS carries; more are refused whole.
+inline constexpr size_t kMaxCoalesced = 4096;
+
 // ---- worker -> head ----
 
 // A live actor the worker hosts (re-attach after a head restart).
@@ -76,6 +87,7 @@ struct Register {
   // The trainables that declare their export formats (others: any is tried).
   std::vector<TrainableExports> export_formats;
   std::vector<LiveActor> live_actors;
+  std::vector<std::string> features;  // kFeatureTrains
   template <class V>
   void Visit(V& v) {
     v("worker_id", worker_id, Need::kRequired);
@@ -88,6 +100,7 @@ struct Register {
     v("trainables", trainables, Need::kOptional);
     v("export_formats", export_formats, Need::kOptional);
     v("live_actors", live_actors, Need::kOptional);
+    v("features", features, Need::kOptional);
   }
 };
 
@@ -189,12 +202,14 @@ struct Registered {
   int64_t heartbeat_ms = 1000;
   int64_t liveness = 3;
   uint64_t head_epoch = 0;
+  std::vector<std::string> features;  // kFeatureResults
   template <class V>
   void Visit(V& v) {
     v("worker_id", worker_id, Need::kRequired);
     v("heartbeat_ms", heartbeat_ms, Need::kOptional);
     v("liveness", liveness, Need::kOptional);
     v("head_epoch", head_epoch, Need::kOptional);
+    v("features", features, Need::kOptional);
   }
 };
 
@@ -465,10 +480,33 @@ struct CodePage {
   }
 };
 
+// ---- coalesced messages (sent only to a peer that announced the feature) ----
+
+// Head -> worker (kFeatureTrains): the TRAINs of one turn for one worker's
+// actors, each handled as if it had come alone, in order. At one result per
+// TRAIN, a message per TRAIN was most of what the head sent.
+struct Trains {
+  std::vector<Train> trains;  // 1 to kMaxCoalesced
+  template <class V>
+  void Visit(V& v) {
+    v("trains", trains, Need::kRequired);
+  }
+};
+
+// Worker -> head (kFeatureResults): the RESULT batches one pass of the
+// worker's loop produced, each handled as if it had come alone, in order.
+struct Results {
+  std::vector<ResultBatch> batches;  // 1 to kMaxCoalesced
+  template <class V>
+  void Visit(V& v) {
+    v("batches", batches, Need::kRequired);
+  }
+};
+
 // The variant order fixes the command byte (index + 1); append only.
 using Body = std::variant<Register, Reply, ResultBatch, Heartbeat, Disconnect, Registered,
                           CreateActor, Train, Save, Restore, Reset, Stop, Export, Ack, Chunk,
-                          Credit, ReadLog, FetchCode, CodePage>;
+                          Credit, ReadLog, FetchCode, CodePage, Trains, Results>;
 
 // Commands addressed to an existing actor (by trial_id, attempt).
 template <class T>

@@ -89,7 +89,7 @@ TEST(CodecTest, EncodesABatchByItselfAsInAMessage) {
 }
 
 TEST(CodecTest, RoundTripsEveryHeadCommand) {
-  EXPECT_EQ(RoundTrip(Registered{"w", 50, 3, 4}).head_epoch, 4u);
+  EXPECT_EQ(RoundTrip(Registered{"w", 50, 3, 4, {}}).head_epoch, 4u);
   CreateActor c{1, "t", 2, "quadratic", Json{{"lr", 0.1}}, {{"CPU", 1}}, {3}, {}, {}};
   auto cd = RoundTrip(c);
   EXPECT_EQ(cd.trainable, "quadratic");
@@ -319,6 +319,116 @@ TEST(CodecTest, ReusedBuffersKeepNothingBetweenMessages) {
       EXPECT_EQ((*c)["other"], b.trial_id);
     }
   }
+}
+
+ResultBatch BatchOf(uint64_t rid, const std::string& trial, int results) {
+  ResultBatch b;
+  b.rid = rid;
+  b.trial_id = trial;
+  b.attempt = 1;
+  for (int i = 1; i <= results; ++i) {
+    b.results.push_back({static_cast<uint64_t>(i),
+                         RawResult::FromJson(Json{{"loss", 1.0 / i}, {"training_iteration", i}})});
+  }
+  if (results == 0) {
+    b.failed = true;
+    b.error = "no actor for " + trial;
+  }
+  return b;
+}
+
+TEST(CodecTest, ResultsWriterSendsOneBatchAsAResult) {
+  const ResultBatch b = BatchOf(5, "t", 2);
+  ResultsWriter w;
+  w.Add(b);
+  EXPECT_EQ(w.count(), 1u);
+  // Byte for byte what an old head reads: a RESULT.
+  EXPECT_EQ(w.Finish(), Encode(b));
+  EXPECT_TRUE(w.empty());
+  EXPECT_EQ(w.bytes(), 0u);
+}
+
+TEST(CodecTest, ResultsWriterCoalescesBatchesInOrder) {
+  ResultsWriter w;
+  std::vector<ResultBatch> sent;
+  for (int i = 0; i < 3; ++i) {
+    sent.push_back(BatchOf(10 + i, "t" + std::to_string(i), i));  // t0: a failed one
+    w.Add(sent.back());
+  }
+  const auto frames = w.Finish();
+  ASSERT_EQ(frames.size(), 3u);
+  auto d = Decode(frames);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_TRUE(std::holds_alternative<Results>(d->body));
+  EXPECT_STREQ(CommandName(d->body), "RESULTS");
+  const auto& got = std::get<Results>(d->body).batches;
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].rid, sent[i].rid);
+    EXPECT_EQ(got[i].trial_id, sent[i].trial_id);
+    EXPECT_EQ(got[i].failed, sent[i].failed);
+    EXPECT_EQ(got[i].error, sent[i].error);
+    ASSERT_EQ(got[i].results.size(), sent[i].results.size());
+    for (size_t k = 0; k < got[i].results.size(); ++k) {
+      EXPECT_EQ(got[i].results[k].seq, sent[i].results[k].seq);
+      EXPECT_EQ(got[i].results[k].result, sent[i].results[k].result);
+    }
+  }
+  // The generic encoder writes the same message.
+  EXPECT_EQ(frames, Encode(Message{Results{sent}, {}}));
+  // Reused after Finish: the next message holds only what was added since.
+  w.Add(sent[2]);
+  EXPECT_EQ(w.Finish(), Encode(sent[2]));
+}
+
+TEST(CodecTest, RoundTripsTrainsAndFeatures) {
+  Trains t;
+  t.trains = {Train{1, "a", 1, 1, 0}, Train{2, "b", 3, 10, 2.5}};
+  const Trains d = RoundTrip(t);
+  ASSERT_EQ(d.trains.size(), 2u);
+  EXPECT_EQ(d.trains[1].rid, 2u);
+  EXPECT_EQ(d.trains[1].trial_id, "b");
+  EXPECT_EQ(d.trains[1].attempt, 3u);
+  EXPECT_EQ(d.trains[1].buffer_length, 10);
+  EXPECT_DOUBLE_EQ(d.trains[1].buffer_time_s, 2.5);
+  Register r;
+  r.worker_id = "w";
+  r.resources = {{"CPU", 1}};
+  r.features = {kFeatureTrains};
+  EXPECT_EQ(RoundTrip(r).features, std::vector<std::string>{kFeatureTrains});
+  Registered reg{"w", 50, 3, 4, {kFeatureResults}};
+  EXPECT_EQ(RoundTrip(reg).features, std::vector<std::string>{kFeatureResults});
+  // Without the key (an older peer): no features.
+  EXPECT_TRUE(RoundTrip(Registered{"w", 50, 3, 4, {}}).features.empty());
+}
+
+TEST(CodecTest, RefusesEmptyAndOversizedCoalescedMessages) {
+  auto d = Decode(Encode(Message{Trains{}, {}}));
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("TRAINS: 0 entries (1 to 4096 allowed)"), std::string::npos)
+      << d.status().message();
+  EXPECT_FALSE(Decode(Encode(Message{Results{}, {}})).ok());
+  Results many;
+  many.batches.resize(kMaxCoalesced + 1, BatchOf(1, "t", 0));
+  d = Decode(Encode(Message{many, {}}));
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("RESULTS: 4097 entries"), std::string::npos)
+      << d.status().message();
+  many.batches.pop_back();
+  d = Decode(Encode(Message{many, {}}));
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(std::get<Results>(d->body).batches.size(), kMaxCoalesced);
+  // An entry that is not a whole TRAIN refuses the whole message.
+  auto frames = Encode(Message{Trains{{Train{1, "a", 1, 1, 0}}}, {}});
+  ASSERT_TRUE(Decode(frames).ok());
+  frames[2] = JsonToMsgpack(
+      Json{{"trains", Json::array({Json{{"rid", 1}, {"trial_id", "a"}, {"attempt", 1}},
+                                   Json{{"rid", 2}, {"attempt", 1}}})}});
+  d = Decode(frames);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("missing required field 'trains[1].trial_id'"),
+            std::string::npos)
+      << d.status().message();
 }
 
 }  // namespace

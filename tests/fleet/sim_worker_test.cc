@@ -85,7 +85,7 @@ class SimWorkerTest : public ::testing::Test {
     sim_->OnConnected(now_, out);
     auto sent = OfKind<protocol::Register>(Wire(out));
     EXPECT_EQ(sent.size(), 1u);
-    Deliver(protocol::Registered{sim_->worker_id(), kHeartbeatMs, kLiveness, epoch});
+    Deliver(protocol::Registered{sim_->worker_id(), kHeartbeatMs, kLiveness, epoch, {}});
     EXPECT_TRUE(sim_->registered());
     return sent.empty() ? protocol::Register{} : sent[0];
   }
@@ -119,7 +119,7 @@ TEST_F(SimWorkerTest, RegistersWithItsResourcesAndResendsUntilRegistered) {
   auto again = OfKind<protocol::Register>(AdvanceTo(kStart + kHeartbeatMs));
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].incarnation, 1u);
-  Deliver(protocol::Registered{sim_->worker_id(), kHeartbeatMs, kLiveness, 1});
+  Deliver(protocol::Registered{sim_->worker_id(), kHeartbeatMs, kLiveness, 1, {}});
   EXPECT_TRUE(sim_->registered());
   // Registered and idle: heartbeats, one per interval.
   auto beats = AdvanceTo(now_ + 2 * kHeartbeatMs);
@@ -192,7 +192,7 @@ TEST_F(SimWorkerTest, UnacknowledgedResultsAreReplayedAfterANewRegistration) {
   EXPECT_FALSE(reg[0].live_actors[0].training);
   EXPECT_EQ(reg[0].live_actors[0].rids, (std::vector<uint64_t>{1, 2, 3}));
   auto replay = OfKind<protocol::ResultBatch>(
-      Deliver(protocol::Registered{sim_->worker_id(), kHeartbeatMs, kLiveness, 2}));
+      Deliver(protocol::Registered{sim_->worker_id(), kHeartbeatMs, kLiveness, 2, {}}));
   ASSERT_EQ(replay.size(), 1u);
   EXPECT_EQ(replay[0].rid, 3u);
   ASSERT_EQ(replay[0].results.size(), 1u);
@@ -334,7 +334,7 @@ TEST_F(SimWorkerTest, AChunkedSaveCutByAReconnectStartsOverUnlessTheHeadRestarte
   const uint64_t total = OfKind<protocol::Reply>(first)[0].payload_bytes;
   auto resent = [&](uint64_t epoch) {
     Deliver(protocol::Disconnect{"unknown worker"});
-    return Deliver(protocol::Registered{sim_->worker_id(), kHeartbeatMs, kLiveness, epoch});
+    return Deliver(protocol::Registered{sim_->worker_id(), kHeartbeatMs, kLiveness, epoch, {}});
   };
   auto again = resent(1);
   auto replies = OfKind<protocol::Reply>(again);

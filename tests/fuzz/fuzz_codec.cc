@@ -9,7 +9,9 @@
 // Beyond "never crash": whatever Decode accepts must survive Encode + Decode
 // (the worker re-sends decoded state, the head stores it), and the second
 // encoding must equal the first (encoding a decoded message is a fixed point);
-// and a decoded result must read the same through ResultView as through a DOM:
+// a worker's ResultsWriter must write what Encode writes for the same
+// batches; and a decoded result must read the same through ResultView as
+// through a DOM:
 // the JSON text the head stores for it equals the DOM's dump().
 // A violation aborts, which libFuzzer reports as a crash.
 #include <algorithm>
@@ -73,7 +75,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Fail("round trip changed the command or the payload", ztune::protocol::CommandName(again->body));
     }
     if (Encode(*again) != encoded) Fail("encoding is not stable", ztune::protocol::CommandName(again->body));
+    std::vector<const ztune::protocol::ResultBatch*> batches;
     if (const auto* batch = std::get_if<ztune::protocol::ResultBatch>(&decoded->body)) {
+      batches.push_back(batch);
+    } else if (const auto* many = std::get_if<ztune::protocol::Results>(&decoded->body)) {
+      for (const auto& b : many->batches) batches.push_back(&b);
+    }
+    // A worker's coalesced message holds exactly what the generic encoder
+    // writes: one batch is a RESULT, several a RESULTS.
+    if (!batches.empty()) {
+      ztune::protocol::ResultsWriter writer;
+      for (const auto* b : batches) writer.Add(*b);
+      const std::vector<std::string> written = writer.Finish();
+      const std::vector<std::string> expected =
+          batches.size() == 1 ? Encode(*batches.front())
+                              : Encode(ztune::protocol::Message{decoded->body, {}});
+      if (written != expected) Fail("ResultsWriter differs from Encode", "");
+    }
+    for (const auto* batch : batches) {
       for (const auto& r : batch->results) {
         const ztune::protocol::ResultView view(r.result.bytes);
         if (!view.valid()) Fail("a decoded result is not a valid view", "");

@@ -66,6 +66,8 @@ void Codec() {
   put("register_fresh", reg);
   reg.live_actors = {{"e0001_00003", 1, 7, 9, true, {4, 5}}, {"e0002_00000", 3, 0, 0, false, {}}};
   put("register_live_actors", reg);
+  reg.features = {p::kFeatureTrains};
+  put("register_features", reg);
 
   put("reply_create_ok", p::Reply{11, "e0001_00000", 1, true, "", Json::object(), 0});
   put("reply_create_error",
@@ -119,10 +121,11 @@ void Codec() {
   not_bool["done"] = "yes";  // not a boolean: the head fails the trial
   odd.results[0].result = p::RawResult::FromJson(not_bool);
   put("result_done_not_bool", odd);
+  put("results", p::Results{{batch, failed}});
 
   put("heartbeat", p::Heartbeat{});
   put("disconnect", p::Disconnect{"SIGTERM"});
-  put("registered", p::Registered{"gpu-box-1-3f2a9c01", 1000, 3, 5});
+  put("registered", p::Registered{"gpu-box-1-3f2a9c01", 1000, 3, 5, {}});
   put("create_actor", p::CreateActor{31,
                                      "e0001_00000",
                                      1,
@@ -135,6 +138,9 @@ void Codec() {
   put("fetch_code", p::FetchCode{std::string(64, 'a'), 1 << 20});
   put("code_page", p::CodePage{std::string(64, 'a'), 0, 5, true, ""}, "ZTDIR");
   put("train", p::Train{32, "e0001_00000", 1, 5, 0.5});
+  put("trains",
+      p::Trains{{p::Train{32, "e0001_00000", 1, 5, 0.5}, p::Train{39, "e0001_00001", 2, 1, 0}}});
+  put("registered_features", p::Registered{"gpu-box-1-3f2a9c01", 1000, 3, 5, {p::kFeatureResults}});
   put("save", p::Save{33, "e0001_00000", 1, "memory"});
   put("restore_inline", p::Restore{34, "e0001_00000", 2, 0},
       checkpoint::EncodeEnvelope({"quadratic", "e0001_00000", 10, 0.52, std::nullopt, "x=1"}));

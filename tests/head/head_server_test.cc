@@ -66,14 +66,16 @@ bool IsRegistered(const protocol::Message& m) {
   return std::holds_alternative<protocol::Registered>(m.body);
 }
 
-void SendRegister(zmq::socket_t& s, const std::string& worker_id, uint64_t incarnation = 1) {
+void SendRegister(zmq::socket_t& s, const std::string& worker_id, uint64_t incarnation = 1,
+                  double cpus = 1, std::vector<std::string> features = {}) {
   protocol::Register reg;
   reg.worker_id = worker_id;
   reg.incarnation = incarnation;
   reg.pid = 4242;
   reg.host = "test-host";
-  reg.resources = {{"CPU", 1}};
+  reg.resources = {{"CPU", cpus}};
   reg.trainables = {"noop"};
+  reg.features = std::move(features);
   ASSERT_TRUE(zmqutil::SendFrames(s, protocol::Encode({reg, {}})).ok());
 }
 
@@ -445,6 +447,122 @@ TEST(HeadServerTest, AWorkerOverItsBudgetIsToldToRegisterAgainAndComesBack) {
   EXPECT_TRUE(heard);
   head.Stop();
   EXPECT_GE(head.server().stats().rate_limited, 1u);
+}
+
+// What the head sent a scripted worker that runs every trial of an experiment
+// to its end (TrainsToAWorker).
+struct TrainTraffic {
+  std::vector<size_t> trains_messages;  // entries of each TRAINS, in order
+  size_t single_trains = 0;             // TRAIN messages
+  size_t stops = 0;
+  std::vector<std::string> registered_features;
+};
+
+// Registers one worker of 4 CPUs (announcing `features`), submits 4 noop
+// trials of 5 iterations, and plays the worker until every trial was
+// stopped: it answers CREATE_ACTOR and STOP, and holds each TRAIN until it
+// holds one for every trial not yet stopped, then answers all of them in one message
+// (RESULTS when the head announced it), so that every round of the 4 trials
+// reaches the head in one turn.
+TrainTraffic RunFourTrials(std::vector<std::string> features) {
+  TrainTraffic traffic;
+  HeadServerOptions options;
+  options.runner.liveness = kLiveness;
+  RunningHead head(options);
+  EXPECT_TRUE(head.start_status().ok()) << head.start_status().ToString();
+  if (!head.start_status().ok()) return traffic;
+  zmq::socket_t worker = head.Dealer(head.server().worker_endpoint(), "conn-w");
+  SendRegister(worker, "w-1", 1, 4, std::move(features));
+  bool head_takes_results = false;
+  for (const auto& m : Receive(worker, 10'000, IsRegistered)) {
+    if (const auto* r = std::get_if<protocol::Registered>(&m.body)) {
+      traffic.registered_features = r->features;
+      head_takes_results = std::find(r->features.begin(), r->features.end(),
+                                     protocol::kFeatureResults) != r->features.end();
+    }
+  }
+  zmq::socket_t client = head.Dealer(head.server().client_endpoint());
+  EXPECT_TRUE(zmqutil::SendFrames(client, {protocol::kVersion,
+                                           R"({"op": "submit", "rid": 1, "spec": {
+                                              "trainable": "noop", "num_samples": 4,
+                                              "stop": {"training_iteration": 5}}})"})
+                  .ok());
+  std::map<std::string, int64_t> iteration;  // live actors (by trial) -> iterations done
+  std::vector<protocol::Train> held;
+  auto last_beat = Clock::now();
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (traffic.stops < 4 && Clock::now() < deadline) {
+    if (Clock::now() - last_beat >= std::chrono::milliseconds(kHeartbeatMs)) {
+      EXPECT_TRUE(zmqutil::SendFrames(worker, protocol::Encode({protocol::Heartbeat{}, {}})).ok());
+      last_beat = Clock::now();
+    }
+    for (auto& m : Receive(worker, 10, [](const protocol::Message&) { return true; })) {
+      if (const auto* c = std::get_if<protocol::CreateActor>(&m.body)) {
+        iteration[c->trial_id] = 0;
+        protocol::Reply ok{c->rid, c->trial_id, c->attempt, true, "", Json::object()};
+        EXPECT_TRUE(zmqutil::SendFrames(worker, protocol::Encode({ok, {}})).ok());
+      } else if (auto* t = std::get_if<protocol::Train>(&m.body)) {
+        ++traffic.single_trains;
+        held.push_back(*t);
+      } else if (auto* ts = std::get_if<protocol::Trains>(&m.body)) {
+        traffic.trains_messages.push_back(ts->trains.size());
+        held.insert(held.end(), ts->trains.begin(), ts->trains.end());
+      } else if (const auto* stop = std::get_if<protocol::Stop>(&m.body)) {
+        ++traffic.stops;
+        iteration.erase(stop->trial_id);
+        protocol::Reply ok{stop->rid, stop->trial_id, stop->attempt, true, "", Json::object()};
+        EXPECT_TRUE(zmqutil::SendFrames(worker, protocol::Encode({ok, {}})).ok());
+      }
+    }
+    // A TRAIN for each trial not yet stopped (all 4 are created first: there
+    // are CPUs for them all).
+    if (held.empty() || held.size() < 4 - traffic.stops) continue;
+    protocol::ResultsWriter results;
+    for (const protocol::Train& t : held) {
+      protocol::ResultBatch b;
+      b.rid = t.rid;
+      b.trial_id = t.trial_id;
+      b.attempt = t.attempt;
+      const int64_t it = ++iteration[t.trial_id];
+      b.results.push_back(
+          {static_cast<uint64_t>(it),
+           protocol::RawResult::FromJson(Json{{"training_iteration", it}, {"done", false}})});
+      if (head_takes_results) {
+        results.Add(b);
+      } else {
+        EXPECT_TRUE(zmqutil::SendFrames(worker, protocol::Encode(b)).ok());
+      }
+    }
+    held.clear();
+    if (!results.empty()) {
+      EXPECT_TRUE(zmqutil::SendFrames(worker, results.Finish()).ok());
+    }
+  }
+  EXPECT_EQ(traffic.stops, 4u) << "the trials did not all run to their end";
+  head.Stop();
+  return traffic;
+}
+
+// A worker that announces TRAINS gets one turn's TRAINs for its actors in one
+// message; results coalesced in a RESULTS are each handled as if alone.
+TEST(HeadServerTest, TrainsOfOneTurnGoToAWorkerInOneMessage) {
+  const TrainTraffic t = RunFourTrials({protocol::kFeatureTrains});
+  EXPECT_EQ(t.registered_features, std::vector<std::string>{protocol::kFeatureResults});
+  // Rounds 2 to 5: the round before reached the head in one RESULTS, so its
+  // four TRAINs left in one turn. Round 1 follows the CREATE_ACTOR replies,
+  // which may come in over several turns.
+  ASSERT_GE(t.trains_messages.size(), 4u);
+  const std::vector<size_t> last4(t.trains_messages.end() - 4, t.trains_messages.end());
+  EXPECT_EQ(last4, (std::vector<size_t>{4, 4, 4, 4}));
+  EXPECT_LE(t.single_trains, 4u);
+}
+
+// A worker that does not announce them (an older one, the fleet simulator)
+// gets every TRAIN on its own, and its RESULTs one by one do as before.
+TEST(HeadServerTest, AWorkerWithoutTheFeatureGetsSingleTrains) {
+  const TrainTraffic t = RunFourTrials({});
+  EXPECT_TRUE(t.trains_messages.empty());
+  EXPECT_EQ(t.single_trains, 20u);
 }
 
 }  // namespace

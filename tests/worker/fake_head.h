@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <optional>
 #include <string>
 #include <thread>
@@ -65,6 +66,11 @@ class FakeHead {
   bool silent = false;
   // Answer REGISTER with REGISTERED automatically.
   bool auto_register = true;
+  // REGISTERED announces protocol::kFeatureResults: the worker may coalesce.
+  bool takes_results = false;
+  // The batches of every RESULTS received, one entry per message (each
+  // batch is also returned by Recv on its own, in order).
+  std::vector<std::vector<uint64_t>> results_rids;
   // Every REGISTER seen, in order.
   std::vector<protocol::Register> registers;
   // Every message not consumed by a WaitFor, in order (heartbeats excluded).
@@ -83,7 +89,9 @@ class FakeHead {
   }
   void SendRegistered() {
     const std::string id = registers.empty() ? worker_ : registers.back().worker_id;
-    Send(protocol::Registered{id, heartbeat_ms_, liveness_, 1});
+    protocol::Registered r{id, heartbeat_ms_, liveness_, 1, {}};
+    if (takes_results) r.features = {protocol::kFeatureResults};
+    Send(r);
   }
 
   // Receives one message (handling heartbeats and registration per the
@@ -91,6 +99,11 @@ class FakeHead {
   std::optional<protocol::Message> Recv(std::chrono::milliseconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {
+      if (!unpacked_.empty()) {
+        protocol::Message m = std::move(unpacked_.front());
+        unpacked_.pop_front();
+        return m;
+      }
       auto now = std::chrono::steady_clock::now();
       if (now >= deadline) return std::nullopt;
       // Like the real head, heartbeat every interval on its own too: a worker
@@ -125,6 +138,15 @@ class FakeHead {
       if (auto* r = std::get_if<protocol::Register>(&m->body)) {
         registers.push_back(*r);
         if (!silent && auto_register) SendRegistered();
+      }
+      if (auto* coalesced = std::get_if<protocol::Results>(&m->body)) {
+        EXPECT_TRUE(takes_results) << "RESULTS to a head that did not announce it";
+        auto& rids = results_rids.emplace_back();
+        for (auto& b : coalesced->batches) {
+          rids.push_back(b.rid);
+          unpacked_.push_back(protocol::Message{std::move(b), {}});
+        }
+        continue;
       }
       return std::move(m).value();
     }
@@ -185,6 +207,7 @@ class FakeHead {
   std::string endpoint_;
   std::chrono::steady_clock::time_point last_beat_{};
   std::string worker_;
+  std::deque<protocol::Message> unpacked_;  // batches of a RESULTS not yet returned
   int64_t heartbeat_ms_;
   int64_t liveness_;
 };

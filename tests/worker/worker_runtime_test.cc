@@ -29,8 +29,9 @@ class WorkerRuntimeTest : public ::testing::Test {
  protected:
   // Liveness 6 (300 ms) keeps the link up while a test waits on something
   // else; the silent-head test uses its own, shorter one.
-  void Start(int64_t liveness = 6) {
+  void Start(int64_t liveness = 6, bool head_takes_results = false) {
     head_ = std::make_unique<FakeHead>(context_, kHeartbeatMs, liveness);
+    head_->takes_results = head_takes_results;
     WorkerOptions o = head_->WorkerOptionsFor(dir_.path());
     o.resources = {{"CPU", 2}, {"GPU", 1}, {"memory", 8e9}};
     o.gpu_ids = {0};
@@ -521,6 +522,66 @@ TEST_F(WorkerRuntimeTest, ReRegistersAndResendsUnackedResultsAfterHeadSilence) {
   for (const auto& m : head_->others) {
     EXPECT_FALSE(std::holds_alternative<ResultBatch>(m.body)) << "ACKed results were re-sent";
   }
+}
+
+// TRAINS from the head: each TRAIN runs as if it had come alone. To a head
+// that announced RESULTS, the batches one pass made go in one message, in
+// order, and before any later answer (a REPLY never overtakes a batch); the
+// outbox replays in one message too.
+TEST_F(WorkerRuntimeTest, CoalescesResultsForAHeadThatTakesThem) {
+  Start(/*liveness=*/6, /*head_takes_results=*/true);
+  EXPECT_EQ(first_register_.features, std::vector<std::string>{kFeatureTrains});
+  for (uint64_t i = 0; i < 3; ++i) Create(1 + i, "t" + std::to_string(i), 1, "noop");
+  Trains trains;
+  for (uint64_t i = 0; i < 3; ++i)
+    trains.trains.push_back(Train{10 + i, "t" + std::to_string(i), 1, 1, 0});
+  trains.trains.push_back(Train{13, "ghost", 1, 1, 0});  // refused, as alone
+  head_->Send(trains);
+  head_->Send(Save{20, "t1", 1, "memory"});
+  for (uint64_t rid : {10, 11, 12}) {
+    auto b = TakeBatch(rid);
+    ASSERT_TRUE(b.has_value());
+    EXPECT_FALSE(b->failed) << b->error;
+    ASSERT_EQ(b->results.size(), 1u);
+    EXPECT_EQ(b->results[0].seq, 1u);
+  }
+  auto ghost = TakeBatch(13);
+  ASSERT_TRUE(ghost.has_value());
+  EXPECT_TRUE(ghost->failed);
+  EXPECT_NE(ghost->error.find("no actor for trial ghost attempt 1"), std::string::npos)
+      << ghost->error;
+  ASSERT_TRUE(TakeReply(20).has_value());
+  // The three batches in one message, in the TRAINS' order; the refusal (an
+  // answer that is not kept) after them, on its own.
+  ASSERT_FALSE(head_->results_rids.empty());
+  EXPECT_EQ(head_->results_rids.front(), (std::vector<uint64_t>{10, 11, 12}));
+
+  // Nothing acknowledged: after a new registration all three come again, in
+  // one message.
+  head_->results_rids.clear();
+  head_->others.clear();
+  head_->Send(Disconnect{"unknown worker"});
+  ASSERT_TRUE(head_->WaitFor<Register>([](const Register& r) { return r.incarnation >= 2; }));
+  for (uint64_t rid : {10, 11, 12}) ASSERT_TRUE(TakeBatch(rid).has_value());
+  ASSERT_EQ(head_->results_rids.size(), 1u);
+  EXPECT_EQ(head_->results_rids.front(), (std::vector<uint64_t>{10, 11, 12}));
+}
+
+// A head that did not announce RESULTS (an older one) gets every batch in a
+// RESULT of its own (FakeHead fails the test on a RESULTS).
+TEST_F(WorkerRuntimeTest, SendsEachBatchAloneToAHeadThatDoesNotTakeResults) {
+  Start();
+  for (uint64_t i = 0; i < 3; ++i) Create(1 + i, "t" + std::to_string(i), 1, "noop");
+  Trains trains;
+  for (uint64_t i = 0; i < 3; ++i)
+    trains.trains.push_back(Train{10 + i, "t" + std::to_string(i), 1, 1, 0});
+  head_->Send(trains);
+  for (uint64_t rid : {10, 11, 12}) {
+    auto b = TakeBatch(rid);
+    ASSERT_TRUE(b.has_value());
+    EXPECT_FALSE(b->failed) << b->error;
+  }
+  EXPECT_TRUE(head_->results_rids.empty());
 }
 
 // The head acknowledges one commit's results of several actors in one ACK
