@@ -183,24 +183,18 @@ void HeadServer::SendToWorker(const WorkerId& worker_id, protocol::Message messa
 void HeadServer::SendQueued(std::vector<Outgoing>& queue) {
   std::vector<Outgoing> sending;
   sending.swap(queue);
-  // Per worker, its TRAINs not sent yet. Few workers get TRAINs in one turn
-  // against how many TRAINs they get: a vector searched linearly.
-  std::vector<std::pair<WorkerId, std::vector<protocol::Train>>> trains;
-  auto trains_of = [&](const WorkerId& id) -> std::vector<protocol::Train>* {
-    for (auto& [worker, list] : trains) {
-      if (worker == id) return &list;
-    }
-    return nullptr;
-  };
+  // Per worker, its TRAINs not sent yet.
+  std::unordered_map<WorkerId, std::vector<protocol::Train>> trains;
   for (auto& out : sending) {
-    std::vector<protocol::Train>* pending = trains_of(out.worker_id);
     if (out.train) {
-      if (pending == nullptr)
-        pending = &trains.emplace_back(out.worker_id, std::vector<protocol::Train>{}).second;
-      pending->push_back(std::move(*out.train));
+      trains[out.worker_id].push_back(std::move(*out.train));
       continue;
     }
-    if (pending != nullptr && !pending->empty()) SendTrains(out.worker_id, *pending);
+    if (!trains.empty()) {
+      if (auto it = trains.find(out.worker_id); it != trains.end() && !it->second.empty()) {
+        SendTrains(out.worker_id, it->second);
+      }
+    }
     SendOutgoing(out);
   }
   for (auto& [worker, list] : trains) {

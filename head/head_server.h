@@ -206,8 +206,8 @@ class HeadServer final : public CommandSink {
   void SendOutgoing(Outgoing& out);
   // Sends and empties `queue` (sending can fail a worker and queue more:
   // those wait for the next call). The TRAINs to one worker go as one
-  // TRAINS, sent where the first of them was queued unless another message
-  // to that worker comes between them: what one worker gets keeps its order.
+  // TRAINS, sent before the next other message to that worker or after the
+  // rest of the queue: what one worker gets keeps its order.
   void SendQueued(std::vector<Outgoing>& queue);
   // `trains` (not empty) to `worker_id`: a TRAIN when there is one, else
   // TRAINS of at most kMaxCoalesced each. Empties `trains`.

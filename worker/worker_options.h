@@ -36,6 +36,10 @@ struct WorkerOptions {
   int64_t max_backoff_ms = 2000;
   // On shutdown, how long actors get to finish their current command and Cleanup.
   int64_t shutdown_grace_ms = 5000;
+  // Result batches for a head that takes RESULTS (docs/protocol.md §4.12)
+  // are coalesced until the first of them has waited this long (or the
+  // loop's pass ends). Tests set it to make coalescing deterministic.
+  int64_t coalesce_wait_us = 200;
   // Submitted code (docs/process-protocol.md "Submitted code"): off unless
   // the operator opts in. When on, the worker advertises
   // protocol::kSubmittedPythonTrainable and runs `<python> -m ztune.entry

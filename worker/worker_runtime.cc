@@ -395,7 +395,19 @@ void WorkerRuntime::QueueBatch(const protocol::ResultBatch& batch) {
   if (results_.bytes() + bytes > kCoalescedBytes || results_.count() >= protocol::kMaxCoalesced) {
     FlushResults();
   }
+  // ... or once the first has waited options_.coalesce_wait_us. Coalescing
+  // saves each side a send, a receive and their wake-ups per batch, but the
+  // head cannot start on a batch that waits for the steps after it: at 10
+  // noop steps a batch, coalescing a whole pass cost more in lost overlap
+  // than it saved (docs/benchmarks.md, "against the floor"). A real clock,
+  // not clock_: this bounds a delay of microseconds, and Clock counts
+  // milliseconds.
+  const auto now = std::chrono::steady_clock::now();
+  if (results_.empty()) results_since_ = now;
   results_.Add(batch);
+  if (now - results_since_ >= std::chrono::microseconds(options_.coalesce_wait_us)) {
+    FlushResults();
+  }
 }
 
 void WorkerRuntime::FlushResults() {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -276,8 +277,10 @@ class WorkerRuntime {
   std::deque<HeldReply> held_;  // replies made while not registered
   // The last REGISTERED announced protocol::kFeatureResults.
   bool head_takes_results_ = false;
-  // This pass's result batches, coalesced (QueueBatch).
+  // This pass's result batches, coalesced (QueueBatch), and when the first
+  // of them was added.
   protocol::ResultsWriter results_;
+  std::chrono::steady_clock::time_point results_since_;
 
   // ---- large payloads (chunked_transfer.h) ----
   protocol::ChunkSender chunk_sender_;          // SAVE replies to the head

@@ -29,10 +29,13 @@ class WorkerRuntimeTest : public ::testing::Test {
  protected:
   // Liveness 6 (300 ms) keeps the link up while a test waits on something
   // else; the silent-head test uses its own, shorter one.
-  void Start(int64_t liveness = 6, bool head_takes_results = false) {
+  void Start(int64_t liveness = 6, bool head_takes_results = false,
+             int64_t coalesce_wait_us = 60'000'000) {
     head_ = std::make_unique<FakeHead>(context_, kHeartbeatMs, liveness);
     head_->takes_results = head_takes_results;
     WorkerOptions o = head_->WorkerOptionsFor(dir_.path());
+    // A whole pass by default: what is coalesced does not depend on timing.
+    o.coalesce_wait_us = coalesce_wait_us;
     o.resources = {{"CPU", 2}, {"GPU", 1}, {"memory", 8e9}};
     o.gpu_ids = {0};
     o.shutdown_grace_ms = 1000;
@@ -565,6 +568,20 @@ TEST_F(WorkerRuntimeTest, CoalescesResultsForAHeadThatTakesThem) {
   for (uint64_t rid : {10, 11, 12}) ASSERT_TRUE(TakeBatch(rid).has_value());
   ASSERT_EQ(head_->results_rids.size(), 1u);
   EXPECT_EQ(head_->results_rids.front(), (std::vector<uint64_t>{10, 11, 12}));
+}
+
+// A batch waits at most coalesce_wait_us for others: with 0, each goes at
+// once, alone (a RESULT, not a RESULTS of one).
+TEST_F(WorkerRuntimeTest, ACoalescedBatchWaitsAtMostTheCoalesceWait) {
+  Start(/*liveness=*/6, /*head_takes_results=*/true, /*coalesce_wait_us=*/0);
+  for (uint64_t i = 0; i < 3; ++i) Create(1 + i, "t" + std::to_string(i), 1, "noop");
+  Trains trains;
+  for (uint64_t i = 0; i < 3; ++i) {
+    trains.trains.push_back(Train{10 + i, "t" + std::to_string(i), 1, 1, 0});
+  }
+  head_->Send(trains);
+  for (uint64_t rid : {10, 11, 12}) ASSERT_TRUE(TakeBatch(rid).has_value());
+  EXPECT_TRUE(head_->results_rids.empty());
 }
 
 // A head that did not announce RESULTS (an older one) gets every batch in a
