@@ -541,23 +541,35 @@ TEST_F(WorkerRuntimeTest, CoalescesResultsForAHeadThatTakesThem) {
   trains.trains.push_back(Train{13, "ghost", 1, 1, 0});  // refused, as alone
   head_->Send(trains);
   head_->Send(Save{20, "t1", 1, "memory"});
-  for (uint64_t rid : {10, 11, 12}) {
-    auto b = TakeBatch(rid);
-    ASSERT_TRUE(b.has_value());
-    EXPECT_FALSE(b->failed) << b->error;
-    ASSERT_EQ(b->results.size(), 1u);
-    EXPECT_EQ(b->results[0].seq, 1u);
+  // Every answer, in the order it arrived.
+  std::vector<uint64_t> order;
+  std::map<uint64_t, ResultBatch> batches;
+  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  while (std::find(order.begin(), order.end(), 20u) == order.end() &&
+         std::chrono::steady_clock::now() < deadline) {
+    auto m = head_->Recv(milliseconds(kHeartbeatMs));
+    if (!m) continue;
+    if (auto* b = std::get_if<ResultBatch>(&m->body)) {
+      order.push_back(b->rid);
+      batches[b->rid] = *b;
+    } else if (auto* r = std::get_if<Reply>(&m->body)) {
+      order.push_back(r->rid);
+      EXPECT_TRUE(r->ok) << r->error;
+    }
   }
-  auto ghost = TakeBatch(13);
-  ASSERT_TRUE(ghost.has_value());
-  EXPECT_TRUE(ghost->failed);
-  EXPECT_NE(ghost->error.find("no actor for trial ghost attempt 1"), std::string::npos)
-      << ghost->error;
-  ASSERT_TRUE(TakeReply(20).has_value());
-  // The three batches in one message, in the TRAINS' order; the refusal (an
-  // answer that is not kept) after them, on its own.
-  ASSERT_FALSE(head_->results_rids.empty());
-  EXPECT_EQ(head_->results_rids.front(), (std::vector<uint64_t>{10, 11, 12}));
+  // The batches first, then the refusal (an answer that is not kept, sent
+  // alone), then the SAVE's reply: nothing overtakes a coalesced batch.
+  EXPECT_EQ(order, (std::vector<uint64_t>{10, 11, 12, 13, 20}));
+  for (uint64_t rid : {10, 11, 12}) {
+    EXPECT_FALSE(batches[rid].failed) << batches[rid].error;
+    ASSERT_EQ(batches[rid].results.size(), 1u);
+    EXPECT_EQ(batches[rid].results[0].seq, 1u);
+  }
+  EXPECT_TRUE(batches[13].failed);
+  EXPECT_NE(batches[13].error.find("no actor for trial ghost attempt 1"), std::string::npos)
+      << batches[13].error;
+  // The three batches in one message, in the TRAINS' order.
+  EXPECT_EQ(head_->results_rids, (std::vector<std::vector<uint64_t>>{{10, 11, 12}}));
 
   // Nothing acknowledged: after a new registration all three come again, in
   // one message.
