@@ -1,72 +1,29 @@
 #include "common/protocol/codec.h"
 
 #include <algorithm>
-#include <bit>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <memory>
-#include <sstream>
 #include <type_traits>
 #include <utility>
 
 #include <msgpack.hpp>
 
+#include "common/protocol/msgpack_io.h"
 #include "common/utf8.h"
 
 namespace ztune::protocol {
 namespace {
 
-constexpr int kMaxJsonDepth = 64;
-
-// ---------- encoding ----------
-
-using Packer = msgpack::packer<msgpack::sbuffer>;
-
-// msgpack-c packs an integral double as an integer, and its range check lets
-// exactly 2^64 through to a uint64 conversion, which is undefined (found by
-// tests/fuzz/fuzz_codec: a uint64 near the maximum decodes to that double).
-// That one value is written as a float64 by hand.
-void PackDouble(Packer& pk, double d) {
-  if (d != 0x1p64) {
-    pk.pack(d);
-    return;
-  }
-  const auto bits = std::bit_cast<uint64_t>(d);
-  char buf[9];
-  buf[0] = static_cast<char>(0xcb);
-  for (int i = 0; i < 8; ++i) buf[1 + i] = static_cast<char>((bits >> (56 - 8 * i)) & 0xff);
-  pk.pack_bin_body(buf, sizeof(buf));  // a raw append: the body writer adds no header
-}
-
-void PackJson(Packer& pk, const Json& j) {
-  switch (j.type()) {
-    case Json::value_t::null:
-    case Json::value_t::discarded: pk.pack_nil(); break;
-    case Json::value_t::boolean: pk.pack(j.get<bool>()); break;
-    case Json::value_t::number_integer: pk.pack(j.get<int64_t>()); break;
-    case Json::value_t::number_unsigned: pk.pack(j.get<uint64_t>()); break;
-    case Json::value_t::number_float: PackDouble(pk, j.get<double>()); break;
-    case Json::value_t::string: pk.pack(j.get_ref<const std::string&>()); break;
-    case Json::value_t::binary: {
-      const auto& b = j.get_binary();
-      pk.pack_bin(static_cast<uint32_t>(b.size()));
-      pk.pack_bin_body(reinterpret_cast<const char*>(b.data()), static_cast<uint32_t>(b.size()));
-      break;
-    }
-    case Json::value_t::array:
-      pk.pack_array(static_cast<uint32_t>(j.size()));
-      for (const auto& e : j) PackJson(pk, e);
-      break;
-    case Json::value_t::object:
-      pk.pack_map(static_cast<uint32_t>(j.size()));
-      for (auto it = j.begin(); it != j.end(); ++it) {
-        pk.pack(it.key());
-        PackJson(pk, it.value());
-      }
-      break;
-  }
-}
+using msgpack_io::kMaxJsonDepth;
+using msgpack_io::ObjectToJson;
+using msgpack_io::PackDouble;
+using msgpack_io::Packer;
+using msgpack_io::PackJson;
+using msgpack_io::ScratchBuffer;
+using msgpack_io::StringPacker;
+using msgpack_io::StringSink;
+using msgpack_io::Unpack;
+using msgpack_io::Unpacked;
 
 struct Encoder {
   Packer& pk;
@@ -123,116 +80,6 @@ struct Encoder {
 
 Status TypeError(const std::string& path, const char* want) {
   return Status::InvalidArgument("field '" + path + "' must be " + want);
-}
-
-Result<Json> ObjectToJson(const msgpack::object& o, int depth) {
-  if (depth > kMaxJsonDepth) return Status::InvalidArgument("value nested too deeply");
-  switch (o.type) {
-    case msgpack::type::NIL: return Json(nullptr);
-    case msgpack::type::BOOLEAN: return Json(o.via.boolean);
-    case msgpack::type::POSITIVE_INTEGER: return Json(o.via.u64);
-    case msgpack::type::NEGATIVE_INTEGER: return Json(o.via.i64);
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64: return Json(o.via.f64);
-    case msgpack::type::STR: return Json(Utf8OrReplaced({o.via.str.ptr, o.via.str.size}));
-    case msgpack::type::BIN: {
-      std::vector<uint8_t> bytes(o.via.bin.ptr, o.via.bin.ptr + o.via.bin.size);
-      return Json::binary(std::move(bytes));
-    }
-    case msgpack::type::ARRAY: {
-      Json arr = Json::array();
-      for (uint32_t i = 0; i < o.via.array.size; ++i) {
-        ASSIGN_OR_RETURN(Json e, ObjectToJson(o.via.array.ptr[i], depth + 1));
-        arr.push_back(std::move(e));
-      }
-      return arr;
-    }
-    case msgpack::type::MAP: {
-      Json obj = Json::object();
-      for (uint32_t i = 0; i < o.via.map.size; ++i) {
-        const auto& kv = o.via.map.ptr[i];
-        if (kv.key.type != msgpack::type::STR) {
-          return Status::InvalidArgument("map keys must be strings");
-        }
-        ASSIGN_OR_RETURN(Json v, ObjectToJson(kv.val, depth + 1));
-        obj[Utf8OrReplaced({kv.key.via.str.ptr, kv.key.via.str.size})] = std::move(v);
-      }
-      return obj;
-    }
-    case msgpack::type::EXT: return Status::InvalidArgument("msgpack ext types are not allowed");
-  }
-  return Status::InvalidArgument("unknown msgpack type");
-}
-
-// A sink for msgpack::packer that appends to a string (RawResult's bytes).
-struct StringSink {
-  std::string& out;
-  void write(const char* p, size_t n) { out.append(p, n); }
-};
-using StringPacker = msgpack::packer<StringSink>;
-
-void PackFloat64(StringSink& sink, double d) {
-  const auto bits = std::bit_cast<uint64_t>(d);
-  char buf[9];
-  buf[0] = static_cast<char>(0xcb);
-  for (int i = 0; i < 8; ++i) buf[1 + i] = static_cast<char>((bits >> (56 - 8 * i)) & 0xff);
-  sink.write(buf, sizeof(buf));
-}
-
-void PackUtf8(StringPacker& pk, const char* p, uint32_t size) {
-  std::string_view s(p, size);
-  if (IsValidUtf8(s)) {
-    pk.pack_str(size);
-    pk.pack_str_body(p, size);
-  } else {
-    pk.pack(Utf8OrReplaced(s));
-  }
-}
-
-// Re-encodes a decoded value in RawResult's normal form, with the rules of
-// ObjectToJson (the same errors for the same input). A float is written as a
-// float64 by hand: msgpack-c would pack an integral one as an integer, and
-// ObjectToJson keeps it a float.
-Status Normalize(const msgpack::object& o, int depth, StringSink& sink, StringPacker& pk) {
-  if (depth > kMaxJsonDepth) return Status::InvalidArgument("value nested too deeply");
-  switch (o.type) {
-    case msgpack::type::NIL: pk.pack_nil(); return Status::Ok();
-    case msgpack::type::BOOLEAN:
-      if (o.via.boolean) {
-        pk.pack_true();
-      } else {
-        pk.pack_false();
-      }
-      return Status::Ok();
-    case msgpack::type::POSITIVE_INTEGER: pk.pack_uint64(o.via.u64); return Status::Ok();
-    case msgpack::type::NEGATIVE_INTEGER: pk.pack_int64(o.via.i64); return Status::Ok();
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64: PackFloat64(sink, o.via.f64); return Status::Ok();
-    case msgpack::type::STR: PackUtf8(pk, o.via.str.ptr, o.via.str.size); return Status::Ok();
-    case msgpack::type::BIN:
-      pk.pack_bin(o.via.bin.size);
-      pk.pack_bin_body(o.via.bin.ptr, o.via.bin.size);
-      return Status::Ok();
-    case msgpack::type::ARRAY:
-      pk.pack_array(o.via.array.size);
-      for (uint32_t i = 0; i < o.via.array.size; ++i) {
-        RETURN_IF_ERROR(Normalize(o.via.array.ptr[i], depth + 1, sink, pk));
-      }
-      return Status::Ok();
-    case msgpack::type::MAP:
-      pk.pack_map(o.via.map.size);
-      for (uint32_t i = 0; i < o.via.map.size; ++i) {
-        const auto& kv = o.via.map.ptr[i];
-        if (kv.key.type != msgpack::type::STR) {
-          return Status::InvalidArgument("map keys must be strings");
-        }
-        PackUtf8(pk, kv.key.via.str.ptr, kv.key.via.str.size);
-        RETURN_IF_ERROR(Normalize(kv.val, depth + 1, sink, pk));
-      }
-      return Status::Ok();
-    case msgpack::type::EXT: return Status::InvalidArgument("msgpack ext types are not allowed");
-  }
-  return Status::InvalidArgument("unknown msgpack type");
 }
 
 struct Decoder {
@@ -368,112 +215,6 @@ Result<Body> DecodeByIndex(size_t index, const msgpack::object& header) {
     return Status::InvalidArgument("unknown command");
   }
 }
-
-// Bounds what a hostile header can make the unpacker allocate. msgpack-c
-// allocates a container's elements from its declared size before it reads
-// them, so 5 bytes declaring an array of a million cost 32 MiB (found by
-// tests/fuzz/fuzz_codec). An element takes at least one byte and a map entry
-// two, so a frame of N bytes never holds a larger container than these.
-msgpack::unpack_limit HeaderLimits(size_t frame_bytes) {
-  return msgpack::unpack_limit(/*array=*/std::min<size_t>(1'000'000, frame_bytes),
-                               /*map=*/std::min<size_t>(100'000, frame_bytes / 2),
-                               /*str=*/64 << 20, /*bin=*/64 << 20, /*ext=*/0,
-                               /*depth=*/kMaxJsonDepth + 8);
-}
-
-// Allocation per message, avoided on both ends of the hot path. A fresh
-// msgpack zone or sbuffer is an 8 KiB malloc, and glibc consolidates its fast
-// bins on every allocation that large: at one result per message,
-// malloc_consolidate and free were 2-4% of the head's and the workers'
-// samples (docs/benchmarks.md). So each thread keeps one zone for decoding
-// and one buffer for encoding, and reuses them.
-//
-// Messages up to kSharedZoneBytes decode into the thread's zone, which a
-// clear() then shrinks to its first (8 KiB) chunk; larger ones, and a decode
-// nested in another on the same thread, get a zone of their own.
-constexpr size_t kSharedZoneBytes = 16 * 1024;
-// An encoding buffer grown past this is given back after the message, so a
-// large message does not pin its memory to the thread.
-constexpr size_t kKeptBufferBytes = 1 << 20;
-
-struct ThreadZone {
-  msgpack::zone zone;
-  bool in_use = false;
-};
-
-ThreadZone& TheThreadZone() {
-  thread_local ThreadZone z;
-  return z;
-}
-
-// A decoded msgpack value and what owns its memory.
-class Unpacked {
- public:
-  Unpacked() = default;
-  Unpacked(Unpacked&& o) noexcept
-      : obj_(o.obj_), own_(std::move(o.own_)), shared_(std::exchange(o.shared_, nullptr)) {}
-  Unpacked& operator=(Unpacked&&) = delete;
-  ~Unpacked() {
-    if (shared_ == nullptr) return;
-    shared_->zone.clear();
-    shared_->in_use = false;
-  }
-  const msgpack::object& get() const { return obj_; }
-
- private:
-  friend Result<Unpacked> Unpack(std::string_view bytes);
-  msgpack::object obj_;
-  std::unique_ptr<msgpack::zone> own_;
-  ThreadZone* shared_ = nullptr;  // the thread's zone, cleared and freed on destruction
-};
-
-Result<Unpacked> Unpack(std::string_view bytes) {
-  Unpacked out;
-  ThreadZone& tz = TheThreadZone();
-  msgpack::zone* zone = nullptr;
-  if (bytes.size() <= kSharedZoneBytes && !tz.in_use) {
-    tz.in_use = true;
-    out.shared_ = &tz;  // from here on, `out` clears it on every path
-    zone = &tz.zone;
-  } else {
-    out.own_ = std::make_unique<msgpack::zone>();
-    zone = out.own_.get();
-  }
-  try {
-    size_t offset = 0;
-    out.obj_ = msgpack::unpack(*zone, bytes.data(), bytes.size(), offset, nullptr, nullptr,
-                               HeaderLimits(bytes.size()));
-    if (offset != bytes.size()) {
-      return Status::InvalidArgument("trailing bytes after msgpack value");
-    }
-  } catch (const std::exception& e) {
-    return Status::InvalidArgument(std::string("malformed msgpack: ") + e.what());
-  }
-  return out;
-}
-
-// The thread's encoding buffer, emptied; see above.
-class ScratchBuffer {
- public:
-  ScratchBuffer() : buf_(Buffer()) { buf_.clear(); }
-  ~ScratchBuffer() {
-    if (buf_.size() > kKeptBufferBytes) {
-      ::free(buf_.release());
-    } else {
-      buf_.clear();
-    }
-  }
-  ScratchBuffer(const ScratchBuffer&) = delete;
-  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
-  msgpack::sbuffer& get() { return buf_; }
-
- private:
-  static msgpack::sbuffer& Buffer() {
-    thread_local msgpack::sbuffer b;
-    return b;
-  }
-  msgpack::sbuffer& buf_;
-};
 
 constexpr const char* kCommandNames[] = {
     "REGISTER", "REPLY",  "RESULT",   "HEARTBEAT",  "DISCONNECT", "REGISTERED", "CREATE_ACTOR",

@@ -1,5 +1,6 @@
-// The msgpack codec for head <-> worker messages. With result_view.h (which
-// reads the results it decodes) the only place that knows msgpack; every
+// The msgpack codec for head <-> worker messages. With msgpack_io.h (the
+// msgpack layer under it) and result_view.h (which reads the results it
+// decodes) the only place that knows msgpack; every
 // msgpack exception is caught here and becomes a Status.
 // Stateless and thread-safe.
 #pragma once

@@ -1,6 +1,7 @@
 // Head <-> worker messages. The contract is docs/protocol.md; this header is its
 // C++ form. Each message is a plain struct plus a field visitor that the codec
-// (codec.cc, with result_view.cc the only files that know msgpack) uses to
+// (codec.cc, with msgpack_io.cc and result_view.cc the only files that know
+// msgpack) uses to
 // encode and decode it.
 //
 // Frames on the wire: [version "ZTUNE1"][command: 1 byte][msgpack header map]
