@@ -168,7 +168,8 @@ class Cluster:
              "--head-key", self.head_pub, "--workers", str(workers or self.args.workers),
              "--cpus", str(self.args.cpus), "--step-ms", str(self.args.step_ms),
              "--heartbeat-ms", str(self.args.heartbeat_ms), "--liveness", str(self.args.liveness),
-             "--name-prefix", prefix, "--report-s", "2", "--stats-file", stats, *extra],
+             "--name-prefix", prefix, "--report-s", "2", "--stats-file", stats,
+             *(["--no-coalesce"] if self.args.no_coalesce else []), *extra],
             f"fleet-{prefix}.log")
         if self.fleet is None:
             self.fleet, self.fleet_stats, self.window_stats = proc, stats, []
@@ -256,6 +257,23 @@ class Reader(threading.Thread):
         return out
 
 
+def message_counts(start, end):
+    """TRAINs and results per message between two fleet statistics: how
+    much the coalesced TRAINS and RESULTS (docs/protocol.md §4.12) grouped."""
+    def delta(key, sub=None):
+        a, b = (start.get(key, 0), end.get(key, 0)) if sub is None else (
+            start["commands"].get(sub, 0), end["commands"].get(sub, 0))
+        return b - a
+    trains = delta("commands", "TRAIN")
+    train_messages = trains - delta("coalesced_trains") + delta("commands", "TRAINS")
+    results = delta("results_sent") + delta("results_replayed")
+    result_messages = delta("result_messages")
+    return {"train_messages": train_messages,
+            "trains_per_message": round(trains / train_messages, 2) if train_messages else None,
+            "result_messages": result_messages,
+            "results_per_message": round(results / result_messages, 2) if result_messages else None}
+
+
 def steady(args, c):
     c.start_head()
     c.start_fleet()
@@ -288,6 +306,7 @@ def steady(args, c):
         window["results_acked_per_s"] = round(
             (end["results_acked"] - start["results_acked"]) / end["window_s"])
         window.update({k: end[k] for k in ("ack_latency_ms", "max_head_silence_ms")})
+        window.update(message_counts(start, end))
         window.update({k: end[k] - start[k] for k in (
             "silence_reconnects", "disconnects_received")})
         window["fleet_cpu_s_per_s"] = round((proc_cpu_s(c.fleet.pid) - fleet_cpu0) / seconds, 3)
@@ -415,6 +434,8 @@ def main():
     ap.add_argument("--liveness", type=int, default=3)
     ap.add_argument("--kill-workers", type=int, default=100, help="storm: workers that die")
     ap.add_argument("--keep", action="store_true", help="keep the run directory (logs)")
+    ap.add_argument("--no-coalesce", action="store_true",
+                    help="the fleet announces no TRAINS/RESULTS: a message per TRAIN and RESULT")
     args = ap.parse_args()
     c = Cluster(args)
     try:

@@ -393,9 +393,11 @@ class Fleet {
                 {"disconnects_received", sum.disconnects_received},
                 {"epoch_changes", sum.epoch_changes},
                 {"commands", commands},
+                {"coalesced_trains", sum.coalesced_trains},
                 {"results_sent", sum.results_sent},
                 {"results_replayed", sum.results_replayed},
                 {"results_acked", sum.results_acked},
+                {"result_messages", sum.result_messages},
                 {"results_acked_per_s", elapsed_s > 0 ? sum.results_acked / elapsed_s : 0.0},
                 {"ack_latency_ms", Percentiles(std::move(sum.ack_latency_ms))},
                 {"max_head_silence_ms", sum.max_head_silence_ms},
@@ -490,6 +492,9 @@ int main(int argc, char** argv) {
                  "bytes of trainable data in every checkpoint (chunked above 256 KiB)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 32));
   app.add_flag("--refuse-reset", o.worker.refuse_reset, "answer RESET with reset=false");
+  bool no_coalesce = false;
+  app.add_flag("--no-coalesce", no_coalesce,
+               "one message per TRAIN and per RESULT, as a worker without TRAINS/RESULTS");
   app.add_option("--name-prefix", o.name_prefix, "worker names are PREFIX0, PREFIX1, ...");
   app.add_option("--key", o.key_file, "the workers' key file (ztune keygen); one key for all");
   app.add_option("--head-key", o.head_key, "the head's public key, or a file holding it");
@@ -508,6 +513,7 @@ int main(int argc, char** argv) {
   app.add_option("--stats-file", o.stats_file, "the JSON statistics, rewritten every --report-s");
   app.add_option("--seed", o.seed, "step times, failures and worker ids");
   CLI11_PARSE(app, argc, argv);
+  o.worker.coalesce = !no_coalesce;
   if (!o.insecure && (o.key_file.empty() || o.head_key.empty())) {
     std::fprintf(stderr, "fleet: --key and --head-key are required (or --insecure)\n");
     return 2;

@@ -14,6 +14,8 @@ constexpr size_t kMaxHeld = 10'000;
 constexpr size_t kMaxAccepted = 65'536;
 constexpr size_t kRidsPerActor = 16;
 constexpr uint64_t kMaxRestorePayloadBytes = 4ULL << 30;
+// A RESULTS holds at most this many result bytes (ztune-worker's bound).
+constexpr size_t kCoalescedBytes = 1 << 20;
 
 std::string HexId(uint64_t v) {
   char buf[17];
@@ -31,9 +33,11 @@ void SimStats::Add(const SimStats& o) {
   disconnects_received += o.disconnects_received;
   epoch_changes += o.epoch_changes;
   for (const auto& [name, n] : o.commands) commands[name] += n;
+  coalesced_trains += o.coalesced_trains;
   results_sent += o.results_sent;
   results_replayed += o.results_replayed;
   results_acked += o.results_acked;
+  result_messages += o.result_messages;
   step_failures += o.step_failures;
   refusals += o.refusals;
   checkpoint_bytes_saved += o.checkpoint_bytes_saved;
@@ -105,6 +109,7 @@ void SimWorker::SendRegister(TimeMs now, std::vector<protocol::Message>& out) {
     for (int64_t i = 0; i < static_cast<int64_t>(gpus->second); ++i) m.gpu_ids.push_back(i);
   }
   m.trainables = options_.trainables;
+  if (options_.coalesce) m.features = {protocol::kFeatureTrains};
   for (const auto& [key, a] : actors_) {
     protocol::LiveActor live;
     live.trial_id = key.first;
@@ -133,6 +138,9 @@ void SimWorker::HandleRegistered(const protocol::Registered& m, TimeMs now,
   if (head_restarted) ++stats_.epoch_changes;
   head_epoch_ = m.head_epoch;
   have_epoch_ = true;
+  head_takes_results_ =
+      options_.coalesce && std::find(m.features.begin(), m.features.end(),
+                                     protocol::kFeatureResults) != m.features.end();
   // SAVE replies cut off by the reconnect start over, unless the head
   // restarted: a new head never asked for them (docs/protocol.md §7.1).
   if (!head_restarted) {
@@ -153,6 +161,7 @@ SimWorker::LinkAction SimWorker::OnTimer(TimeMs now, std::vector<protocol::Messa
   const size_t sent_before = out.size();
   const LinkAction action = Timers(now, out);
   if (out.size() > sent_before) last_sent_ = now;
+  Coalesce(out, sent_before);
   return action;
 }
 
@@ -358,6 +367,61 @@ void SimWorker::OnMessage(protocol::Message message, TimeMs now,
   const size_t sent_before = out.size();
   HandleMessage(std::move(message), now, out);
   if (out.size() > sent_before) last_sent_ = now;
+  Coalesce(out, sent_before);
+}
+
+void SimWorker::Coalesce(std::vector<protocol::Message>& out, size_t from) {
+  auto is_batch = [&](size_t i) {
+    return std::holds_alternative<protocol::ResultBatch>(out[i].body);
+  };
+  uint64_t batches = 0;
+  bool adjacent = false;  // most calls send no two batches in a row
+  for (size_t i = from; i < out.size(); ++i) {
+    if (!is_batch(i)) continue;
+    ++batches;
+    adjacent = adjacent || (i > from && is_batch(i - 1));
+  }
+  if (!head_takes_results_ || !adjacent) {
+    stats_.result_messages += batches;
+    return;
+  }
+  std::vector<protocol::Message> merged;
+  std::vector<protocol::ResultBatch> run;
+  size_t run_bytes = 0;
+  auto flush = [&] {
+    if (run.size() == 1) {
+      merged.push_back(protocol::Message{std::move(run[0]), {}});
+    } else if (!run.empty()) {
+      merged.push_back(protocol::Message{protocol::Results{std::move(run)}, {}});
+    }
+    run.clear();
+    run_bytes = 0;
+  };
+  for (size_t i = from; i < out.size(); ++i) {
+    auto* batch = std::get_if<protocol::ResultBatch>(&out[i].body);
+    if (batch == nullptr) {
+      flush();
+      merged.push_back(std::move(out[i]));
+      continue;
+    }
+    size_t bytes = 0;
+    for (const protocol::ResultRecord& r : batch->results) bytes += r.result.bytes.size();
+    if (!run.empty() &&
+        (run.size() == protocol::kMaxCoalesced || run_bytes + bytes > kCoalescedBytes)) {
+      flush();
+    }
+    run_bytes += bytes;
+    run.push_back(std::move(*batch));
+  }
+  flush();
+  for (const protocol::Message& m : merged) {
+    if (std::holds_alternative<protocol::Results>(m.body) ||
+        std::holds_alternative<protocol::ResultBatch>(m.body)) {
+      ++stats_.result_messages;
+    }
+  }
+  out.resize(from);
+  for (protocol::Message& m : merged) out.push_back(std::move(m));
 }
 
 void SimWorker::HandleMessage(protocol::Message message, TimeMs now,
@@ -381,6 +445,13 @@ void SimWorker::HandleMessage(protocol::Message message, TimeMs now,
           HandleCreate(m, out);
         } else if constexpr (protocol::kIsActorCommand<T>) {
           HandleActorCommand(std::move(message), now, out);
+        } else if constexpr (std::is_same_v<T, protocol::Trains>) {
+          // Each entry as if it had come alone, in order.
+          stats_.commands["TRAIN"] += m.trains.size();
+          stats_.coalesced_trains += m.trains.size();
+          for (protocol::Train& train : m.trains) {
+            HandleActorCommand(protocol::Message{std::move(train), {}}, now, out);
+          }
         } else if constexpr (std::is_same_v<T, protocol::Ack>) {
           protocol::ForEachAck(m, [&](const protocol::AckEntry& e) { HandleAck(e, now); });
         } else if constexpr (std::is_same_v<T, protocol::Chunk>) {

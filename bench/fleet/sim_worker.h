@@ -4,7 +4,8 @@
 // actors whose steps take simulated time, result batches kept in an outbox
 // until acknowledged and replayed after every new registration, request ids
 // answered at most once, checkpoints of a chosen size (chunked with credits
-// above the inline limit), RESTORE, RESET, STOP. The fleet (fleet_main.cc)
+// above the inline limit), RESTORE, RESET, STOP, the coalesced TRAINS and
+// RESULTS (unless told not to). The fleet (fleet_main.cc)
 // runs a thousand of them over real DEALER sockets in one thread.
 //
 // Pure state: no sockets, no clock of its own. The caller passes the time,
@@ -52,6 +53,10 @@ struct SimWorkerOptions {
   uint64_t checkpoint_bytes = 1024;
   // Answer RESET with reset=false (an actor that cannot be reused).
   bool refuse_reset = false;
+  // As ztune-worker: announce TRAINS, and send the result batches one call
+  // produces as one RESULTS to a head that takes them (docs/protocol.md
+  // §4.12). false: one message per TRAIN and per batch, as an older worker.
+  bool coalesce = true;
   // Until REGISTERED says otherwise.
   int64_t heartbeat_ms = 1000;
   int64_t liveness = 3;
@@ -66,10 +71,13 @@ struct SimStats {
   uint64_t connection_cuts = 0;              // the connection ended under a worker
   uint64_t disconnects_received = 0;         // DISCONNECT from the head
   uint64_t epoch_changes = 0;                // REGISTERED named another head epoch
-  std::map<std::string, uint64_t> commands;  // by command name
+  // By command name; "TRAIN" counts every TRAIN, those inside a TRAINS too.
+  std::map<std::string, uint64_t> commands;
+  uint64_t coalesced_trains = 0;             // TRAINs that came inside a TRAINS
   uint64_t results_sent = 0;                 // first sends
   uint64_t results_replayed = 0;             // resent after a new registration
   uint64_t results_acked = 0;
+  uint64_t result_messages = 0;  // RESULT and RESULTS messages sent
   uint64_t step_failures = 0;
   uint64_t refusals = 0;  // commands answered with an error
   uint64_t checkpoint_bytes_saved = 0;
@@ -174,6 +182,10 @@ class SimWorker {
   void EmitNow(protocol::Message message, std::vector<protocol::Message>& out);
   void PumpChunks(std::vector<protocol::Message>& out);
   void SendBatch(OutboxEntry& entry, TimeMs now, bool replay, std::vector<protocol::Message>& out);
+  // Folds each run of consecutive RESULT batches in out[from..] into one
+  // RESULTS (order kept), if the head takes them.
+  // Counts the result messages among them.
+  void Coalesce(std::vector<protocol::Message>& out, size_t from);
 
   // Records `rid` for `key`; false (after resending a kept answer) when it
   // was accepted before and so must not run again.
@@ -217,6 +229,7 @@ class SimWorker {
   uint64_t incarnation_ = 0;
   uint64_t head_epoch_ = 0;
   bool have_epoch_ = false;
+  bool head_takes_results_ = false;  // the last REGISTERED announced kFeatureResults
   TimeMs last_heard_ = 0;
   TimeMs last_sent_ = 0;
   TimeMs last_register_ = 0;

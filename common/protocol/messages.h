@@ -34,7 +34,7 @@ enum class Need { kRequired, kOptional };
 // Features a peer announces at registration (REGISTER's and REGISTERED's
 // `features`): what it can decode beyond the commands every version has. A
 // peer sends a coalesced message only to one that announced it, so older
-// workers, older heads and the fleet simulator keep working.
+// workers and older heads keep working.
 // The worker decodes TRAINS (Trains).
 inline constexpr char kFeatureTrains[] = "trains";
 // The head decodes RESULTS (Results).

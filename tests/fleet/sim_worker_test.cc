@@ -80,12 +80,13 @@ class SimWorkerTest : public ::testing::Test {
   }
 
   // Connected and registered: returns the REGISTER it sent.
-  protocol::Register Register(uint64_t epoch = 1) {
+  protocol::Register Register(uint64_t epoch = 1, std::vector<std::string> head_features = {}) {
     std::vector<Message> out;
     sim_->OnConnected(now_, out);
     auto sent = OfKind<protocol::Register>(Wire(out));
     EXPECT_EQ(sent.size(), 1u);
-    Deliver(protocol::Registered{sim_->worker_id(), kHeartbeatMs, kLiveness, epoch, {}});
+    Deliver(protocol::Registered{sim_->worker_id(), kHeartbeatMs, kLiveness, epoch,
+                                 std::move(head_features)});
     EXPECT_TRUE(sim_->registered());
     return sent.empty() ? protocol::Register{} : sent[0];
   }
@@ -398,6 +399,74 @@ TEST_F(SimWorkerTest, FailingStepsAndUnknownTrainablesAreReported) {
   EXPECT_TRUE(batches[0].results.empty());
   EXPECT_NE(batches[0].error.find("step of iteration 1 failed"), std::string::npos);
   EXPECT_EQ(sim_->stats().step_failures, 1u);
+}
+
+TEST_F(SimWorkerTest, TakesTrainsAndCoalescesResultsForAHeadThatTakesThem) {
+  Make(Options());
+  const protocol::Register reg = Register(1, {protocol::kFeatureResults});
+  EXPECT_EQ(reg.features, (std::vector<std::string>{protocol::kFeatureTrains}));
+  Create(1, "t1");
+  Create(2, "t2");
+  Create(3, "t3");
+  // One TRAINS for three actors: each entry runs as if it had come alone.
+  EXPECT_TRUE(Deliver(protocol::Trains{{protocol::Train{4, "t1", 1, 1, 0},
+                                        protocol::Train{5, "t2", 1, 1, 0},
+                                        protocol::Train{6, "t3", 1, 2, 60.0}}})
+                  .empty());
+  EXPECT_EQ(sim_->stats().commands.at("TRAIN"), 3u);
+  EXPECT_EQ(sim_->stats().commands.at("TRAINS"), 1u);
+  EXPECT_EQ(sim_->stats().coalesced_trains, 3u);
+  // Steps ending at the same time leave as one RESULTS, in the order of the
+  // actors; no single RESULT beside it.
+  auto first = AdvanceTo(now_ + kStepMs);
+  ASSERT_EQ(first.size(), 1u);
+  auto coalesced = OfKind<protocol::Results>(first);
+  ASSERT_EQ(coalesced.size(), 1u);
+  ASSERT_EQ(coalesced[0].batches.size(), 2u);
+  EXPECT_EQ(coalesced[0].batches[0].rid, 4u);
+  EXPECT_EQ(coalesced[0].batches[1].rid, 5u);
+  // A batch alone goes as a RESULT.
+  auto second = OfKind<protocol::ResultBatch>(AdvanceTo(now_ + kStepMs));
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].rid, 6u);
+  ASSERT_EQ(second[0].results.size(), 2u);
+  // Replayed after a new registration: unacknowledged batches as one RESULTS.
+  Deliver(protocol::Ack{"t1", 1, 1, {}});
+  OfKind<protocol::Register>(Deliver(protocol::Disconnect{"unknown worker"}));
+  auto replay = OfKind<protocol::Results>(Deliver(protocol::Registered{
+      sim_->worker_id(), kHeartbeatMs, kLiveness, 2, {protocol::kFeatureResults}}));
+  ASSERT_EQ(replay.size(), 1u);
+  ASSERT_EQ(replay[0].batches.size(), 2u);
+  EXPECT_EQ(replay[0].batches[0].rid, 5u);
+  EXPECT_EQ(replay[0].batches[1].rid, 6u);
+  EXPECT_EQ(sim_->stats().results_sent, 4u);
+  EXPECT_EQ(sim_->stats().results_replayed, 3u);
+  EXPECT_EQ(sim_->stats().result_messages, 3u) << "RESULTS, RESULT, RESULTS";
+}
+
+TEST_F(SimWorkerTest, SendsSingleResultsToAHeadWithoutTheFeatureOrWhenToldNotToCoalesce) {
+  for (const bool coalesce : {true, false}) {
+    SCOPED_TRACE(coalesce ? "head without the feature" : "--no-coalesce");
+    SimWorkerOptions o = Options();
+    o.coalesce = coalesce;
+    Make(o);
+    now_ = kStart;
+    const protocol::Register reg =
+        Register(1, coalesce ? std::vector<std::string>{}
+                             : std::vector<std::string>{protocol::kFeatureResults});
+    EXPECT_EQ(reg.features.empty(), !coalesce);
+    Create(1, "t1");
+    Create(2, "t2");
+    Deliver(protocol::Train{3, "t1", 1, 1, 0});
+    Deliver(protocol::Train{4, "t2", 1, 1, 0});
+    auto sent = AdvanceTo(now_ + kStepMs);
+    EXPECT_TRUE(OfKind<protocol::Results>(sent).empty());
+    auto batches = OfKind<protocol::ResultBatch>(sent);
+    ASSERT_EQ(batches.size(), 2u);
+    EXPECT_EQ(batches[0].rid, 3u);
+    EXPECT_EQ(batches[1].rid, 4u);
+    EXPECT_EQ(sim_->stats().result_messages, 2u);
+  }
 }
 
 }  // namespace
