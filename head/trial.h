@@ -206,6 +206,17 @@ struct Experiment {
   // RequestKeyFor(spec), set by TrialBook::AddExperiment: what queues,
   // placement groups and cached actors of its trials are keyed by.
   std::string request_key;
+  // TrialBook::BestTrial's last answer, kept up to date as results arrive
+  // (TrialBook::NoteLastResult) so that a read does not walk every trial;
+  // dropped when a change cannot tell the new best without that walk.
+  struct BestTrialCache {
+    bool known = false;
+    std::string metric;  // the spec's metric and mode it was found for
+    bool maximize = false;
+    const Trial* trial = nullptr;  // nullptr: no trial reported the metric
+    double value = 0;
+  };
+  mutable BestTrialCache best;
 
   bool SearchFinished() const { return stopped || next_variant >= total_variants; }
   uint64_t TotalTrials() const { return total_variants + added_trials; }

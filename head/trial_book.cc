@@ -80,6 +80,7 @@ Trial& TrialBook::AddLoadedTrial(Trial t, bool changed) {
   auto [it, inserted] = trials_.emplace(id, std::move(t));
   CHECK(inserted);  // one record per key
   e.trial_ids.push_back(id);
+  e.best.known = false;  // it came with its last result
   Count(e, it->second.status, +1);
   if (changed) MarkDirty(it->second);
   if (verify_records_) written_[id] = RecordWithoutProgress(it->second);
@@ -152,11 +153,10 @@ std::string TrialBook::RecordWithoutProgress(const Trial& t) {
   return j.dump();
 }
 
-const Trial* TrialBook::BestTrial(const Experiment& e) const {
-  if (e.spec.metric.empty()) return nullptr;
+const Trial* TrialBook::WalkForBestTrial(const Experiment& e) const {
   const Trial* best = nullptr;
   double best_v = 0;
-  bool maximize = e.spec.mode == "max";
+  const bool maximize = e.spec.mode == "max";
   for (const auto& id : e.trial_ids) {
     const Trial& t = TrialRef(id);
     // No parse of the result: its metric was kept when it was stored.
@@ -169,6 +169,47 @@ const Trial* TrialBook::BestTrial(const Experiment& e) const {
     }
   }
   return best;
+}
+
+const Trial* TrialBook::BestTrial(const Experiment& e) const {
+  if (e.spec.metric.empty()) return nullptr;
+  Experiment::BestTrialCache& c = e.best;
+  const bool maximize = e.spec.mode == "max";
+  const bool known = c.known && c.metric == e.spec.metric && c.maximize == maximize;
+  if (known && !verify_records_) return c.trial;
+  const Trial* walked = WalkForBestTrial(e);
+  if (known) CHECK(walked == c.trial);  // a change of a last result went unnoted
+  c.known = true;
+  c.metric = e.spec.metric;
+  c.maximize = maximize;
+  c.trial = walked;
+  c.value = walked == nullptr ? 0 : *walked->last_result.Metric(e.spec.metric);
+  return walked;
+}
+
+void TrialBook::NoteLastResult(const Trial& t) {
+  const Experiment& e = ExperimentOf(t);
+  Experiment::BestTrialCache& c = e.best;
+  if (!c.known) return;  // the next BestTrial walks anyway
+  const std::optional<double> v = t.last_result.Metric(c.metric);
+  auto better = [&c](double a, double b) { return c.maximize ? a > b : a < b; };
+  if (c.trial == &t) {
+    // As good as before or better: every trial created before it is still
+    // worse, every later one no better.
+    if (v && !better(c.value, *v)) {
+      c.value = *v;
+    } else {
+      c.known = false;  // worse, or no metric: any trial may be best now
+    }
+    return;
+  }
+  if (!v) return;
+  if (c.trial == nullptr || better(*v, c.value)) {
+    c.trial = &t;
+    c.value = *v;
+  } else if (*v == c.value) {
+    c.known = false;  // a tie: the first in creation order is best
+  }
 }
 
 }  // namespace ztune::head

@@ -58,8 +58,14 @@ class TrialBook {
   const std::unordered_map<TrialId, Trial>& trials() const { return trials_; }
   // The trial of `e` whose last result is best by the spec's metric and mode
   // (the first such on a tie); nullptr without a metric or a trial that
-  // reported it as a number (NaN never counts).
+  // reported it as a number (NaN never counts). O(1) while results keep the
+  // best where it was or move it to their trial (the experiment's cache);
+  // a walk of the experiment's trials otherwise. With VerifyRecords every
+  // call walks and CHECKs the cache against the walk.
   const Trial* BestTrial(const Experiment& e) const;
+  // `t`'s last result changed: keeps its experiment's best trial up to date.
+  // Every change of a live trial's last_result must be followed by it.
+  void NoteLastResult(const Trial& t);
   // Changes the status and every count that depends on it; marks the trial.
   void SetStatus(Trial& t, TrialStatus s);
   // The next queue position: a trial requeued at the end of the queue.
@@ -87,6 +93,8 @@ class TrialBook {
 
  private:
   void Count(Experiment& e, TrialStatus s, int delta);
+  // BestTrial by walking every trial of `e`.
+  const Trial* WalkForBestTrial(const Experiment& e) const;
   static std::string RecordWithoutProgress(const Trial& t);
 
   std::map<std::string, Experiment> experiments_;

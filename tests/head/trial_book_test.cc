@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -203,7 +204,78 @@ TEST(TrialBookTest, TheBestTrialUsesTheMetricKeptWithTheStoredText) {
   EXPECT_EQ(book.TrialRef(ids[3]).last_result.Metric("acc"), 0.7);
   // A new result replaces the kept value.
   book.TrialRef(ids[3]).last_result.SetText(R"({"acc":0.95})", "acc", 0.95);
+  book.NoteLastResult(book.TrialRef(ids[3]));
   EXPECT_EQ(book.BestTrial(e)->trial_id, ids[3]);
+}
+
+// The best trial is kept as results arrive, not found by walking every
+// trial at each read: against a walk after every one of 20,000 random results
+// (improving, worsening, ties, no metric, NaN) on 50 trials, for both modes.
+TEST(TrialBookTest, TheKeptBestTrialIsTheOneAWalkFinds) {
+  for (const char* mode : {"min", "max"}) {
+    SCOPED_TRACE(mode);
+    TrialBook book;
+    Experiment ex = Exp(book.NextExperimentId());
+    ex.spec.metric = "loss";
+    ex.spec.mode = mode;
+    Experiment& e = book.AddExperiment(std::move(ex));
+    std::vector<Trial*> trials;
+    for (int i = 0; i < 50; ++i) trials.push_back(&book.AddTrial(e, Json::object()));
+    std::mt19937_64 rng(42);
+    std::uniform_int_distribution<int> pick(0, 49);
+    std::uniform_int_distribution<int> kind(0, 9);
+    std::uniform_int_distribution<int> level(0, 30);  // few levels: many ties
+    size_t walks_saved = 0;
+    for (int n = 0; n < 20'000; ++n) {
+      Trial& t = *trials[pick(rng)];
+      const int k = kind(rng);
+      if (k == 0) {
+        t.last_result.SetText(R"({"acc":1})", "loss", std::nullopt);  // no metric
+      } else if (k == 1) {
+        t.last_result.SetText(R"({"loss":null})", "loss", std::nan(""));
+      } else {
+        const double v = level(rng) / 4.0;
+        t.last_result.SetText(R"({"loss":)" + std::to_string(v) + "}", "loss", v);
+      }
+      book.NoteLastResult(t);
+      const bool kept = e.best.known;
+      // The reference: the first trial with the best finite metric.
+      const Trial* want = nullptr;
+      for (const Trial* c : trials) {
+        const std::optional<double> v = c->last_result.Metric("loss");
+        if (!v) continue;
+        const double w = want == nullptr ? 0 : *want->last_result.Metric("loss");
+        if (want == nullptr || (e.spec.mode == "max" ? *v > w : *v < w)) want = c;
+      }
+      ASSERT_EQ(book.BestTrial(e), want) << "after result " << n;
+      if (kept) ++walks_saved;
+    }
+    // Most results leave the best where it was or move it to their trial.
+    EXPECT_GT(walks_saved, 10'000u);
+  }
+}
+
+// With VerifyRecords (the runner's strict invariants, in tests) every read
+// checks the kept best trial against a walk: a change of a last result that
+// was not noted aborts.
+TEST(TrialBookTest, AnUnnotedLastResultAbortsUnderVerifyRecords) {
+  TrialBook book;
+  book.VerifyRecords();
+  Experiment ex = Exp(book.NextExperimentId());
+  ex.spec.metric = "loss";
+  ex.spec.mode = "min";
+  Experiment& e = book.AddExperiment(std::move(ex));
+  Trial& a = book.AddTrial(e, Json::object());
+  Trial& b = book.AddTrial(e, Json::object());
+  a.last_result.SetText(R"({"loss":1.0})", "loss", 1.0);
+  book.NoteLastResult(a);
+  b.last_result.SetText(R"({"loss":2.0})", "loss", 2.0);
+  book.NoteLastResult(b);
+  EXPECT_EQ(book.BestTrial(e), &a);
+  b.last_result.SetText(R"({"loss":0.5})", "loss", 0.5);  // not noted
+  EXPECT_DEATH(book.BestTrial(e), "");                    // CHECK logs to stdout
+  book.NoteLastResult(b);
+  EXPECT_EQ(book.BestTrial(e), &b);
 }
 
 }  // namespace
