@@ -187,8 +187,8 @@ const Trial* TrialBook::BestTrial(const Experiment& e) const {
   return walked;
 }
 
-void TrialBook::NoteLastResult(const Trial& t) {
-  const Experiment& e = ExperimentOf(t);
+void TrialBook::NoteLastResult(const Experiment& e, const Trial& t) {
+  CHECK(t.experiment_id == e.experiment_id);
   Experiment::BestTrialCache& c = e.best;
   if (!c.known) return;  // the next BestTrial walks anyway
   const std::optional<double> v = t.last_result.Metric(c.metric);

@@ -63,9 +63,10 @@ class TrialBook {
   // a walk of the experiment's trials otherwise. With VerifyRecords every
   // call walks and CHECKs the cache against the walk.
   const Trial* BestTrial(const Experiment& e) const;
-  // `t`'s last result changed: keeps its experiment's best trial up to date.
+  // `t`'s last result changed: keeps its experiment `e`'s best trial up to
+  // date (`e` is the caller's, which has it at hand: no lookup per result).
   // Every change of a live trial's last_result must be followed by it.
-  void NoteLastResult(const Trial& t);
+  void NoteLastResult(const Experiment& e, const Trial& t);
   // Changes the status and every count that depends on it; marks the trial.
   void SetStatus(Trial& t, TrialStatus s);
   // The next queue position: a trial requeued at the end of the queue.

@@ -234,7 +234,7 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id, protocol::ResultB
     }
     t->iteration = accepted.back().iteration;
     t->last_result.SetText(std::move(accepted.back().text), e.spec.metric, accepted.back().metric);
-    book_.NoteLastResult(*t);
+    book_.NoteLastResult(e, *t);
     book_.NoteProgress(*t);
   }
   if (max_seq > 0) acks_[{worker_id, t->trial_id, t->attempt}] = max_seq;

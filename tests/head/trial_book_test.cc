@@ -204,7 +204,7 @@ TEST(TrialBookTest, TheBestTrialUsesTheMetricKeptWithTheStoredText) {
   EXPECT_EQ(book.TrialRef(ids[3]).last_result.Metric("acc"), 0.7);
   // A new result replaces the kept value.
   book.TrialRef(ids[3]).last_result.SetText(R"({"acc":0.95})", "acc", 0.95);
-  book.NoteLastResult(book.TrialRef(ids[3]));
+  book.NoteLastResult(e, book.TrialRef(ids[3]));
   EXPECT_EQ(book.BestTrial(e)->trial_id, ids[3]);
 }
 
@@ -237,7 +237,7 @@ TEST(TrialBookTest, TheKeptBestTrialIsTheOneAWalkFinds) {
         const double v = level(rng) / 4.0;
         t.last_result.SetText(R"({"loss":)" + std::to_string(v) + "}", "loss", v);
       }
-      book.NoteLastResult(t);
+      book.NoteLastResult(e, t);
       const bool kept = e.best.known;
       // The reference: the first trial with the best finite metric.
       const Trial* want = nullptr;
@@ -268,13 +268,13 @@ TEST(TrialBookTest, AnUnnotedLastResultAbortsUnderVerifyRecords) {
   Trial& a = book.AddTrial(e, Json::object());
   Trial& b = book.AddTrial(e, Json::object());
   a.last_result.SetText(R"({"loss":1.0})", "loss", 1.0);
-  book.NoteLastResult(a);
+  book.NoteLastResult(e, a);
   b.last_result.SetText(R"({"loss":2.0})", "loss", 2.0);
-  book.NoteLastResult(b);
+  book.NoteLastResult(e, b);
   EXPECT_EQ(book.BestTrial(e), &a);
   b.last_result.SetText(R"({"loss":0.5})", "loss", 0.5);  // not noted
   EXPECT_DEATH(book.BestTrial(e), "");                    // CHECK logs to stdout
-  book.NoteLastResult(b);
+  book.NoteLastResult(e, b);
   EXPECT_EQ(book.BestTrial(e), &b);
 }
 
