@@ -389,6 +389,7 @@ void SimWorker::Coalesce(std::vector<protocol::Message>& out, size_t from) {
   std::vector<protocol::ResultBatch> run;
   size_t run_bytes = 0;
   auto flush = [&] {
+    if (!run.empty()) ++stats_.result_messages;
     if (run.size() == 1) {
       merged.push_back(protocol::Message{std::move(run[0]), {}});
     } else if (!run.empty()) {
@@ -414,12 +415,6 @@ void SimWorker::Coalesce(std::vector<protocol::Message>& out, size_t from) {
     run.push_back(std::move(*batch));
   }
   flush();
-  for (const protocol::Message& m : merged) {
-    if (std::holds_alternative<protocol::Results>(m.body) ||
-        std::holds_alternative<protocol::ResultBatch>(m.body)) {
-      ++stats_.result_messages;
-    }
-  }
   out.resize(from);
   for (protocol::Message& m : merged) out.push_back(std::move(m));
 }

@@ -183,8 +183,8 @@ class SimWorker {
   void PumpChunks(std::vector<protocol::Message>& out);
   void SendBatch(OutboxEntry& entry, TimeMs now, bool replay, std::vector<protocol::Message>& out);
   // Folds each run of consecutive RESULT batches in out[from..] into one
-  // RESULTS (order kept), if the head takes them.
-  // Counts the result messages among them.
+  // RESULTS (order kept), if the head takes them; counts the result
+  // messages sent.
   void Coalesce(std::vector<protocol::Message>& out, size_t from);
 
   // Records `rid` for `key`; false (after resending a kept answer) when it
