@@ -6,6 +6,7 @@
 #include "head/checkpoint_files.h"
 #include "head/client_args.h"
 #include "head/client_reply.h"
+#include "head/trial_doc_text.h"
 #include "storage/keys.h"
 
 namespace ztune::head {
@@ -44,10 +45,10 @@ Result<Page> PageArgs(const Json& request, uint64_t max_limit) {
 }
 
 // The paging fields of a reply that listed items [offset, offset + n) of `total`.
-void AddPaging(Json& reply, const Page& page, uint64_t n, uint64_t total) {
-  reply["offset"] = page.offset;
+void AddPaging(Json& reply, uint64_t offset, uint64_t n, uint64_t total) {
+  reply["offset"] = offset;
   reply["total"] = total;
-  reply["next_offset"] = page.offset + n < total ? Json(page.offset + n) : Json();
+  reply["next_offset"] = offset + n < total ? Json(offset + n) : Json();
 }
 
 }  // namespace
@@ -127,8 +128,9 @@ Json ClientService::Handle(const Json& request, const ClientCaller& caller) {
   }
   if (!result.ok())
     return ClientErrorReply(reply.contains("rid") ? reply["rid"] : Json(), result.status());
+  // Moved, not copied: a page of trial documents is most of a reply.
   Json out = std::move(result).value();
-  for (auto it = out.begin(); it != out.end(); ++it) reply[it.key()] = it.value();
+  for (auto it = out.begin(); it != out.end(); ++it) reply[it.key()] = std::move(it.value());
   reply["ok"] = true;
   return reply;
 }
@@ -199,7 +201,7 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request,
   if (op == "experiments") {
     Json list = Json::array();
     for (const auto& [id, e] : runner_.experiments()) list.push_back(ExperimentDoc(e));
-    return Json{{"experiments", list}};
+    return Json{{"experiments", std::move(list)}};
   }
   if (op == "experiment") {
     ASSIGN_OR_RETURN(std::string id, StringArg(request, "experiment_id"));
@@ -209,17 +211,11 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request,
   }
   if (op == "status") return Status(request);
   if (op == "trials") {
-    ASSIGN_OR_RETURN(std::string id, StringArg(request, "experiment_id"));
-    ASSIGN_OR_RETURN(Page page, PageArgs(request, kMaxTrialsPerPage));
-    const Experiment* e = runner_.FindExperiment(id);
-    if (e == nullptr) return ztune::Status::NotFound("unknown experiment '" + id + "'");
+    ASSIGN_OR_RETURN(TrialSelection sel, SelectTrials(request));
     Json list = Json::array();
-    const uint64_t total = e->trial_ids.size();
-    for (uint64_t i = page.offset; i < total && i - page.offset < page.limit; ++i) {
-      list.push_back(TrialDoc(*runner_.FindTrial(e->trial_ids[i])));
-    }
-    Json reply{{"trials", list}};
-    AddPaging(reply, page, list.size(), total);
+    for (const Trial* t : sel.trials) list.push_back(TrialDoc(*t));
+    Json reply{{"trials", std::move(list)}};
+    AddPaging(reply, sel.offset, sel.trials.size(), sel.total);
     return reply;
   }
   if (op == "trial") {
@@ -319,21 +315,34 @@ Result<LogRead> ClientService::PlanLogRead(const Json& request) const {
   }
 }
 
-Result<Json> ClientService::Status(const Json& request) {
+Result<ClientService::TrialSelection> ClientService::SelectTrials(const Json& request) const {
+  ASSIGN_OR_RETURN(std::string id, StringArg(request, "experiment_id"));
   ASSIGN_OR_RETURN(Page page, PageArgs(request, kMaxTrialsPerPage));
-  Json exps = Json::array();
-  Json trials = Json::array();
+  const Experiment* e = runner_.FindExperiment(id);
+  if (e == nullptr) return ztune::Status::NotFound("unknown experiment '" + id + "'");
+  TrialSelection sel;
+  sel.offset = page.offset;
+  sel.total = e->trial_ids.size();
+  for (uint64_t i = page.offset; i < sel.total && i - page.offset < page.limit; ++i) {
+    sel.trials.push_back(runner_.FindTrial(e->trial_ids[i]));
+  }
+  return sel;
+}
+
+Result<ClientService::TrialSelection> ClientService::SelectStatus(const Json& request) const {
+  ASSIGN_OR_RETURN(Page page, PageArgs(request, kMaxTrialsPerPage));
+  TrialSelection sel;
+  sel.offset = page.offset;
   // The experiments' summaries in full; their trials, in experiment order,
   // one page at a time.
-  uint64_t index = 0;
   auto add = [&](const Experiment& e) {
-    exps.push_back(ExperimentDoc(e));
+    sel.experiments.push_back(&e);
     const uint64_t n = e.trial_ids.size();
-    const uint64_t first = std::max(index, page.offset);
-    for (uint64_t i = first - index; i < n && trials.size() < page.limit; ++i) {
-      trials.push_back(TrialDoc(*runner_.FindTrial(e.trial_ids[i])));
+    const uint64_t first = std::max(sel.total, page.offset);
+    for (uint64_t i = first - sel.total; i < n && sel.trials.size() < page.limit; ++i) {
+      sel.trials.push_back(runner_.FindTrial(e.trial_ids[i]));
     }
-    index += n;
+    sel.total += n;
   };
   if (request.contains("experiment_id") && !request["experiment_id"].is_null()) {
     ASSIGN_OR_RETURN(std::string id, StringArg(request, "experiment_id"));
@@ -343,12 +352,61 @@ Result<Json> ClientService::Status(const Json& request) {
   } else {
     for (const auto& [id, e] : runner_.experiments()) add(e);
   }
-  Json reply{{"experiments", exps},
-             {"trials", trials},
+  return sel;
+}
+
+Json ClientService::StatusRest(const TrialSelection& sel) const {
+  Json exps = Json::array();
+  for (const Experiment* e : sel.experiments) exps.push_back(ExperimentDoc(*e));
+  Json reply{{"experiments", std::move(exps)},
              {"resources", ResourcesDoc()},
              {"workers_alive", runner_.registry().NumAlive()}};
-  AddPaging(reply, page, trials.size(), index);
+  AddPaging(reply, sel.offset, sel.trials.size(), sel.total);
   return reply;
+}
+
+Result<Json> ClientService::Status(const Json& request) {
+  ASSIGN_OR_RETURN(TrialSelection sel, SelectStatus(request));
+  Json trials = Json::array();
+  for (const Trial* t : sel.trials) trials.push_back(TrialDoc(*t));
+  Json reply = StatusRest(sel);
+  reply["trials"] = std::move(trials);
+  return reply;
+}
+
+std::string ClientService::HandleText(const Json& request, const ClientCaller& caller) {
+  const bool page_read = request.is_object() && request.contains("op") &&
+                         (request["op"] == "trials" || request["op"] == "status");
+  if (page_read) {
+    try {
+      const std::string op = request["op"].get<std::string>();
+      Result<TrialSelection> sel = ztune::Status::PermissionDenied("");
+      if (Authorize(op, request, caller).ok()) {
+        sel = op == "trials" ? SelectTrials(request) : SelectStatus(request);
+      }
+      if (sel.ok()) {
+        Json rest = op == "trials" ? Json::object() : StatusRest(*sel);
+        if (op == "trials") AddPaging(rest, sel->offset, sel->trials.size(), sel->total);
+        if (request.contains("rid")) rest["rid"] = request["rid"];
+        rest["ok"] = true;
+        // {"trials":[...], then the rest's members: clients read an object,
+        // not its key order.
+        std::string out = "{\"trials\":[";
+        TrialDocText docs(runner_, out);
+        for (size_t i = 0; i < sel->trials.size(); ++i) {
+          if (i > 0) out += ',';
+          docs.Append(*sel->trials[i]);
+        }
+        out += "],";
+        const std::string rest_text = rest.dump(-1, ' ', false, Json::error_handler_t::replace);
+        out.append(rest_text, 1);  // without its '{'
+        return out;
+      }
+    } catch (const Json::exception&) {
+      // Handle answers it (and says why).
+    }
+  }
+  return Handle(request, caller).dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 Result<Json> ClientService::Results(const TrialId& trial_id, uint64_t offset,

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/ids.h"
@@ -43,6 +44,11 @@ class ClientService {
   // with "ok". A request its role does not allow changes nothing and is
   // answered PermissionDenied.
   Json Handle(const Json& request, const ClientCaller& caller);
+  // Handle's reply as the JSON text a client is sent. A `trials` or `status`
+  // read writes its page of trial documents as text (TrialDocText) instead of
+  // building their DOMs; its members may come in another order than Handle's
+  // dump. Every other request (and every refused one) is Handle's reply.
+  std::string HandleText(const Json& request, const ClientCaller& caller);
 
   // How long `request` may wait on the head before it is handled
   // (docs/client-protocol.md, "Waiting requests"): the wait_ms of an
@@ -71,6 +77,18 @@ class ClientService {
   // The experiment a mutation acts on (by experiment id, or a trial's), null
   // when it names none that exists.
   const Experiment* TargetOf(const std::string& op, const Json& request) const;
+  // The trials a `trials` or `status` read shows (one page), and for a
+  // status the experiments it shows.
+  struct TrialSelection {
+    std::vector<const Experiment*> experiments;
+    std::vector<const Trial*> trials;
+    uint64_t offset = 0;
+    uint64_t total = 0;  // trials of the experiments selected
+  };
+  Result<TrialSelection> SelectTrials(const Json& request) const;
+  Result<TrialSelection> SelectStatus(const Json& request) const;
+  // A status reply but its trials.
+  Json StatusRest(const TrialSelection& sel) const;
   Result<Json> Status(const Json& request);
   // add_trial: adds the config; with wait_ms, only into a free trial slot
   // (Unavailable when none came free in time; HeadServer held the request).

@@ -1,6 +1,8 @@
 // The documents ClientService answers with (docs/client-protocol.md): a
 // worker, the cluster's resources, an experiment, a trial. Built from the
 // runner's state on the head's loop thread.
+#include <utility>
+
 #include "head/client_reply.h"
 #include "head/client_service.h"
 
@@ -35,7 +37,7 @@ Json ClientService::Workers() const {
              {"actors", runner_.ActorsOn(id)},
              {"last_seen_ms_ago", SteadyClock().NowMs() - w.last_seen}});
   }
-  return Json{{"workers", list}};
+  return Json{{"workers", std::move(list)}};
 }
 
 Json ClientService::ResourcesDoc() const {
@@ -46,7 +48,7 @@ Json ClientService::ResourcesDoc() const {
   for (auto it = t.begin(); it != t.end(); ++it) {
     if (!u.contains(it.key())) u[it.key()] = 0;
   }
-  return Json{{"used", u}, {"total", t}};
+  return Json{{"used", std::move(u)}, {"total", std::move(t)}};
 }
 
 Json ClientService::ExperimentDoc(const Experiment& e) const {
@@ -73,10 +75,10 @@ Json ClientService::ExperimentDoc(const Experiment& e) const {
       {"mode", NullIfEmpty(e.spec.mode)},
       {"created_at", e.created_at},
       {"total_trials", e.TotalTrials()},
-      {"trial_counts", counts},
+      {"trial_counts", std::move(counts)},
       {"finished", e.finished},
       {"stopped", e.stopped},
-      {"best_trial", best},
+      {"best_trial", std::move(best)},
       {"warnings", e.spec.Warnings()},
       {"owner", e.owner.key.empty() ? Json() : Json{{"name", e.owner.name}, {"key", e.owner.key}}},
       {"spec", e.spec.ToJson()}};
@@ -96,12 +98,12 @@ Json ClientService::TrialDoc(const Trial& t) const {
               {"num_failures", t.num_failures},
               {"attempt", t.attempt},
               {"iteration", t.iteration},
-              {"last_result", t.last_result.Get()},
+              {"last_result", t.last_result.Copy()},
               {"worker", NullIfEmpty(runner_.WorkerNameOf(t))},
               {"error", NullIfEmpty(t.error)},
               {"error_log", t.error_log},
               {"resources", e == nullptr ? Json() : e->spec.resources.ToJson()},
-              {"checkpoints", cps},
+              {"checkpoints", std::move(cps)},
               {"num_restores", t.num_restores},
               {"held", t.held},
               {"restore_from", NullIfEmpty(t.restore_from)},

@@ -379,11 +379,7 @@ Status HeadServer::WaitForSpace(const storage::WriteBatch& batch, Status refused
       if (e.num() != EINTR) return Status::IOError(std::string("poll: ") + e.what());
     }
     DrainClients();
-    for (auto& r : client_replies_) {
-      SendClientReply(r.identity, r.is_read ? clients_.Handle(r.request, r.caller) : r.reply,
-                      r.delimited);
-    }
-    client_replies_.clear();
+    SendClientReplies();
     SendHeartbeats();
     if (clock_.NowMs() - last_try < options_.runner.heartbeat_ms) continue;
     last_try = clock_.NowMs();
@@ -452,11 +448,7 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     // After the commit that dropped their records, and after the RESTOREs
     // that stream them have opened them.
     if (checkpoint_files_ != nullptr) checkpoint_files_->RemovePending();
-    for (auto& r : client_replies_) {
-      SendClientReply(r.identity, r.is_read ? clients_.Handle(r.request, r.caller) : r.reply,
-                      r.delimited);
-    }
-    client_replies_.clear();
+    SendClientReplies();
     if (loop_reads_ != nullptr) {
       loop_reads_->AnswerAllDeferred([&](const Json& r, LoopReads::Respond respond) {
         // A trial's output is read from its worker: answered when it replies.

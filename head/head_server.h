@@ -226,6 +226,10 @@ class HeadServer final : public CommandSink {
   // heartbeat interval.
   Status CommitTurn(const storage::WriteBatch& batch);
   void SendClientReply(const std::string& identity, const Json& reply, bool delimited);
+  void SendClientReplyText(const std::string& identity, std::string reply, bool delimited);
+  // Sends client_replies_ (a read answered now, from the state the turn
+  // committed) and empties it.
+  void SendClientReplies();
   // A `logs` request from `client`: answered now (an error, nothing to read)
   // or relayed to the worker that hosted the attempt (log_relay_).
   void StartLogRead(const Json& request, LogRelay::Client client);

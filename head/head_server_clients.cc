@@ -18,12 +18,29 @@
 namespace ztune::head {
 
 void HeadServer::SendClientReply(const std::string& identity, const Json& reply, bool delimited) {
+  SendClientReplyText(identity, reply.dump(-1, ' ', false, Json::error_handler_t::replace),
+                      delimited);
+}
+
+void HeadServer::SendClientReplyText(const std::string& identity, std::string reply,
+                                     bool delimited) {
   std::vector<std::string> frames;
   if (delimited) frames.emplace_back();
   frames.emplace_back(protocol::kVersion);
-  frames.push_back(reply.dump(-1, ' ', false, Json::error_handler_t::replace));
+  frames.push_back(std::move(reply));
   Status s = zmqutil::SendFrames(client_socket_, frames, identity);
   if (!s.ok()) spdlog::debug("client reply not sent: {}", s.ToString());
+}
+
+void HeadServer::SendClientReplies() {
+  for (auto& r : client_replies_) {
+    if (r.is_read) {
+      SendClientReplyText(r.identity, clients_.HandleText(r.request, r.caller), r.delimited);
+    } else {
+      SendClientReply(r.identity, r.reply, r.delimited);
+    }
+  }
+  client_replies_.clear();
 }
 
 void HeadServer::DrainClients() {

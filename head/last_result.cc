@@ -16,6 +16,13 @@ const Json& LastResult::Get() const {
   return *json_;
 }
 
+Json LastResult::Copy() const {
+  if (json_ || text_.empty()) return Get();
+  Json parsed = Json::parse(text_, nullptr, /*allow_exceptions=*/false);
+  CHECK(!parsed.is_discarded());
+  return parsed;
+}
+
 void LastResult::AppendText(std::string& out) const {
   if (!text_.empty()) {
     out += text_;

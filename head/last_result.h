@@ -45,6 +45,10 @@ class LastResult {
   bool is_null() const { return text_.empty() && (!json_ || json_->is_null()); }
   // The result, null when there is none. Parses the text on first call.
   const Json& Get() const;
+  // The result as a DOM of the caller's own: a parse of the text that is not
+  // kept (a page of trial documents read once must not leave a DOM behind on
+  // every trial it showed), or a copy of the DOM held.
+  Json Copy() const;
   // Appends the result's JSON text (dump() of Get()) without parsing it.
   void AppendText(std::string& out) const;
   // The number at `flat_key` (FindFlatKey's rule) when it is finite: what
