@@ -567,3 +567,59 @@ TEST(HeadServerTest, AWorkerWithoutTheFeatureGetsSingleTrains) {
 
 }  // namespace
 }  // namespace ztune::head
+
+namespace ztune::head {
+namespace {
+
+// A pipelined [read, submit, read] on one connection: the replies come in
+// order, and the second read lists the experiment (a read behind a submit is
+// never answered before it; docs/client-protocol.md, "Consistency"). Any
+// change to when reads are answered must keep this.
+TEST(HeadServerTest, AReadBehindAMutationSeesItAndRepliesKeepTheirOrder) {
+  SlowStore store;
+  RunningHead head(HeadServerOptions{}, &store);
+  ASSERT_TRUE(head.start_status().ok()) << head.start_status().ToString();
+  zmq::socket_t client = head.Dealer(head.server().client_endpoint());
+  for (int round = 0; round < 20; ++round) {
+    // Slow commits in half of the rounds: the requests then arrive while the
+    // loop is busy and are drained together.
+    store.delay_ms = round % 2 == 0 ? 0 : 50;
+    auto rid = [round](int i) { return std::to_string(round * 10 + i); };
+    ASSERT_TRUE(zmqutil::SendFrames(
+                    client, {protocol::kVersion, R"({"op": "experiments", "rid": )" + rid(1) + "}"})
+                    .ok());
+    ASSERT_TRUE(
+        zmqutil::SendFrames(client, {protocol::kVersion,
+                                     R"({"op": "submit", "rid": )" + rid(2) +
+                                         R"(, "spec": {"trainable": "noop", "num_samples": 1}})"})
+            .ok());
+    ASSERT_TRUE(zmqutil::SendFrames(
+                    client, {protocol::kVersion, R"({"op": "experiments", "rid": )" + rid(3) + "}"})
+                    .ok());
+    std::vector<Json> replies;
+    while (replies.size() < 3) {
+      zmq::pollitem_t item{client.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::seconds(10));
+      auto reply = zmqutil::RecvMultipart(client);
+      ASSERT_TRUE(reply.ok() && !reply->empty()) << "no reply in round " << round;
+      replies.push_back(Json::parse(reply->back().to_string_view(), nullptr, false));
+    }
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(replies[i].value("ok", false)) << replies[i].dump();
+      EXPECT_EQ(replies[i]["rid"], round * 10 + i + 1) << "replies out of order";
+    }
+    const std::string exp = replies[1].value("experiment_id", "");
+    ASSERT_FALSE(exp.empty()) << replies[1].dump();
+    auto lists = [&exp](const Json& r) {
+      for (const Json& e : r["experiments"]) {
+        if (e["experiment_id"] == exp) return true;
+      }
+      return false;
+    };
+    EXPECT_TRUE(lists(replies[2])) << "a read behind the submit did not see it";
+  }
+  head.Stop();
+}
+
+}  // namespace
+}  // namespace ztune::head
