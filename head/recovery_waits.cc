@@ -1,19 +1,29 @@
 #include "head/recovery_waits.h"
 
+#include "common/check.h"
+
 namespace ztune::head {
 
-void RecoveryWaits::AwaitReattach(const TrialId& trial_id, TimeMs deadline) {
-  replay_.erase(trial_id);
-  reattach_[trial_id] = Wait{deadline, 0};
+void RecoveryWaits::AwaitReattach(const TrialId& trial_id, const WorkerId& worker,
+                                  TimeMs deadline) {
+  Leave(trial_id);
+  reattach_[trial_id] = Wait{deadline, 0, worker};
+  reattach_on_[worker].insert(trial_id);
 }
 
 void RecoveryWaits::AwaitReplay(const TrialId& trial_id, int64_t until, TimeMs deadline) {
-  reattach_.erase(trial_id);
-  replay_[trial_id] = Wait{deadline, until};
+  Leave(trial_id);
+  replay_[trial_id] = Wait{deadline, until, WorkerId()};
 }
 
 void RecoveryWaits::Leave(const TrialId& trial_id) {
-  reattach_.erase(trial_id);
+  if (auto it = reattach_.find(trial_id); it != reattach_.end()) {
+    auto on = reattach_on_.find(it->second.worker);
+    CHECK(on != reattach_on_.end());  // every re-attach wait is indexed by its worker
+    on->second.erase(trial_id);
+    if (on->second.empty()) reattach_on_.erase(on);
+    reattach_.erase(it);
+  }
   replay_.erase(trial_id);
 }
 
@@ -34,6 +44,12 @@ std::vector<TrialId> RecoveryWaits::ExpiredReattaches(TimeMs now) const {
 
 std::vector<TrialId> RecoveryWaits::ExpiredReplays(TimeMs now) const {
   return Expired(replay_, now);
+}
+
+std::vector<TrialId> RecoveryWaits::ReattachesOn(const WorkerId& worker) const {
+  auto it = reattach_on_.find(worker);
+  if (it == reattach_on_.end()) return {};
+  return std::vector<TrialId>(it->second.begin(), it->second.end());
 }
 
 std::vector<TrialId> RecoveryWaits::Expired(const std::map<TrialId, Wait>& waits,

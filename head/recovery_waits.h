@@ -1,6 +1,7 @@
 // RecoveryWaits: the trials a restarted head holds back for recovery, each
 // with its deadline: while its worker may still re-attach its live actor
-// (TrialPhase::kAwaitingReattach, until the re-attach grace ends), and while
+// (TrialPhase::kAwaitingReattach, until the re-attach grace ends or that
+// worker registers without it), and while
 // the results a re-attached actor made meanwhile are replayed
 // (kAwaitingReplay, until they reach an iteration or the deadline passes).
 // The runner's SetPhase takes a trial out when it leaves either phase, and
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,8 +25,8 @@ namespace ztune::head {
 
 class RecoveryWaits {
  public:
-  // The trial awaits its worker's re-attach until `deadline`.
-  void AwaitReattach(const TrialId& trial_id, TimeMs deadline);
+  // The trial awaits the re-attach of its actor on `worker` until `deadline`.
+  void AwaitReattach(const TrialId& trial_id, const WorkerId& worker, TimeMs deadline);
   // The re-attached trial awaits its replayed results up to iteration
   // `until`, or `deadline`. Replaces a re-attach wait of the trial.
   void AwaitReplay(const TrialId& trial_id, int64_t until, TimeMs deadline);
@@ -44,6 +46,9 @@ class RecoveryWaits {
   // makes them leave their phase while going through it).
   std::vector<TrialId> ExpiredReattaches(TimeMs now) const;
   std::vector<TrialId> ExpiredReplays(TimeMs now) const;
+  // The trials awaiting the re-attach of an actor on `worker`, in id order (a
+  // copy, as above).
+  std::vector<TrialId> ReattachesOn(const WorkerId& worker) const;
 
   bool empty() const { return reattach_.empty() && replay_.empty(); }
   size_t size() const { return reattach_.size() + replay_.size(); }
@@ -52,12 +57,16 @@ class RecoveryWaits {
   struct Wait {
     TimeMs deadline = 0;
     int64_t until = 0;  // replays only
+    WorkerId worker;    // re-attaches only
   };
   static std::vector<TrialId> Expired(const std::map<TrialId, Wait>& waits, TimeMs now);
 
   // Disjoint: a trial is in one phase at a time.
   std::map<TrialId, Wait> reattach_;
   std::map<TrialId, Wait> replay_;
+  // reattach_'s trials by worker: a registering worker's are looked up, not
+  // searched for (a restarted head may await thousands, on a thousand workers).
+  std::map<WorkerId, std::set<TrialId>> reattach_on_;
 };
 
 }  // namespace ztune::head

@@ -68,7 +68,7 @@ Status TrialRecovery::Load() {
     Trial& stored = *added;
     if (disposition == RestartDisposition::kAwaitReattach) {
       p_.lifecycle.SetPhase(stored, TrialPhase::kAwaitingReattach);
-      p_.waits.AwaitReattach(stored.trial_id, p_.clock.NowMs() + grace);
+      p_.waits.AwaitReattach(stored.trial_id, stored.actor_worker, p_.clock.NowMs() + grace);
     } else if (disposition == RestartDisposition::kRequeue) {
       requeue.push_back(&stored);
     }
@@ -126,6 +126,18 @@ void TrialRecovery::OnRegistered(const protocol::Register& reg, bool reconnected
     stop.attempt = a->attempt;
     stop.kill_after_ms = options_.force_cleanup_ms;
     p_.sink.SendToWorker(worker, protocol::Message{stop, {}}, SendTiming::kAfterCommit);
+  }
+  // A REGISTER lists every actor the worker hosts, so an awaited actor it did
+  // not list is gone: a CREATE_ACTOR or RESET the crashed head committed but
+  // never sent, or an actor that ended while no head listened. Waiting out the
+  // grace would only keep the trial from its turn while the others run on
+  // (and a scheduler that ranks trials, PBT, decide otherwise than the
+  // uninterrupted head would have).
+  for (const TrialId& id : p_.waits.ReattachesOn(worker)) {
+    Trial* t = p_.book.FindTrial(id);
+    CHECK(t != nullptr);  // waits hold ids of known trials (they leave it with their phase)
+    GiveUpReattach(*t, "worker " + worker.str() + " registered without its actor (attempt " +
+                           std::to_string(t->attempt) + ")");
   }
 }
 

@@ -140,7 +140,7 @@ TEST_F(TrialLifecycleTest, EndAttemptFromAwaitingReattachForgetsTheWorkerAndTheW
   t.actor_worker = WorkerId("w1");
   t.placement.bundles.push_back({WorkerId("w1"), ResourceSet::FromDoubles({{"CPU", 1}}), {}});
   ASSERT_TRUE(lifecycle_.SetPhase(t, TrialPhase::kAwaitingReattach));
-  waits_.AwaitReattach(t.trial_id, clock_.NowMs() + 600);
+  waits_.AwaitReattach(t.trial_id, t.actor_worker, clock_.NowMs() + 600);
   t.pause_requested = true;
   storage::WriteBatch before;
   book_.WriteDirty(before);  // nothing marked from here on

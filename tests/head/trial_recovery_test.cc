@@ -279,6 +279,55 @@ TEST_F(TrialRecoveryTest, OnRegisteredStopsActorsTheHeadDoesNotOwn) {
   CheckAll();
 }
 
+// A worker's REGISTER lists every actor it hosts: a trial awaiting its
+// actor there that the list lacks starts again at once (PENDING, queued,
+// same attempt and place, no failure), not when the grace runs out.
+// Found by SchedulerE2ETest.PbtExploitsTheSameAfterTheHeadIsKilled: the head
+// committed a RESET of trial 3's actor to trial 4 and was killed before
+// sending it; the worker reported trial 3's actor, trial 4 sat out 10 s of
+// grace while the others ran, and PBT decided differently. A trial awaiting
+// another worker still waits; an actor listed is re-attached as before.
+TEST_F(TrialRecoveryTest, AnAwaitedActorTheWorkerDoesNotListStartsAgainAtOnce) {
+  StoreExperiment(4, 4, 4);
+  Trial reset_source = MakeTrial(0, TrialStatus::kPaused);  // its actor was to go to trial 1
+  reset_source.attempt = 1;
+  StoreTrial(reset_source);
+  StoreTrial(RunningOn(1, "w1"));  // the RESET's target: never sent
+  StoreTrial(RunningOn(2, "w1"));  // listed: re-attached
+  StoreTrial(RunningOn(3, "w2"));  // another worker's
+  Load();
+  ASSERT_EQ(T(1).phase, TrialPhase::kAwaitingReattach);
+  ledger_.AddWorker(WorkerId("w1"), ResourceSet::FromDoubles({{"CPU", 2}}), {});
+  recovery_.OnRegistered(Registration("w1", {Live(T(0).trial_id, 1, 2), Live(T(2).trial_id, 1, 2)}),
+                         /*reconnected=*/false);
+
+  EXPECT_EQ(T(1).status, TrialStatus::kPending);
+  EXPECT_EQ(T(1).phase, TrialPhase::kIdle);
+  EXPECT_EQ(T(1).attempt, 1u);
+  EXPECT_EQ(T(1).seq, 2u) << "it keeps its place";
+  EXPECT_EQ(T(1).num_failures, 0);
+  EXPECT_EQ(T(1).actor_worker, "");
+  EXPECT_FALSE(waits_.AwaitingReattach(T(1).trial_id));
+  EXPECT_EQ(T(2).phase, TrialPhase::kTraining);
+  EXPECT_EQ(T(3).phase, TrialPhase::kAwaitingReattach) << "w2 may still report it";
+  EXPECT_TRUE(waits_.AwaitingReattach(T(3).trial_id));
+  std::vector<std::string> stopped;
+  for (const auto& sent : sink_.sent) {
+    if (const auto* stop = std::get_if<protocol::Stop>(&sent.message.body)) {
+      stopped.push_back(stop->trial_id);
+    }
+  }
+  EXPECT_EQ(stopped, std::vector<std::string>{T(0).trial_id.str()}) << "the paused trial's actor";
+  CheckAll();
+
+  // A registration without the trial 3's actor ends its wait too.
+  ledger_.AddWorker(WorkerId("w2"), ResourceSet::FromDoubles({{"CPU", 2}}), {});
+  recovery_.OnRegistered(Registration("w2", {}), /*reconnected=*/false);
+  EXPECT_EQ(T(3).status, TrialStatus::kPending);
+  EXPECT_TRUE(waits_.empty());
+  CheckAll();
+}
+
 // An actor behind the checkpoint its attempt was started from never finished
 // its RESTORE (the head died while it streamed): it is stopped, not
 // re-attached, and the trial starts again (PENDING, queued, no failure).
