@@ -413,10 +413,12 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     }
     ++stats_.turns;
     if (reload_requested_.exchange(false)) ReloadAccessLists().IgnoreError();  // logged
+    AnswerReadsBeforeTheTurn();
     DrainWorkers();
     // Held requests first: an add_trial that waited takes a free slot before
     // one that has just arrived.
     ReleaseClientWaits();
+    QueueKeptClientRequests();
     DrainClients();
     AnswerLogReads(log_relay_.TakeUnanswerable(runner_.registry()));
     runner_.Tick();

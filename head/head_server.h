@@ -169,6 +169,13 @@ class HeadServer final : public CommandSink {
                    const std::function<void(std::vector<zmq::message_t>&)>& handle);
   void DrainWorkers();
   void DrainClients();
+  // At the start of a turn, when nothing changed since the last commit:
+  // drains the client socket answering reads at once (they see what that
+  // commit holds) instead of after this turn's drain of up to
+  // kMaxMessagesPerTurn worker messages and its commit, which is what a read
+  // waited for under load. The first mutation, and every request behind it,
+  // is kept for the turn's usual place (after the held requests released).
+  void AnswerReadsBeforeTheTurn();
   // One client message: checked (caller, frames, version, size, budget,
   // JSON) and refused with a reply, or held, relayed or queued.
   void HandleClientMessage(std::vector<zmq::message_t>& parts);
@@ -239,12 +246,14 @@ class HeadServer final : public CommandSink {
   Json DashboardLoginReply(const Json& rid, const ClientCaller& caller);
   void AnswerLogReads(std::vector<LogRelay::Answer> answers);
   // Queues the handling of a client request (a mutation now, a read after
-  // the turn's commit).
+  // the turn's commit; inside AnswerReadsBeforeTheTurn, a read now).
   void QueueClientRequest(std::string identity, Json request, bool delimited,
                           const ClientCaller& caller);
   // Hands the held requests that need not wait any more, or waited long
   // enough, to QueueClientRequest.
   void ReleaseClientWaits();
+  // Queues what AnswerReadsBeforeTheTurn kept, in order.
+  void QueueKeptClientRequests();
   // The poll timeout of the next turn: runner timers, held requests.
   TimeMs NextPollMs();
   // The commit of `batch` was refused for lack of disk space (`refused`):
@@ -280,6 +289,16 @@ class HeadServer final : public CommandSink {
   // Non-empty while a commit waits for disk space (WaitForSpace): why.
   std::string out_of_space_;
   std::vector<PendingClientReply> client_replies_;
+  // True only inside AnswerReadsBeforeTheTurn's drain.
+  bool answering_reads_early_ = false;
+  // Requests its drain kept for the turn's usual place, in arrival order.
+  struct KeptClientRequest {
+    std::string identity;
+    Json request;
+    bool delimited = false;
+    ClientCaller caller;
+  };
+  std::vector<KeptClientRequest> kept_requests_;
   LoopReads* loop_reads_ = nullptr;
   DashboardLogins* dashboard_logins_ = nullptr;
   // Requests that wait on the head (add_trial for a slot, wait_trials).

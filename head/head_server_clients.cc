@@ -186,15 +186,40 @@ void HeadServer::RefuseOverBudget(const std::string& identity, const std::string
   SendClientReply(identity, reply, delimited);
 }
 
+void HeadServer::AnswerReadsBeforeTheTurn() {
+  if (runner_.HasUnflushedChanges() || !new_bindings_.empty()) return;
+  answering_reads_early_ = true;
+  DrainClients();
+  answering_reads_early_ = false;
+}
+
 void HeadServer::QueueClientRequest(std::string identity, Json request, bool delimited,
                                     const ClientCaller& caller) {
   auto op = request.find("op");
-  if (op != request.end() && op->is_string() && ClientService::IsMutation(op->get<std::string>())) {
+  const bool mutation =
+      op != request.end() && op->is_string() && ClientService::IsMutation(op->get<std::string>());
+  if (answering_reads_early_) {
+    if (!mutation && kept_requests_.empty()) {
+      SendClientReplyText(identity, clients_.HandleText(request, caller), delimited);
+    } else {
+      kept_requests_.push_back({std::move(identity), std::move(request), delimited, caller});
+    }
+    return;
+  }
+  if (mutation) {
     client_replies_.push_back(
         {std::move(identity), Json(), clients_.Handle(request, caller), false, delimited, caller});
   } else {
     client_replies_.push_back(
         {std::move(identity), std::move(request), Json(), true, delimited, caller});
+  }
+}
+
+void HeadServer::QueueKeptClientRequests() {
+  std::vector<KeptClientRequest> kept;
+  kept.swap(kept_requests_);
+  for (auto& k : kept) {
+    QueueClientRequest(std::move(k.identity), std::move(k.request), k.delimited, k.caller);
   }
 }
 

@@ -91,6 +91,10 @@ class TrialBook {
   void MarkDirty(const Experiment& e) { dirty_experiments_.insert(e.experiment_id); }
   // Puts every changed record into `batch` and forgets the changes.
   void WriteDirty(storage::WriteBatch& batch);
+  // Whether a record changed since the last WriteDirty.
+  bool HasDirty() const {
+    return !dirty_trials_.empty() || !dirty_experiments_.empty() || !progressed_.empty();
+  }
 
  private:
   void Count(Experiment& e, TrialStatus s, int delta);

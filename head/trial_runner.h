@@ -159,6 +159,11 @@ class TrialRunner {
   void Tick();
   // Moves the turn's state changes (dirty records included) into `batch`.
   void FlushTo(storage::WriteBatch& batch);
+  // Whether the state changed since the last FlushTo (a record to rewrite,
+  // a result or anything else for the store): false means a read now sees
+  // what the last commit holds. Every durable change marks a record or
+  // writes into the turn's batch; a scheduler decides only on such a change.
+  bool HasUnflushedChanges() const { return book_.HasDirty() || !batch_.empty(); }
 
   // ---- reads (client service) ----
   const std::map<std::string, Experiment>& experiments() const { return book_.experiments(); }

@@ -1003,6 +1003,32 @@ TEST_F(TrialRunnerTest, SpecSizesAreCheckedForOverflowAndCapped) {
   EXPECT_NE(added.status().message().find("--max-trials-per-experiment"), std::string::npos);
 }
 
+// HasUnflushedChanges: whether a read now would show what no commit holds.
+TEST_F(TrialRunnerTest, UnflushedChangesAreThoseTheNextFlushWrites) {
+  storage::WriteBatch batch;
+  runner_->FlushTo(batch);
+  EXPECT_FALSE(runner_->HasUnflushedChanges());
+  fleet_->Register("w1", 1);
+  const std::string exp = Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 3}})");
+  EXPECT_TRUE(runner_->HasUnflushedChanges()) << "a submitted experiment";
+  batch = storage::WriteBatch();
+  runner_->FlushTo(batch);
+  EXPECT_FALSE(batch.empty());
+  EXPECT_FALSE(runner_->HasUnflushedChanges());
+  // Results: each turn that took one has something to write, and nothing is
+  // left once it is flushed.
+  const TrialId id = runner_->FindExperiment(exp)->trial_ids[0];
+  int turns_with_changes = 0;
+  for (int i = 0; i < 50 && runner_->FindTrial(id)->status != TrialStatus::kTerminated; ++i) {
+    fleet_->Turn();
+    if (runner_->HasUnflushedChanges()) ++turns_with_changes;
+    Commit();
+    EXPECT_FALSE(runner_->HasUnflushedChanges());
+  }
+  EXPECT_EQ(runner_->FindTrial(id)->status, TrialStatus::kTerminated);
+  EXPECT_GT(turns_with_changes, 0);
+}
+
 // Reads are answered on the head's loop: a reply walks at most one page
 // (500 trials, 1,000 results) and says where the next one starts.
 TEST_F(TrialRunnerTest, ClientReadsArePaged) {
