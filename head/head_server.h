@@ -179,6 +179,11 @@ class HeadServer final : public CommandSink {
   // One client message: checked (caller, frames, version, size, budget,
   // JSON) and refused with a reply, or held, relayed or queued.
   void HandleClientMessage(std::vector<zmq::message_t>& parts);
+  // A checked request: refused (no disk space for a mutation), relayed
+  // (logs), held (it waits), or queued; inside AnswerReadsBeforeTheTurn a
+  // mutation, and every request behind it, is kept instead.
+  void RouteClientRequest(const std::string& identity, Json request, bool delimited,
+                          const ClientCaller& caller);
   // Answers a request over its connection's budget (unparsed) with a retry hint.
   void RefuseOverBudget(const std::string& identity, const std::string& key, uint64_t bytes,
                         bool delimited);
@@ -252,7 +257,7 @@ class HeadServer final : public CommandSink {
   // Hands the held requests that need not wait any more, or waited long
   // enough, to QueueClientRequest.
   void ReleaseClientWaits();
-  // Queues what AnswerReadsBeforeTheTurn kept, in order.
+  // Routes what AnswerReadsBeforeTheTurn kept, in order.
   void QueueKeptClientRequests();
   // The poll timeout of the next turn: runner timers, held requests.
   TimeMs NextPollMs();

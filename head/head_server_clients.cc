@@ -1,11 +1,13 @@
 // HeadServer, the client side: reading requests off the client socket
 // (frames, version, size, budget, parse), holding the ones that wait, queueing
-// the rest for the turn (mutations before the commit, reads after it), relaying
+// the rest for the turn (mutations before the commit, reads after it or, when
+// nothing changed since the last commit, before the turn), relaying
 // `logs` reads to workers, and sending replies. Head loop thread only.
 #include <algorithm>
 
 #include <spdlog/spdlog.h>
 
+#include "common/check.h"
 #include "common/json_parse.h"
 #include "common/printable.h"
 #include "common/protocol/codec.h"
@@ -107,10 +109,19 @@ void HeadServer::HandleClientMessage(std::vector<zmq::message_t>& parts) {
     error("request is not a JSON object");
     return;
   }
+  RouteClientRequest(identity, std::move(request), delimited, *caller);
+}
+
+void HeadServer::RouteClientRequest(const std::string& identity, Json request, bool delimited,
+                                    const ClientCaller& caller) {
   // A non-string op is answered by ClientService (a read: no state changes).
   auto op_it = request.find("op");
   const std::string op =
       op_it != request.end() && op_it->is_string() ? op_it->get<std::string>() : "";
+  if (answering_reads_early_ && (ClientService::IsMutation(op) || !kept_requests_.empty())) {
+    kept_requests_.push_back({identity, std::move(request), delimited, caller});
+    return;
+  }
   const Json rid = request.value("rid", Json());
   if (ClientService::IsMutation(op) && !out_of_space_.empty()) {
     // Nothing can be made durable: refuse new work, say why.
@@ -123,10 +134,10 @@ void HeadServer::HandleClientMessage(std::vector<zmq::message_t>& parts) {
   } else if (op == "logs") {
     StartLogRead(request, LogRelay::Client{identity, rid, delimited, nullptr});
   } else if (op == "dashboard_login") {
-    SendClientReply(identity, DashboardLoginReply(rid, *caller), delimited);
+    SendClientReply(identity, DashboardLoginReply(rid, caller), delimited);
   } else if (std::optional<TimeMs> wait = clients_.Waits(request)) {
     if (!client_waits_.Hold(
-            {identity, std::move(request), delimited, *caller, clock_.NowMs() + *wait})) {
+            {identity, std::move(request), delimited, caller, clock_.NowMs() + *wait})) {
       SendClientReply(
           identity,
           ClientErrorReply(rid, Status::ResourceExhausted(
@@ -136,7 +147,7 @@ void HeadServer::HandleClientMessage(std::vector<zmq::message_t>& parts) {
           delimited);
     }
   } else {
-    QueueClientRequest(identity, std::move(request), delimited, *caller);
+    QueueClientRequest(identity, std::move(request), delimited, caller);
   }
 }
 
@@ -199,11 +210,9 @@ void HeadServer::QueueClientRequest(std::string identity, Json request, bool del
   const bool mutation =
       op != request.end() && op->is_string() && ClientService::IsMutation(op->get<std::string>());
   if (answering_reads_early_) {
-    if (!mutation && kept_requests_.empty()) {
-      SendClientReplyText(identity, clients_.HandleText(request, caller), delimited);
-    } else {
-      kept_requests_.push_back({std::move(identity), std::move(request), delimited, caller});
-    }
+    // RouteClientRequest kept mutations and what came behind them.
+    CHECK(!mutation && kept_requests_.empty());
+    SendClientReplyText(identity, clients_.HandleText(request, caller), delimited);
     return;
   }
   if (mutation) {
@@ -218,9 +227,7 @@ void HeadServer::QueueClientRequest(std::string identity, Json request, bool del
 void HeadServer::QueueKeptClientRequests() {
   std::vector<KeptClientRequest> kept;
   kept.swap(kept_requests_);
-  for (auto& k : kept) {
-    QueueClientRequest(std::move(k.identity), std::move(k.request), k.delimited, k.caller);
-  }
+  for (auto& k : kept) RouteClientRequest(k.identity, std::move(k.request), k.delimited, k.caller);
 }
 
 void HeadServer::ReleaseClientWaits() {
