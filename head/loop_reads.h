@@ -1,8 +1,9 @@
 // LoopReads: how a thread other than the head's loop (the dashboard's HTTP
 // handlers) reads the head's state. It queues a client request and waits; the
 // loop answers every queued request once per turn, after the turn's commit,
-// as it answers the reads of its client socket (ClientService::Handle, here
-// with a read-only caller). A stalled loop answers late, never wrongly.
+// as it answers the reads of its client socket that come behind a change
+// (ClientService::Handle, here with a read-only caller). A stalled loop
+// answers late, never wrongly.
 //
 // A request the loop cannot answer in its turn (a trial's output, read from
 // the worker that ran it) is answered later through its Respond
