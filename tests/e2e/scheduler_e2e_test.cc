@@ -109,8 +109,10 @@ TEST(SchedulerE2ETest, AshaStopsMostTrialsEarlyAndTheBestLrRunsToMaxT) {
 
 // Runs `spec` on a head and one worker of one CPU (so trials run one after
 // another, in a fixed order). With `crash`, the head is killed with -9 once
-// trial `crash_trial` (its index) runs at iteration `crash_iteration` or
-// later, and started again on the same data dir. Returns the experiment id
+// trial `crash_trial` (its index) has reached iteration `crash_iteration`
+// and not ended (running, or paused by PBT between its turns: a turn of two
+// 30 ms steps could pass unseen by a poller on a loaded machine), and
+// started again on the same data dir. Returns the experiment id
 // once it finished ("" if it could not be submitted).
 std::string RunSequentially(LocalCluster& cluster, const std::string& spec, const std::string& name,
                             bool crash, int crash_trial, int64_t crash_iteration) {
@@ -121,7 +123,7 @@ std::string RunSequentially(LocalCluster& cluster, const std::string& spec, cons
   if (exp.empty()) return exp;
   if (crash) {
     const std::string victim = TrialId(exp, crash_trial);
-    EXPECT_TRUE(WaitRunningAt(cluster, victim, crash_iteration, std::chrono::seconds(30)))
+    EXPECT_TRUE(WaitUnderwayAt(cluster, victim, crash_iteration, std::chrono::seconds(30)))
         << cluster.Logs();
     cluster.head().Kill(SIGKILL);
     cluster.StartHead({"--reattach-grace-ms", "10000"});
@@ -327,8 +329,8 @@ TEST(SchedulerE2ETest, SynchronousPbtClonesTheBottomAtEachSyncPoint) {
 }
 
 // Six trials one after another (one worker, one CPU), grid order, PBT every
-// 2 iterations to 8; the head is killed with -9 once the fourth trial runs
-// and restarted on the same data dir. The exploits (who, when, whom, the
+// 2 iterations to 8; the head is killed with -9 once the fourth trial is
+// under way and restarted on the same data dir. The exploits (who, when, whom, the
 // explored config) and the final configs equal those of a run without the
 // crash.
 Json RunSequentialPbt(bool crash) {

@@ -84,6 +84,21 @@ inline bool WaitRunningAt(const LocalCluster& cluster, const std::string& id, in
       timeout);
 }
 
+// Waits until trial `id` has reached `iteration` and not ended: RUNNING, or
+// PAUSED by a scheduler between its turns (false on timeout). A trial that a
+// scheduler time-slices runs in turns of a few steps, too short for a poller
+// to be sure to see one.
+inline bool WaitUnderwayAt(const LocalCluster& cluster, const std::string& id, int64_t iteration,
+                           std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  return WaitFor(
+      [&] {
+        const Json t = GetTrial(cluster, id);
+        const std::string status = StatusOf(t);
+        return (status == "RUNNING" || status == "PAUSED") && IterationOf(t) >= iteration;
+      },
+      timeout);
+}
+
 // Submits `spec` (written to <dir>/<name>.json); returns the experiment id, "" on failure.
 inline std::string SubmitSpec(LocalCluster& cluster, const std::string& spec,
                               const std::string& name) {
