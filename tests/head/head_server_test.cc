@@ -571,10 +571,12 @@ TEST(HeadServerTest, AWorkerWithoutTheFeatureGetsSingleTrains) {
 namespace ztune::head {
 namespace {
 
-// A pipelined [read, submit, read] on one connection: the replies come in
-// order, and the second read lists the experiment (a read behind a submit is
-// never answered before it; docs/client-protocol.md, "Consistency"). Any
-// change to when reads are answered must keep this.
+// Reads are answered at the start of a turn, before its drain and commit, when
+// nothing changed since the last commit; a mutation and whatever comes behind
+// it keep their place. A pipelined [read, submit, read] on one connection:
+// the replies come in order, and the second read lists the experiment (a read
+// behind a submit is never answered before it; docs/client-protocol.md,
+// "Consistency").
 TEST(HeadServerTest, AReadBehindAMutationSeesItAndRepliesKeepTheirOrder) {
   SlowStore store;
   RunningHead head(HeadServerOptions{}, &store);
