@@ -33,6 +33,7 @@ Binaries from build/release (ZTUNE_BUILD_DIR overrides).
 import argparse
 import collections
 import json
+import math
 import os
 import random
 import shutil
@@ -76,6 +77,33 @@ def percentiles(samples):
     at = lambda q: s[min(len(s) - 1, int(q * len(s)))]
     return {"count": len(s), "p50": round(at(0.5), 3), "p99": round(at(0.99), 3),
             "max": round(s[-1], 3)}
+
+
+def histogram_between(start, end):
+    """Percentiles of what a head_stats histogram counted between two
+    replies (buckets are cumulative: [[upper_us, count], ...]); values in ms,
+    each the upper bound of its bucket (within 12.5% above)."""
+    before = {upper: n for upper, n in start["buckets"]}
+    counts = [(upper, n - before.get(upper, 0)) for upper, n in end["buckets"]]
+    counts = [(upper, n) for upper, n in counts if n > 0]
+    total = sum(n for _, n in counts)
+    if total == 0:
+        return {"count": 0}
+
+    def at(q):
+        rank, seen = max(1, math.ceil(q * total)), 0
+        for upper, n in counts:
+            seen += n
+            if seen >= rank:
+                return round(upper / 1000, 2)
+
+    return {"count": total, "p50": at(0.5), "p99": at(0.99), "max": at(1.0)}
+
+
+def head_times_between(start, end):
+    """The head's own figures for a window, from head_stats at its ends."""
+    return {phase: histogram_between(start["times"][phase], end["times"][phase])
+            for phase in end["times"]}
 
 
 def proc_cpu_s(pid):
@@ -289,6 +317,7 @@ def steady(args, c):
     # Window 1: the fleet alone. Window 2: the same with a client reading
     # without pause. The fleet writes each window's figures when it ends.
     c.next_window()
+    head_stats = client.head_stats()
     windows = []
     for with_reads in (False, True):
         reader = Reader(c, exp, args.trials) if with_reads else None
@@ -303,6 +332,10 @@ def steady(args, c):
         if reader:
             window["reads_ms"] = reader.result()
         start, end = c.window_stats[-1], c.next_window()
+        head_stats, head_stats0 = client.head_stats(), head_stats
+        # The head's part of the ACK latency (result_wait) and its turns,
+        # measured in the head (docs/client-protocol.md, head_stats).
+        window["head_ms"] = head_times_between(head_stats0, head_stats)
         window["results_acked_per_s"] = round(
             (end["results_acked"] - start["results_acked"]) / end["window_s"])
         window.update({k: end[k] for k in ("ack_latency_ms", "max_head_silence_ms")})

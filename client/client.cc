@@ -44,7 +44,7 @@ HeadClient::~HeadClient() { CloseSocket(); }
 bool HeadClient::IsRetrySafeOp(const std::string& op) {
   return op == "experiments" || op == "experiment" || op == "status" || op == "trials" ||
          op == "trial" || op == "results" || op == "workers" || op == "checkpoint" ||
-         op == "logs" || op == "wait_trials" || op == "put_code";
+         op == "logs" || op == "wait_trials" || op == "head_stats" || op == "put_code";
 }
 
 Status HeadClient::EnsureSocket() {

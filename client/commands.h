@@ -109,6 +109,8 @@ enum class ResultsFormat { kTable, kCsv, kJson };
 int RunResults(const CommandContext& ctx, const std::string& trial_id, ResultsFormat format);
 
 int RunWorkers(const CommandContext& ctx, bool json);
+// `ztune head-stats`: the head's counters and where its loop spends its turns.
+int RunHeadStats(const CommandContext& ctx, bool json);
 
 struct ExportOptions {
   ExportFormat format = ExportFormat::kCsv;

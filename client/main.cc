@@ -292,6 +292,15 @@ int main(int argc, char** argv) {
   workers->callback(
       [&] { run = [&](const CommandContext& ctx) { return zc::RunWorkers(ctx, workers_json); }; });
 
+  // head-stats
+  bool head_stats_json = false;
+  auto* head_stats = app.add_subcommand(
+      "head-stats", "the head's counters and how long its loop's turns and results' waits take");
+  head_stats->add_flag("--json", head_stats_json, "print {head}");
+  head_stats->callback([&] {
+    run = [&](const CommandContext& ctx) { return zc::RunHeadStats(ctx, head_stats_json); };
+  });
+
   // stop
   std::string stop_id;
   bool stop_json = false;

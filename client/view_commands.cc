@@ -426,4 +426,36 @@ int RunWorkers(const CommandContext& ctx, bool json) {
   return kExitOk;
 }
 
+int RunHeadStats(const CommandContext& ctx, bool json) {
+  int code = kExitOk;
+  std::optional<Json> reply = CallOrReport(ctx, "head_stats", Json::object(), &code);
+  if (!reply) return code;
+  if (json) {
+    PrintJson(ctx.out, StripEnvelope(std::move(*reply)));
+    return kExitOk;
+  }
+  const Json& head = ObjectField(*reply, "head");
+  auto count = [&](const char* k) { return std::to_string(IntField(head, k)); };
+  ctx.out << "Head up " << FormatNumber(NumberField(head, "uptime_s").value_or(0))
+          << " s: " << count("turns") << " turns, " << count("commits") << " commits, "
+          << count("messages_in") << " messages in, " << count("result_batches")
+          << " result batches.\n"
+          << "Refused: " << count("malformed") << " malformed, " << count("unknown_senders")
+          << " from unknown senders, " << count("unauthorized") << " unauthorized, "
+          << count("rate_limited")
+          << " over budget. Slow store operations: " << count("slow_store_operations") << ".\n\n";
+  // Turns that read a worker message or committed (docs/cli.md says what
+  // each phase holds).
+  Table table({"time (ms)", "count", "p50", "p99", "max"});
+  const Json& times = ObjectField(head, "times");
+  for (const char* phase : {"turn", "drain", "handle", "commit", "send", "result_wait"}) {
+    const Json& h = ObjectField(times, phase);
+    auto ms = [&](const char* k) { return FormatNumber(NumberField(h, k).value_or(0)); };
+    table.AddRow(
+        {phase, std::to_string(IntField(h, "count")), ms("p50_ms"), ms("p99_ms"), ms("max_ms")});
+  }
+  table.Render(ctx.out);
+  return kExitOk;
+}
+
 }  // namespace ztune::client

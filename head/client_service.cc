@@ -247,13 +247,14 @@ Result<Json> ClientService::Dispatch(const std::string& op, const Json& request,
     // request never reaches Dispatch there.
     return ztune::Status::Internal("op 'logs' is relayed by the head server, not handled here");
   }
-  if (op == "dashboard_login") {
-    return ztune::Status::Internal("op 'dashboard_login' is answered by the head server");
+  if (op == "dashboard_login" || op == "head_stats") {
+    return ztune::Status::Internal("op '" + op + "' is answered by the head server");
   }
   return ztune::Status::InvalidArgument(
       "unknown op '" + op +
       "' (known: submit, add_trial, wait_trials, experiments, experiment, status, trials, trial, "
-      "results, checkpoint, logs, workers, stop, pause, resume, put_code, dashboard_login)");
+      "results, checkpoint, logs, workers, stop, pause, resume, put_code, dashboard_login, "
+      "head_stats)");
 }
 
 Result<LogRead> ClientService::PlanLogRead(const Json& request) const {

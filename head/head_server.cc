@@ -255,22 +255,24 @@ void HeadServer::SendFramesToConnection(const std::string& routing_id,
 
 void HeadServer::WarnRateLimited(const std::string& what) { peer_warnings_.Warn(what); }
 
-void HeadServer::DrainSocket(zmq::socket_t& socket, const char* name,
-                             const std::function<void(std::vector<zmq::message_t>&)>& handle) {
-  for (int n = 0; n < kMaxMessagesPerTurn; ++n) {
+int HeadServer::DrainSocket(zmq::socket_t& socket, const char* name,
+                            const std::function<void(std::vector<zmq::message_t>&)>& handle) {
+  int n = 0;
+  for (; n < kMaxMessagesPerTurn; ++n) {
     auto parts = zmqutil::RecvMultipart(socket);
     if (!parts.ok()) {
       spdlog::error("{} socket: {}", name, parts.status().ToString());
-      return;
+      return n;
     }
-    if (parts->empty()) return;
+    if (parts->empty()) return n;
     ++stats_.messages_in;
     handle(*parts);
   }
+  return n;
 }
 
 void HeadServer::DrainWorkers() {
-  DrainSocket(workers_, "worker", [this](std::vector<zmq::message_t>& parts) {
+  const int read = DrainSocket(workers_, "worker", [this](std::vector<zmq::message_t>& parts) {
     std::vector<std::string_view> views;
     views.reserve(parts.size());
     for (const auto& p : parts) views.emplace_back(static_cast<const char*>(p.data()), p.size());
@@ -289,6 +291,8 @@ void HeadServer::DrainWorkers() {
     }
     HandleWorkerFrames(routing_id, key, std::span<const std::string_view>(views).subspan(1));
   });
+  turn_times_.WorkersDrained(TurnTimes::SteadyNow(), static_cast<uint64_t>(read),
+                             read < kMaxMessagesPerTurn);
 }
 
 TimeMs HeadServer::NextPollMs() {
@@ -334,11 +338,13 @@ Status HeadServer::RunOffLoop(const std::function<Status()>& job, const char* wh
 
 Status HeadServer::CommitTurn(const storage::WriteBatch& batch) {
   const TimeMs start = clock_.NowMs();
+  const TurnTimes::Micros start_us = TurnTimes::SteadyNow();
   Status s;
   {
     HeartbeatKeeper::Loan loan(heartbeat_keeper_);
     s = store_.Commit(batch);
   }
+  turn_times_.Committed(start_us, TurnTimes::SteadyNow());
   const TimeMs took = clock_.NowMs() - start;
   if (took > options_.runner.heartbeat_ms) {
     ++stats_.slow_store_operations;
@@ -404,6 +410,7 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
   const ClientCaller dashboard{"", "dashboard", ClientRole::kRead};
   while (!stop.load()) {
     long timeout = static_cast<long>(std::max<TimeMs>(0, NextPollMs()));
+    turn_times_.PollEntered(TurnTimes::SteadyNow(), WorkerMessageWaiting());
     try {
       zmq::poll(items, num_items, std::chrono::milliseconds(timeout));
     } catch (const zmq::error_t& e) {
@@ -411,6 +418,8 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
       if (e.num() == ETERM) break;
       return Status::IOError(std::string("poll: ") + e.what());
     }
+    turn_times_.PollReturned(TurnTimes::SteadyNow());
+    const uint64_t result_batches_before = stats_.result_batches;
     ++stats_.turns;
     if (reload_requested_.exchange(false)) ReloadAccessLists().IgnoreError();  // logged
     AnswerReadsBeforeTheTurn();
@@ -430,6 +439,7 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
                 std::move(key));
     }
     new_bindings_.clear();
+    turn_times_.Prepared(TurnTimes::SteadyNow());
     SendQueued(before_commit_);
     if (!batch.empty()) {
       Status s = CommitTurn(batch);
@@ -447,6 +457,7 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     // What those sends queued that need not wait (a failed worker's trials
     // retried elsewhere) goes now, not a poll timeout later.
     SendQueued(before_commit_);
+    turn_times_.Answered(TurnTimes::SteadyNow(), stats_.result_batches != result_batches_before);
     // After the commit that dropped their records, and after the RESTOREs
     // that stream them have opened them.
     if (checkpoint_files_ != nullptr) checkpoint_files_->RemovePending();
@@ -462,8 +473,18 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
       });
     }
     SendHeartbeats();
+    turn_times_.TurnEnded(TurnTimes::SteadyNow());
   }
   return Status::Ok();
+}
+
+bool HeadServer::WorkerMessageWaiting() {
+  // ZMQ_EVENTS reads the socket's state in process (no system call).
+  try {
+    return (workers_.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
+  } catch (const zmq::error_t&) {
+    return true;  // the bound the turn falls back to is the looser one
+  }
 }
 
 }  // namespace ztune::head

@@ -37,6 +37,7 @@
 #include "head/peer_rate_limiter.h"
 #include "head/store_thread.h"
 #include "head/trial_runner.h"
+#include "head/turn_times.h"
 #include "head/zap_handler.h"
 #include "storage/store.h"
 
@@ -92,6 +93,7 @@ struct HeadStats {
   uint64_t slow_store_operations = 0;  // longer than one heartbeat interval
   uint64_t unauthorized = 0;           // messages from keys not (or no longer) allowed
   uint64_t rate_limited = 0;           // messages and requests over their connection's budget
+  uint64_t result_batches = 0;         // RESULT messages and batches inside RESULTS
 };
 
 class HeadServer final : public CommandSink {
@@ -164,11 +166,14 @@ class HeadServer final : public CommandSink {
 
   // Receives up to a turn's bound of messages waiting on `socket` (named
   // `name` in errors) and hands each, all frames with the routing id first,
-  // to `handle`.
-  void DrainSocket(zmq::socket_t& socket, const char* name,
-                   const std::function<void(std::vector<zmq::message_t>&)>& handle);
+  // to `handle`. Returns how many it received (the bound when it stopped on
+  // it, less when the socket was empty).
+  int DrainSocket(zmq::socket_t& socket, const char* name,
+                  const std::function<void(std::vector<zmq::message_t>&)>& handle);
   void DrainWorkers();
   void DrainClients();
+  // Whether a worker message waits to be read (TurnTimes' bound).
+  bool WorkerMessageWaiting();
   // At the start of a turn, when nothing changed since the last commit:
   // drains the client socket answering reads at once (they see what that
   // commit holds) instead of after this turn's drain of up to
@@ -249,6 +254,8 @@ class HeadServer final : public CommandSink {
   void DeliverLogReply(LogRelay::Client& client, Json reply);
   // The reply to a `dashboard_login` request (docs/client-protocol.md).
   Json DashboardLoginReply(const Json& rid, const ClientCaller& caller);
+  // The reply to a `head_stats` request (docs/client-protocol.md).
+  Json HeadStatsReply(const Json& rid) const;
   void AnswerLogReads(std::vector<LogRelay::Answer> answers);
   // Queues the handling of a client request (a mutation now, a read after
   // the turn's commit; inside AnswerReadsBeforeTheTurn, a read now).
@@ -323,6 +330,8 @@ class HeadServer final : public CommandSink {
   PeerRateLimiter worker_budgets_;
   PeerRateLimiter client_budgets_;
   HeadStats stats_;
+  const TimeMs started_ms_ = clock_.NowMs();
+  TurnTimes turn_times_{TurnTimes::SteadyNow()};
   std::atomic<bool> reload_requested_{false};
   std::unique_ptr<CheckpointFiles> checkpoint_files_;  // with options_.checkpoint_dir
   std::unique_ptr<ResultsDir> results_dir_;            // with options_.results_dir

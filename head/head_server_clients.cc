@@ -135,6 +135,8 @@ void HeadServer::RouteClientRequest(const std::string& identity, Json request, b
     StartLogRead(request, LogRelay::Client{identity, rid, delimited, nullptr});
   } else if (op == "dashboard_login") {
     SendClientReply(identity, DashboardLoginReply(rid, caller), delimited);
+  } else if (op == "head_stats") {
+    SendClientReply(identity, HeadStatsReply(rid), delimited);
   } else if (std::optional<TimeMs> wait = clients_.Waits(request)) {
     if (!client_waits_.Hold(
             {identity, std::move(request), delimited, caller, clock_.NowMs() + *wait})) {
@@ -174,6 +176,23 @@ Json HeadServer::DashboardLoginReply(const Json& rid, const ClientCaller& caller
   reply["url"] = options_.http_url + "login?token=" + *token;
   reply["expires_in_s"] = dashboard_logins_->options().token_ttl_ms / 1000;
   reply["user"] = caller.name;
+  return reply;
+}
+
+Json HeadServer::HeadStatsReply(const Json& rid) const {
+  Json head{{"uptime_s", static_cast<double>(clock_.NowMs() - started_ms_) / 1000.0},
+            {"turns", stats_.turns},
+            {"commits", stats_.commits},
+            {"messages_in", stats_.messages_in},
+            {"result_batches", stats_.result_batches},
+            {"malformed", stats_.malformed},
+            {"unknown_senders", stats_.unknown_senders},
+            {"unauthorized", stats_.unauthorized},
+            {"rate_limited", stats_.rate_limited},
+            {"slow_store_operations", stats_.slow_store_operations},
+            {"times", turn_times_.ToJson()}};
+  Json reply{{"ok", true}, {"head", std::move(head)}};
+  SetReplyRid(reply, rid);
   return reply;
 }
 

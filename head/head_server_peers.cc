@@ -239,8 +239,10 @@ void HeadServer::HandleWorkerFrames(const std::string& routing_id, const std::st
           }
           payloads_.OnReply(identity, std::move(m));
         } else if constexpr (std::is_same_v<T, protocol::ResultBatch>) {
+          ++stats_.result_batches;
           runner_.HandleResultBatch(identity, std::move(body));
         } else if constexpr (std::is_same_v<T, protocol::Results>) {
+          stats_.result_batches += body.batches.size();
           for (protocol::ResultBatch& batch : body.batches) {
             runner_.HandleResultBatch(identity, std::move(batch));
           }

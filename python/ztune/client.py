@@ -98,7 +98,7 @@ MAX_REQUEST_BYTES = 16 << 20
 #: Ops that only read head state.
 READ_ONLY_OPS = frozenset(
     {"experiments", "experiment", "status", "trials", "trial", "results", "workers",
-     "checkpoint", "logs", "wait_trials"}
+     "checkpoint", "logs", "wait_trials", "head_stats"}
 )
 #: The longest a request may wait on the head (``wait_ms`` of add_trial and
 #: wait_trials; the head refuses more).
@@ -996,6 +996,15 @@ class Client:
     def workers(self) -> List[Dict[str, Any]]:
         """Every WorkerDoc the head knows, dead ones too (``alive``)."""
         return list(self.request("workers")["workers"])
+
+    def head_stats(self) -> Dict[str, Any]:
+        """The head's counters and the time histograms of its loop
+        (docs/client-protocol.md, ``head_stats``): ``{"uptime_s", "turns",
+        "commits", "messages_in", "result_batches", ..., "times": {"turn",
+        "drain", "handle", "commit", "send", "result_wait"}}``, each time a
+        ``{"count", "p50_ms", "p99_ms", "max_ms", "buckets"}`` counted since
+        the head started."""
+        return dict(self.request("head_stats")["head"])
 
     def dashboard_login(self) -> Dict[str, Any]:
         """A link to the head's web dashboard (docs/dashboard.md): ``{"url",

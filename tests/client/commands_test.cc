@@ -127,6 +127,25 @@ Json Results() {
   });
 }
 
+Json HeadStats() {
+  Json times = Json::object();
+  for (const char* phase : {"turn", "drain", "handle", "commit", "send", "result_wait"}) {
+    times[phase] = {{"count", 120},
+                    {"p50_ms", 0.7},
+                    {"p99_ms", 3.58},
+                    {"max_ms", 6.66},
+                    {"buckets", Json::array({Json::array({719, 60}), Json::array({6663, 60})})}};
+  }
+  times["result_wait"]["p99_ms"] = 41.5;
+  times["result_wait"]["max_ms"] = 45;
+  return {{"uptime_s", 12.5},         {"turns", 5000},
+          {"commits", 120},           {"messages_in", 7000},
+          {"result_batches", 6000},   {"malformed", 2},
+          {"unknown_senders", 0},     {"unauthorized", 0},
+          {"rate_limited", 1},        {"slow_store_operations", 0},
+          {"times", std::move(times)}};
+}
+
 std::map<std::string, Json> CannedOps() {
   return {
       {"status", StatusFields()},
@@ -136,6 +155,7 @@ std::map<std::string, Json> CannedOps() {
       {"trial", Json{{"trial", Trials()[0]}}},
       {"results", Json{{"trial_id", "e0001_00000"}, {"results", Results()}}},
       {"workers", Json{{"workers", Json::array({Worker()})}}},
+      {"head_stats", Json{{"head", HeadStats()}}},
       {"stop", Json{{"stopped", {"e0001_00001", "e0001_00002"}}}},
       {"submit", Json{{"experiment_id", "e0007"}, {"total_trials", 16}}},
       {"add_trial", Json{{"trial_id", "e0001_00003"}}},
@@ -328,6 +348,7 @@ TEST_F(CommandsTest, JsonOutputsParseAndCarryDocumentedFields) {
       {[](const CommandContext& c) { return RunResults(c, "e0001_00000", ResultsFormat::kJson); },
        {"trial_id", "results"}},
       {[](const CommandContext& c) { return RunWorkers(c, true); }, {"workers"}},
+      {[](const CommandContext& c) { return RunHeadStats(c, true); }, {"head"}},
       {[](const CommandContext& c) { return RunStop(c, "e0001", true); }, {"stopped"}},
       {[](const CommandContext& c) { return RunAddTrial(c, "e0001", "{\"lr\": 1}", true); },
        {"trial_id"}},
@@ -361,6 +382,14 @@ TEST_F(CommandsTest, HumanTablesRender) {
   ASSERT_EQ(RunWorkers(Ctx(), false), kExitOk);
   EXPECT_NE(out_.str().find("3/4"), std::string::npos) << out_.str();
   EXPECT_NE(out_.str().find("0.5/1"), std::string::npos) << out_.str();
+  out_.str("");
+  ASSERT_EQ(RunHeadStats(Ctx(), false), kExitOk);
+  const std::vector<std::string> head_lines = OutLines();
+  ASSERT_FALSE(head_lines.empty());
+  EXPECT_EQ(head_lines[0],
+            "Head up 12.5 s: 5000 turns, 120 commits, 7000 messages in, 6000 result batches.");
+  EXPECT_TRUE(HasLine(head_lines, "result_wait  120    0.7  41.5  45")) << out_.str();
+  EXPECT_TRUE(HasLine(head_lines, "commit       120    0.7  3.58  6.66")) << out_.str();
   out_.str("");
   ASSERT_EQ(RunTrial(Ctx(), "e0001_00000", false), kExitOk);
   EXPECT_NE(out_.str().find("model/layers: 3"), std::string::npos) << out_.str();

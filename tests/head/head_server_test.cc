@@ -456,6 +456,7 @@ struct TrainTraffic {
   size_t single_trains = 0;             // TRAIN messages
   size_t stops = 0;
   std::vector<std::string> registered_features;
+  Json head_stats;  // the head's `head_stats` reply once every trial stopped
 };
 
 // Registers one worker of 4 CPUs (announcing `features`), submits 4 noop
@@ -539,7 +540,21 @@ TrainTraffic RunFourTrials(std::vector<std::string> features) {
     }
   }
   EXPECT_EQ(traffic.stops, 4u) << "the trials did not all run to their end";
+  EXPECT_TRUE(
+      zmqutil::SendFrames(client, {protocol::kVersion, R"({"op": "head_stats", "rid": 2})"}).ok());
+  while (Clock::now() < deadline + std::chrono::seconds(10)) {
+    zmq::pollitem_t item{client.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::seconds(1));
+    auto reply = zmqutil::RecvMultipart(client);
+    if (!reply.ok() || reply->empty()) continue;
+    Json r = Json::parse(reply->back().to_string_view(), nullptr, false);
+    if (r.value("rid", 0) == 2) {
+      traffic.head_stats = std::move(r);
+      break;
+    }
+  }
   head.Stop();
+  EXPECT_EQ(head.server().stats().result_batches, 20u);
   return traffic;
 }
 
@@ -555,6 +570,32 @@ TEST(HeadServerTest, TrainsOfOneTurnGoToAWorkerInOneMessage) {
   const std::vector<size_t> last4(t.trains_messages.end() - 4, t.trains_messages.end());
   EXPECT_EQ(last4, (std::vector<size_t>{4, 4, 4, 4}));
   EXPECT_LE(t.single_trains, 4u);
+}
+
+// `head_stats` counts the turns and what they read, and how long the turns'
+// results waited in the head for their ACKs: each of the 5 rounds reached the
+// head in one RESULTS (round 1's four results may come over several turns).
+TEST(HeadServerTest, HeadStatsCountTheTurnsAndTheWaitsOfTheirResults) {
+  const TrainTraffic t = RunFourTrials({protocol::kFeatureTrains});
+  const Json& r = t.head_stats;
+  ASSERT_TRUE(r.value("ok", false)) << r.dump();
+  const Json& head = r["head"];
+  EXPECT_EQ(head["result_batches"], 20);
+  EXPECT_GE(head["messages_in"].get<uint64_t>(), 5u);
+  EXPECT_GE(head["commits"].get<uint64_t>(), 5u);
+  EXPECT_GT(head["uptime_s"].get<double>(), 0.0);
+  const Json& waits = head["times"]["result_wait"];
+  EXPECT_GE(waits["count"].get<uint64_t>(), 5u);
+  EXPECT_LE(waits["count"].get<uint64_t>(), 20u);
+  EXPECT_LE(waits["p50_ms"].get<double>(), waits["p99_ms"].get<double>());
+  EXPECT_LE(waits["p99_ms"].get<double>(), waits["max_ms"].get<double>());
+  // A turn that acknowledged results committed them: the wait covers a
+  // commit, and the commits are counted with the turns.
+  EXPECT_GE(head["times"]["commit"]["count"], head["commits"]);
+  EXPECT_GE(head["times"]["turn"]["count"], head["times"]["commit"]["count"]);
+  uint64_t in_buckets = 0;
+  for (const Json& b : waits["buckets"]) in_buckets += b[1].get<uint64_t>();
+  EXPECT_EQ(in_buckets, waits["count"].get<uint64_t>());
 }
 
 // A worker that does not announce them (an older one, the fleet simulator)

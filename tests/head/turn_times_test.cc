@@ -1,0 +1,91 @@
+// TurnTimes with synthetic marks (microseconds): the phases of a turn, and
+// the bound on how long a turn's results waited inside the head.
+#include "head/turn_times.h"
+
+#include <gtest/gtest.h>
+
+namespace ztune::head {
+namespace {
+
+// One turn: poll from `entered` to `returned`, the worker drain reads `read`
+// messages (to an empty socket unless `capped`), commit from `commit_start` to
+// `commit_end`, ACKs sent at `answered`, turn over at `ended`.
+struct Turn {
+  int64_t entered, returned;
+  bool readable;
+  uint64_t read;
+  bool capped;
+  int64_t drained, prepared, commit_start, commit_end, answered, ended;
+  bool results;
+};
+
+void Play(TurnTimes& t, const Turn& turn) {
+  t.PollEntered(turn.entered, turn.readable);
+  t.PollReturned(turn.returned);
+  t.WorkersDrained(turn.drained, turn.read, !turn.capped);
+  t.Prepared(turn.prepared);
+  if (turn.commit_end > 0) t.Committed(turn.commit_start, turn.commit_end);
+  t.Answered(turn.answered, turn.results);
+  t.TurnEnded(turn.ended);
+}
+
+TEST(TurnTimesTest, AResultThatWokeAnIdlePollWaitedFromThePollNotFromTheLastDrain) {
+  TurnTimes t(0);
+  // Idle for 500 ms in the poll: the result arrived after the poll began.
+  Play(t, {1'000, 501'000, false, 1, false, 501'100, 501'200, 501'300, 503'300, 503'400, 503'500,
+           true});
+  ASSERT_EQ(t.result_wait().count(), 1u);
+  EXPECT_EQ(t.result_wait().max_us(), 503'400 - 1'000);
+  EXPECT_EQ(t.turn().max_us(), 503'500 - 501'000);
+  EXPECT_EQ(t.commit().max_us(), 2'000);
+}
+
+TEST(TurnTimesTest, AResultWaitingAsThePollBeganMayHaveArrivedRightAfterTheLastDrain) {
+  TurnTimes t(0);
+  // Turn 1 drains to an empty socket at 10 ms and commits for 20 ms; a
+  // result arrives meanwhile, so turn 2's poll finds it waiting.
+  Play(t, {0, 100, false, 3, false, 10'000, 10'500, 10'500, 30'500, 31'000, 31'000, false});
+  Play(t, {31'000, 31'010, true, 1, false, 31'500, 31'600, 31'600, 33'600, 34'000, 34'100, true});
+  ASSERT_EQ(t.result_wait().count(), 1u);
+  EXPECT_EQ(t.result_wait().max_us(), 34'000 - 10'000);
+}
+
+TEST(TurnTimesTest, MessagesLeftByACappedDrainAreAsOldAsItsOwnBound) {
+  TurnTimes t(0);
+  // Turn 1 stops on its cap at 40 ms: what it left may have been there since
+  // the poll of turn 1 began (5 ms).
+  Play(t, {5'000, 5'010, false, 4096, true, 40'000, 41'000, 41'000, 42'000, 43'000, 43'000, true});
+  Play(t, {43'000, 43'001, true, 10, false, 44'000, 44'100, 44'100, 45'000, 46'000, 46'100, true});
+  ASSERT_EQ(t.result_wait().count(), 2u);
+  EXPECT_EQ(t.result_wait().max_us(), 46'000 - 5'000);
+  // Turn 2 emptied the socket: turn 3's messages are newer than 44 ms.
+  Play(t, {46'100, 46'101, true, 1, false, 46'200, 46'300, 46'300, 47'000, 47'100, 47'200, true});
+  EXPECT_EQ(t.result_wait().count(), 3u);
+  const int64_t smallest = t.result_wait().PercentileUs(0.0);  // 47,100 - 44,000 us
+  EXPECT_GE(smallest, 3'100);
+  EXPECT_LE(smallest, 3'100 + 3'100 / 8);
+}
+
+TEST(TurnTimesTest, TurnsThatReadNothingAndCommittedNothingAreNotCounted) {
+  TurnTimes t(0);
+  Play(t, {0, 100'000, false, 0, false, 100'010, 100'020, 0, 0, 100'030, 100'040, false});
+  EXPECT_EQ(t.turn().count(), 0u);
+  EXPECT_EQ(t.result_wait().count(), 0u);
+  // A turn that only committed (a timer's change) counts; it acknowledged no
+  // result, so it has no wait.
+  Play(t, {100'040, 200'000, false, 0, false, 200'010, 200'020, 200'020, 201'020, 201'100, 201'200,
+           false});
+  EXPECT_EQ(t.turn().count(), 1u);
+  EXPECT_EQ(t.commit().count(), 1u);
+  EXPECT_EQ(t.result_wait().count(), 0u);
+  const Json j = t.ToJson();
+  for (const char* k : {"turn", "drain", "handle", "commit", "send", "result_wait"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+  EXPECT_EQ(j["send"]["count"], 1);
+  // The send phase leaves the commit out: 201,200 - 200,020 - 1,000 us.
+  EXPECT_EQ(j["send"]["max_ms"].get<double>(), 0.18);
+}
+
+}  // namespace
+}  // namespace ztune::head
