@@ -457,7 +457,7 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     // What those sends queued that need not wait (a failed worker's trials
     // retried elsewhere) goes now, not a poll timeout later.
     SendQueued(before_commit_);
-    turn_times_.Answered(TurnTimes::SteadyNow(), stats_.result_batches != result_batches_before);
+    turn_times_.Answered(TurnTimes::SteadyNow(), stats_.result_batches - result_batches_before);
     // After the commit that dropped their records, and after the RESTOREs
     // that stream them have opened them.
     if (checkpoint_files_ != nullptr) checkpoint_files_->RemovePending();

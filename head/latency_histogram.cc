@@ -28,10 +28,11 @@ int64_t LatencyHistogram::UpperBoundUs(int bucket) {
   return (int64_t{1} << octave) + (sub + 1) * width - 1;
 }
 
-void LatencyHistogram::Record(int64_t micros) {
+void LatencyHistogram::Record(int64_t micros, uint64_t times) {
+  if (times == 0) return;
   micros = std::max<int64_t>(0, micros);
-  ++buckets_[BucketOf(micros)];
-  ++count_;
+  buckets_[BucketOf(micros)] += times;
+  count_ += times;
   max_us_ = std::max(max_us_, micros);
 }
 

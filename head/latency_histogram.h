@@ -20,8 +20,9 @@ class LatencyHistogram {
   static constexpr int kSubBuckets = 8;
   static constexpr int kBuckets = kOctaves * kSubBuckets;
 
-  // Negative durations (a clock read out of order) count as 0.
-  void Record(int64_t micros);
+  // Counts `times` values of `micros`. Negative durations (a clock read out
+  // of order) count as 0.
+  void Record(int64_t micros, uint64_t times = 1);
 
   uint64_t count() const { return count_; }
   int64_t max_us() const { return max_us_; }

@@ -15,8 +15,10 @@ void TurnTimes::PollEntered(Micros now, bool worker_readable) {
 void TurnTimes::PollReturned(Micros now) {
   poll_returned_ = now;
   drained_ = prepared_ = now;
-  // Nothing was waiting as the poll began: what it woke for came after.
-  if (!worker_readable_) unread_since_ = std::max(unread_since_, poll_entered_);
+  // Nothing was waiting as the poll began: a worker message that came during
+  // the poll woke it, so what this turn reads came at its return or later
+  // (the wake-up's delay is the system's, not counted).
+  if (!worker_readable_) unread_since_ = std::max(unread_since_, now);
   oldest_unread_ = unread_since_;
 }
 
@@ -35,8 +37,8 @@ void TurnTimes::Committed(Micros start, Micros end) {
   commit_.Record(commit_us_);
 }
 
-void TurnTimes::Answered(Micros now, bool results) {
-  if (results) result_wait_.Record(now - oldest_unread_);
+void TurnTimes::Answered(Micros now, uint64_t results) {
+  result_wait_.Record(now - oldest_unread_, results);
 }
 
 void TurnTimes::TurnEnded(Micros now) {

@@ -8,7 +8,9 @@
 // message: a drain of the worker socket that ended on an empty socket read
 // everything that had arrived, so what a later turn reads arrived after that
 // drain ended ("unread since"); and when the socket had nothing to read as
-// the loop went into its poll, it arrived after the poll began. The wait is
+// the loop went into its poll, it arrived as the poll returned or later (a
+// worker message wakes the poll; the delay of that wake-up is the system's
+// and not counted). The wait is
 // from that moment to the end of the sends after the commit, where the turn's
 // ACKs leave: the head's part of a worker's ACK latency, including the time
 // messages sat in the socket while the loop was busy, and excluding the
@@ -47,8 +49,10 @@ class TurnTimes {
   void Prepared(Micros now);
   void Committed(Micros start, Micros end);
   // The sends after the commit are done: the turn's ACKs have left.
-  // `results` is whether the turn handled result batches.
-  void Answered(Micros now, bool results);
+  // `results`: the result batches the turn handled, each counted in
+  // result_wait with the turn's bound (a result's wait, as a worker sees it,
+  // not a turn's).
+  void Answered(Micros now, uint64_t results);
   // The end of the turn (replies, dashboard reads and heartbeats sent).
   void TurnEnded(Micros now);
 

@@ -8,15 +8,15 @@ namespace ztune::head {
 namespace {
 
 // One turn: poll from `entered` to `returned`, the worker drain reads `read`
-// messages (to an empty socket unless `capped`), commit from `commit_start` to
-// `commit_end`, ACKs sent at `answered`, turn over at `ended`.
+// messages (to an empty socket unless `capped`), `results` of them result batches, commit from
+// `commit_start` to `commit_end`, ACKs sent at `answered`, turn over at `ended`.
 struct Turn {
   int64_t entered, returned;
   bool readable;
   uint64_t read;
   bool capped;
   int64_t drained, prepared, commit_start, commit_end, answered, ended;
-  bool results;
+  uint64_t results;  // result batches handled
 };
 
 void Play(TurnTimes& t, const Turn& turn) {
@@ -29,13 +29,13 @@ void Play(TurnTimes& t, const Turn& turn) {
   t.TurnEnded(turn.ended);
 }
 
-TEST(TurnTimesTest, AResultThatWokeAnIdlePollWaitedFromThePollNotFromTheLastDrain) {
+TEST(TurnTimesTest, AResultThatWokeAnIdlePollWaitedFromItsReturnNotFromTheLastDrain) {
   TurnTimes t(0);
-  // Idle for 500 ms in the poll: the result arrived after the poll began.
-  Play(t, {1'000, 501'000, false, 1, false, 501'100, 501'200, 501'300, 503'300, 503'400, 503'500,
-           true});
+  // Idle for 500 ms in the poll: the result woke it.
+  Play(t,
+       {1'000, 501'000, false, 1, false, 501'100, 501'200, 501'300, 503'300, 503'400, 503'500, 1});
   ASSERT_EQ(t.result_wait().count(), 1u);
-  EXPECT_EQ(t.result_wait().max_us(), 503'400 - 1'000);
+  EXPECT_EQ(t.result_wait().max_us(), 503'400 - 501'000);
   EXPECT_EQ(t.turn().max_us(), 503'500 - 501'000);
   EXPECT_EQ(t.commit().max_us(), 2'000);
 }
@@ -44,8 +44,8 @@ TEST(TurnTimesTest, AResultWaitingAsThePollBeganMayHaveArrivedRightAfterTheLastD
   TurnTimes t(0);
   // Turn 1 drains to an empty socket at 10 ms and commits for 20 ms; a
   // result arrives meanwhile, so turn 2's poll finds it waiting.
-  Play(t, {0, 100, false, 3, false, 10'000, 10'500, 10'500, 30'500, 31'000, 31'000, false});
-  Play(t, {31'000, 31'010, true, 1, false, 31'500, 31'600, 31'600, 33'600, 34'000, 34'100, true});
+  Play(t, {0, 100, false, 3, false, 10'000, 10'500, 10'500, 30'500, 31'000, 31'000, 0});
+  Play(t, {31'000, 31'010, true, 1, false, 31'500, 31'600, 31'600, 33'600, 34'000, 34'100, 1});
   ASSERT_EQ(t.result_wait().count(), 1u);
   EXPECT_EQ(t.result_wait().max_us(), 34'000 - 10'000);
 }
@@ -53,28 +53,33 @@ TEST(TurnTimesTest, AResultWaitingAsThePollBeganMayHaveArrivedRightAfterTheLastD
 TEST(TurnTimesTest, MessagesLeftByACappedDrainAreAsOldAsItsOwnBound) {
   TurnTimes t(0);
   // Turn 1 stops on its cap at 40 ms: what it left may have been there since
-  // the poll of turn 1 began (5 ms).
-  Play(t, {5'000, 5'010, false, 4096, true, 40'000, 41'000, 41'000, 42'000, 43'000, 43'000, true});
-  Play(t, {43'000, 43'001, true, 10, false, 44'000, 44'100, 44'100, 45'000, 46'000, 46'100, true});
-  ASSERT_EQ(t.result_wait().count(), 2u);
-  EXPECT_EQ(t.result_wait().max_us(), 46'000 - 5'000);
+  // the poll of turn 1 returned (5.01 ms).
+  Play(t, {5'000, 5'010, false, 4096, true, 40'000, 41'000, 41'000, 42'000, 43'000, 43'000, 4096});
+  Play(t, {43'000, 43'001, true, 10, false, 44'000, 44'100, 44'100, 45'000, 46'000, 46'100, 10});
+  // Each result counts: 4,096 waited up to 38 ms, 10 up to 41 ms.
+  ASSERT_EQ(t.result_wait().count(), 4106u);
+  EXPECT_EQ(t.result_wait().max_us(), 46'000 - 5'010);
   // Turn 2 emptied the socket: turn 3's messages are newer than 44 ms.
-  Play(t, {46'100, 46'101, true, 1, false, 46'200, 46'300, 46'300, 47'000, 47'100, 47'200, true});
-  EXPECT_EQ(t.result_wait().count(), 3u);
+  Play(t, {46'100, 46'101, true, 1, false, 46'200, 46'300, 46'300, 47'000, 47'100, 47'200, 1});
+  EXPECT_EQ(t.result_wait().count(), 4107u);
   const int64_t smallest = t.result_wait().PercentileUs(0.0);  // 47,100 - 44,000 us
   EXPECT_GE(smallest, 3'100);
   EXPECT_LE(smallest, 3'100 + 3'100 / 8);
+  // The median result is one of the first turn's 4,096.
+  const int64_t median = t.result_wait().PercentileUs(0.5);
+  EXPECT_GE(median, 37'990);
+  EXPECT_LE(median, 37'990 + 37'990 / 8);
 }
 
 TEST(TurnTimesTest, TurnsThatReadNothingAndCommittedNothingAreNotCounted) {
   TurnTimes t(0);
-  Play(t, {0, 100'000, false, 0, false, 100'010, 100'020, 0, 0, 100'030, 100'040, false});
+  Play(t, {0, 100'000, false, 0, false, 100'010, 100'020, 0, 0, 100'030, 100'040, 0});
   EXPECT_EQ(t.turn().count(), 0u);
   EXPECT_EQ(t.result_wait().count(), 0u);
   // A turn that only committed (a timer's change) counts; it acknowledged no
   // result, so it has no wait.
   Play(t, {100'040, 200'000, false, 0, false, 200'010, 200'020, 200'020, 201'020, 201'100, 201'200,
-           false});
+           0});
   EXPECT_EQ(t.turn().count(), 1u);
   EXPECT_EQ(t.commit().count(), 1u);
   EXPECT_EQ(t.result_wait().count(), 0u);
