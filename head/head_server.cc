@@ -14,6 +14,11 @@ namespace ztune::head {
 namespace {
 // Bounds one turn's intake so that a flood cannot starve commits and timers.
 constexpr int kMaxMessagesPerTurn = 4096;
+// Bounds a turn's drain of the worker socket in time as well: the results
+// read first in a turn wait for the whole drain before the commit that ACKs
+// them. A burst of results from 1,000 workers filled drains of 4,096 messages
+// that took 65-115 ms (docs/benchmarks.md, fleet, head_stats).
+constexpr int64_t kMaxWorkerDrainUs = 10'000;
 // Client frames up to this size are read (and answered "too large" above the
 // request limit); larger ones close the connection.
 constexpr int64_t kClientSocketCapBytes = 256LL << 20;
@@ -255,24 +260,34 @@ void HeadServer::SendFramesToConnection(const std::string& routing_id,
 
 void HeadServer::WarnRateLimited(const std::string& what) { peer_warnings_.Warn(what); }
 
-int HeadServer::DrainSocket(zmq::socket_t& socket, const char* name,
-                            const std::function<void(std::vector<zmq::message_t>&)>& handle) {
-  int n = 0;
-  for (; n < kMaxMessagesPerTurn; ++n) {
+HeadServer::Drained HeadServer::DrainSocket(
+    zmq::socket_t& socket, const char* name,
+    const std::function<void(std::vector<zmq::message_t>&)>& handle, int64_t max_us) {
+  const TurnTimes::Micros deadline = max_us > 0 ? TurnTimes::SteadyNow() + max_us : 0;
+  Drained drained;
+  while (drained.read < kMaxMessagesPerTurn) {
+    if (deadline > 0 && drained.read > 0 && TurnTimes::SteadyNow() >= deadline) return drained;
     auto parts = zmqutil::RecvMultipart(socket);
     if (!parts.ok()) {
       spdlog::error("{} socket: {}", name, parts.status().ToString());
-      return n;
+      drained.emptied = true;  // nothing more to read this turn
+      return drained;
     }
-    if (parts->empty()) return n;
+    if (parts->empty()) {
+      drained.emptied = true;
+      return drained;
+    }
+    ++drained.read;
     ++stats_.messages_in;
     handle(*parts);
   }
-  return n;
+  return drained;
 }
 
 void HeadServer::DrainWorkers() {
-  const int read = DrainSocket(workers_, "worker", [this](std::vector<zmq::message_t>& parts) {
+  const Drained drained = DrainSocket(
+      workers_, "worker",
+      [this](std::vector<zmq::message_t>& parts) {
     std::vector<std::string_view> views;
     views.reserve(parts.size());
     for (const auto& p : parts) views.emplace_back(static_cast<const char*>(p.data()), p.size());
@@ -290,9 +305,10 @@ void HeadServer::DrainWorkers() {
       return;
     }
     HandleWorkerFrames(routing_id, key, std::span<const std::string_view>(views).subspan(1));
-  });
-  turn_times_.WorkersDrained(TurnTimes::SteadyNow(), static_cast<uint64_t>(read),
-                             read < kMaxMessagesPerTurn);
+  },
+      kMaxWorkerDrainUs);
+  turn_times_.WorkersDrained(TurnTimes::SteadyNow(), static_cast<uint64_t>(drained.read),
+                             drained.emptied);
 }
 
 TimeMs HeadServer::NextPollMs() {

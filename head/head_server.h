@@ -164,12 +164,19 @@ class HeadServer final : public CommandSink {
     std::string key;
   };
 
+  // What a drain of a socket read, and whether it stopped on an empty socket
+  // (not on a bound).
+  struct Drained {
+    int read = 0;
+    bool emptied = false;
+  };
   // Receives up to a turn's bound of messages waiting on `socket` (named
-  // `name` in errors) and hands each, all frames with the routing id first,
-  // to `handle`. Returns how many it received (the bound when it stopped on
-  // it, less when the socket was empty).
-  int DrainSocket(zmq::socket_t& socket, const char* name,
-                  const std::function<void(std::vector<zmq::message_t>&)>& handle);
+  // `name` in errors), for at most `max_us` microseconds when positive (at
+  // least one message), and hands each, all frames with the routing id
+  // first, to `handle`.
+  Drained DrainSocket(zmq::socket_t& socket, const char* name,
+                      const std::function<void(std::vector<zmq::message_t>&)>& handle,
+                      int64_t max_us = 0);
   void DrainWorkers();
   void DrainClients();
   // Whether a worker message waits to be read (TurnTimes' bound).
