@@ -12,7 +12,11 @@ Scenarios:
            ACK, i.e. arrival to durable commit plus both socket hops and the
            fleet's own queueing), results acknowledged per second, the longest
            silence of the head any registered worker saw, silence reconnects
-           (missed heartbeats), the head's CPU; in the second, the latency of
+           (missed heartbeats), the head's CPU; the head's own figures
+           (head_stats: how long results waited in the head for their ACK,
+           its turns and their phases); per thread kind of the head and of
+           the fleet, CPU and time spent runnable but waiting for a core
+           (/proc schedstat); in the second, the latency of
            `status EXP` (one page of 100 trials), `trials EXP` (a page of 100
            at a random offset) and `experiments`, timed one after another.
   restart  T trials run; once all are RUNNING the head is killed -9 and
@@ -104,6 +108,35 @@ def head_times_between(start, end):
     """The head's own figures for a window, from head_stats at its ends."""
     return {phase: histogram_between(start["times"][phase], end["times"][phase])
             for phase in end["times"]}
+
+
+def thread_times(pid):
+    """{thread kind: [on-CPU ns, runnable-but-waiting ns]} of a process's
+    threads from /proc/PID/task/*/schedstat: "loop" (the main thread),
+    "zmq io", "other"."""
+    times = {"loop": [0, 0], "zmq io": [0, 0], "other": [0, 0]}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                run_ns, wait_ns = (int(x) for x in f.read().split()[:2])
+        except OSError:  # the thread ended
+            continue
+        kind = ("loop" if int(tid) == pid else
+                "zmq io" if comm.startswith("ZMQbg/IO") else "other")
+        times[kind][0] += run_ns
+        times[kind][1] += wait_ns
+    return times
+
+
+def thread_share(start, end, seconds):
+    """Per thread kind, CPU and run-queue wait in seconds per second between
+    two thread_times(): how much a thread ran, and how long it was ready to
+    run but another process (or thread) had the core."""
+    return {kind: {"cpu": round((end[kind][0] - start[kind][0]) / 1e9 / seconds, 3),
+                   "runqueue_wait": round((end[kind][1] - start[kind][1]) / 1e9 / seconds, 3)}
+            for kind in end}
 
 
 def proc_cpu_s(pid):
@@ -325,10 +358,15 @@ def steady(args, c):
             reader.start()
         w0, cpu0 = time.monotonic(), proc_cpu_s(c.head.pid)
         fleet_cpu0 = proc_cpu_s(c.fleet.pid)
+        head_threads0, fleet_threads0 = thread_times(c.head.pid), thread_times(c.fleet.pid)
         time.sleep(args.window_s)
         seconds = time.monotonic() - w0
         window = {"client_reads": with_reads, "seconds": round(seconds, 2),
-                  "head_cpu_s_per_s": round((proc_cpu_s(c.head.pid) - cpu0) / seconds, 3)}
+                  "head_cpu_s_per_s": round((proc_cpu_s(c.head.pid) - cpu0) / seconds, 3),
+                  "head_threads_s_per_s": thread_share(
+                      head_threads0, thread_times(c.head.pid), seconds),
+                  "fleet_threads_s_per_s": thread_share(
+                      fleet_threads0, thread_times(c.fleet.pid), seconds)}
         if reader:
             window["reads_ms"] = reader.result()
         start, end = c.window_stats[-1], c.next_window()
