@@ -16,8 +16,8 @@ namespace {
 constexpr int kMaxMessagesPerTurn = 4096;
 // Bounds a turn's drain of the worker socket in time as well: the results
 // read first in a turn wait for the whole drain before the commit that ACKs
-// them. A burst of results from 1,000 workers filled drains of 4,096 messages
-// that took 65-115 ms (docs/benchmarks.md, fleet, head_stats).
+// them. A burst of results from 1,000 simulated workers filled drains of
+// 4,096 messages that took 45-180 ms (docs/benchmarks.md, fleet, head_stats).
 constexpr int64_t kMaxWorkerDrainUs = 10'000;
 // Client frames up to this size are read (and answered "too large" above the
 // request limit); larger ones close the connection.
@@ -285,9 +285,7 @@ HeadServer::Drained HeadServer::DrainSocket(
 }
 
 void HeadServer::DrainWorkers() {
-  const Drained drained = DrainSocket(
-      workers_, "worker",
-      [this](std::vector<zmq::message_t>& parts) {
+  auto handle = [this](std::vector<zmq::message_t>& parts) {
     std::vector<std::string_view> views;
     views.reserve(parts.size());
     for (const auto& p : parts) views.emplace_back(static_cast<const char*>(p.data()), p.size());
@@ -305,8 +303,8 @@ void HeadServer::DrainWorkers() {
       return;
     }
     HandleWorkerFrames(routing_id, key, std::span<const std::string_view>(views).subspan(1));
-  },
-      kMaxWorkerDrainUs);
+  };
+  const Drained drained = DrainSocket(workers_, "worker", handle, kMaxWorkerDrainUs);
   turn_times_.WorkersDrained(TurnTimes::SteadyNow(), static_cast<uint64_t>(drained.read),
                              drained.emptied);
 }

@@ -25,7 +25,8 @@ void TurnTimes::PollReturned(Micros now) {
 void TurnTimes::WorkersDrained(Micros now, uint64_t read, bool emptied) {
   drained_ = prepared_ = now;
   read_ = read;
-  // A drain cut by its cap left messages as old as the bound it began with.
+  // A drain cut by a bound (messages, time) left messages as old as the
+  // bound it began with.
   if (emptied) unread_since_ = now;
 }
 

@@ -265,6 +265,19 @@ class CurveClusterTest(unittest.TestCase):
         self.assertIn("role read", e.exception.message)
         self.assertEqual(len(reader.experiments()), before)
 
+    def test_any_role_reads_the_head_stats_and_the_cli_shows_them(self):
+        stats = self.client(self.read_key).head_stats()
+        self.assertGreater(stats["turns"], 0)
+        self.assertGreater(stats["messages_in"], 0)
+        self.assertEqual(set(stats["times"]),
+                         {"turn", "drain", "handle", "commit", "send", "result_wait"})
+        for h in stats["times"].values():
+            self.assertEqual(sum(n for _, n in h["buckets"]), h["count"])
+        out = self.cli("head-stats", key=self.read_key)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertTrue(out.stdout.startswith("Head up "), out.stdout)
+        self.assertIn("result_wait", out.stdout)
+
     def test_head_errors_carry_code_and_message(self):
         for call in (lambda: self.admin.experiment("e9999"),
                      lambda: self.admin.status("e9999"),
