@@ -10,11 +10,12 @@
 // drain ended ("unread since"); and when the socket had nothing to read as
 // the loop went into its poll, it arrived as the poll returned or later (a
 // worker message wakes the poll; the delay of that wake-up is the system's
-// and not counted). The wait is
-// from that moment to the end of the sends after the commit, where the turn's
-// ACKs leave: the head's part of a worker's ACK latency, including the time
-// messages sat in the socket while the loop was busy, and excluding the
-// network and the worker.
+// and not counted). The wait is from that moment to the end of the sends
+// after the commit, where the turn's ACKs leave: the head's part of a
+// worker's ACK latency, including the time messages sat in the socket while
+// the loop was busy, and excluding the network and the worker. Every result
+// of a turn takes the bound of its oldest, so after a drain cut by a bound
+// the figure is looser than the truth.
 #pragma once
 
 #include <chrono>
