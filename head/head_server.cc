@@ -424,7 +424,7 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
   const ClientCaller dashboard{"", "dashboard", ClientRole::kRead};
   while (!stop.load()) {
     long timeout = static_cast<long>(std::max<TimeMs>(0, NextPollMs()));
-    turn_times_.PollEntered(TurnTimes::SteadyNow(), WorkerMessageWaiting());
+    turn_times_.PollEntered(WorkerMessageWaiting());
     try {
       zmq::poll(items, num_items, std::chrono::milliseconds(timeout));
     } catch (const zmq::error_t& e) {
@@ -493,7 +493,8 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
 }
 
 bool HeadServer::WorkerMessageWaiting() {
-  // ZMQ_EVENTS reads the socket's state in process (no system call).
+  // ZMQ_EVENTS processes the socket's pending commands first (at most a
+  // non-blocking poll of its mailbox), so it sees what has arrived.
   try {
     return (workers_.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
   } catch (const zmq::error_t&) {

@@ -4,8 +4,7 @@
 
 namespace ztune::head {
 
-void TurnTimes::PollEntered(Micros now, bool worker_readable) {
-  poll_entered_ = now;
+void TurnTimes::PollEntered(bool worker_readable) {
   worker_readable_ = worker_readable;
   read_ = 0;
   committed_ = false;

@@ -41,7 +41,7 @@ class TurnTimes {
 
   // The loop is about to poll; `worker_readable` is whether the worker
   // socket had a message waiting at that moment.
-  void PollEntered(Micros now, bool worker_readable);
+  void PollEntered(bool worker_readable);
   void PollReturned(Micros now);
   // The worker drain ended: `read` messages, `emptied` when it stopped on an
   // empty socket (not on its per-turn cap).
@@ -71,12 +71,10 @@ class TurnTimes {
   // The earliest moment a message not yet read can have arrived.
   Micros unread_since_;
   // This turn's marks.
-  Micros poll_entered_ = 0;
   bool worker_readable_ = false;
   Micros poll_returned_ = 0;
   Micros drained_ = 0;
   Micros prepared_ = 0;
-  Micros answered_ = 0;
   uint64_t read_ = 0;
   bool committed_ = false;
   Micros commit_us_ = 0;

@@ -11,7 +11,7 @@ namespace {
 // messages (to an empty socket unless `capped`), `results` of them result batches, commit from
 // `commit_start` to `commit_end`, ACKs sent at `answered`, turn over at `ended`.
 struct Turn {
-  int64_t entered, returned;
+  int64_t entered, returned;  // `entered` tells the scenario; TurnTimes needs only `readable`
   bool readable;
   uint64_t read;
   bool capped;
@@ -20,7 +20,7 @@ struct Turn {
 };
 
 void Play(TurnTimes& t, const Turn& turn) {
-  t.PollEntered(turn.entered, turn.readable);
+  t.PollEntered(turn.readable);
   t.PollReturned(turn.returned);
   t.WorkersDrained(turn.drained, turn.read, !turn.capped);
   t.Prepared(turn.prepared);
