@@ -9,6 +9,7 @@
 #include <msgpack.hpp>
 
 #include "common/protocol/msgpack_io.h"
+#include "common/protocol/results_in_place.h"
 #include "common/utf8.h"
 
 namespace ztune::protocol {
@@ -323,7 +324,11 @@ std::vector<std::string> Encode(const ResultBatch& batch) {
   return EncodeBody(kIndex, batch, kNoPayload);
 }
 
-Result<Message> Decode(std::span<const std::string_view> frames) {
+namespace {
+
+enum class Path { kInPlaceFirst, kGeneral };
+
+Result<Message> DecodeFrames(std::span<const std::string_view> frames, Path path) {
   if (frames.size() < 3 || frames.size() > 4) {
     return Status::InvalidArgument("expected 3 or 4 frames, got " + std::to_string(frames.size()));
   }
@@ -336,23 +341,40 @@ Result<Message> Decode(std::span<const std::string_view> frames) {
   if (command == 0 || command > std::variant_size_v<Body>) {
     return Status::InvalidArgument("unknown command byte " + std::to_string(command));
   }
-  ASSIGN_OR_RETURN(Unpacked oh, Unpack(frames[2]));
-  if (oh.get().type != msgpack::type::MAP) {
-    return Status::InvalidArgument(std::string(CommandNameByByte(command)) +
-                                   ": header must be a msgpack map");
+  std::optional<Body> in_place;
+  if (path == Path::kInPlaceFirst) in_place = DecodeResultsInPlace(command - 1, frames[2]);
+  Message m;
+  if (in_place) {
+    m.body = std::move(*in_place);
+  } else {
+    ASSIGN_OR_RETURN(Unpacked oh, Unpack(frames[2]));
+    if (oh.get().type != msgpack::type::MAP) {
+      return Status::InvalidArgument(std::string(CommandNameByByte(command)) +
+                                     ": header must be a msgpack map");
+    }
+    auto body = DecodeByIndex(command - 1, oh.get());
+    if (!body.ok()) {
+      return Status::InvalidArgument(std::string(CommandNameByByte(command)) + ": " +
+                                     body.status().message());
+    }
+    m.body = std::move(body).value();
   }
-  auto body = DecodeByIndex(command - 1, oh.get());
-  if (!body.ok()) {
-    return Status::InvalidArgument(std::string(CommandNameByByte(command)) + ": " +
-                                   body.status().message());
-  }
-  Message m{std::move(body).value(), {}};
   if (frames.size() == 4) m.payload.assign(frames[3]);
   if (std::holds_alternative<Chunk>(m.body) && m.payload.empty()) {
     return Status::InvalidArgument("CHUNK: the payload frame is missing or empty");
   }
   RETURN_IF_ERROR(CheckCoalesced(m.body));
   return m;
+}
+
+}  // namespace
+
+Result<Message> Decode(std::span<const std::string_view> frames) {
+  return DecodeFrames(frames, Path::kInPlaceFirst);
+}
+
+Result<Message> DecodeGeneral(std::span<const std::string_view> frames) {
+  return DecodeFrames(frames, Path::kGeneral);
 }
 
 Result<Message> Decode(const std::vector<std::string>& frames) {

@@ -1,6 +1,7 @@
 // The msgpack codec for head <-> worker messages. With msgpack_io.h (the
-// msgpack layer under it) and result_view.h (which reads the results it
-// decodes) the only place that knows msgpack; every
+// msgpack layer under it), results_in_place.h (RESULT and RESULTS headers
+// read without it) and result_view.h (which reads the results it decodes)
+// the only place that knows msgpack; every
 // msgpack exception is caught here and becomes a Status.
 // Stateless and thread-safe.
 #pragma once
@@ -45,6 +46,10 @@ class ResultsWriter {
 // required keys are present with the right types; unknown keys ignored) and the
 // frame count. InvalidArgument names what is wrong; never throws.
 Result<Message> Decode(std::span<const std::string_view> frames);
+
+// Decode without its in-place path for RESULT and RESULTS headers
+// (results_in_place.h): the reference that path is tested against.
+Result<Message> DecodeGeneral(std::span<const std::string_view> frames);
 
 // Convenience for tests: decode owned frames.
 Result<Message> Decode(const std::vector<std::string>& frames);

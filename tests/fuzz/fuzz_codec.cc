@@ -12,7 +12,9 @@
 // a worker's ResultsWriter must write what Encode writes for the same
 // batches; and a decoded result must read the same through ResultView as
 // through a DOM:
-// the JSON text the head stores for it equals the DOM's dump().
+// the JSON text the head stores for it equals the DOM's dump(). Decode, which
+// reads RESULT and RESULTS headers in place when it can, must answer exactly
+// what the general decoder answers (the same body, or the same error).
 // A violation aborts, which libFuzzer reports as a crash.
 #include <algorithm>
 #include <cstddef>
@@ -66,6 +68,17 @@ std::vector<std::string_view> SplitFrames(const uint8_t* data, size_t size) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string_view> frames = SplitFrames(data, size);
   auto decoded = Decode(std::span<const std::string_view>(frames));
+  auto general = ztune::protocol::DecodeGeneral(std::span<const std::string_view>(frames));
+  if (decoded.ok() != general.ok()) {
+    Fail("the in-place decode and the general one disagree",
+         decoded.ok() ? general.status().ToString() : decoded.status().ToString());
+  }
+  if (!decoded.ok() && decoded.status().message() != general.status().message()) {
+    Fail("the two decodes refuse differently", decoded.status().ToString());
+  }
+  if (decoded.ok() && Encode(*decoded) != Encode(*general)) {
+    Fail("the two decodes give different bodies", ztune::protocol::CommandName(decoded->body));
+  }
   if (decoded.ok()) {
     (void)ztune::protocol::CommandName(decoded->body);
     std::vector<std::string> encoded = Encode(*decoded);
