@@ -1,6 +1,10 @@
 #include "head/head_server.h"
 
+#include <poll.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include <spdlog/spdlog.h>
@@ -147,6 +151,12 @@ Status HeadServer::Start() {
   RETURN_IF_ERROR(zmqutil::Bind(client_socket_, options_.client_endpoint));
   ASSIGN_OR_RETURN(bound_worker_endpoint_, zmqutil::LastEndpoint(workers_));
   ASSIGN_OR_RETURN(bound_client_endpoint_, zmqutil::LastEndpoint(client_socket_));
+  try {
+    worker_fd_ = workers_.get(zmq::sockopt::fd);
+    client_fd_ = client_socket_.get(zmq::sockopt::fd);
+  } catch (const zmq::error_t& e) {
+    return Status::IOError(std::string("the sockets' descriptors: ") + e.what());
+  }
   if (!options_.endpoints_file.empty()) {
     std::string tmp = options_.endpoints_file + ".tmp";
     {
@@ -415,34 +425,29 @@ Status HeadServer::WaitForSpace(const storage::WriteBatch& batch, Status refused
 }
 
 Status HeadServer::Run(const std::atomic<bool>& stop) {
-  zmq::pollitem_t items[] = {
-      {workers_.handle(), 0, ZMQ_POLLIN, 0},
-      {client_socket_.handle(), 0, ZMQ_POLLIN, 0},
-      {nullptr, loop_reads_ != nullptr ? loop_reads_->wake_fd() : -1, ZMQ_POLLIN, 0}};
-  const size_t num_items = loop_reads_ != nullptr ? 3 : 2;
+  const int wake_fd = loop_reads_ != nullptr ? loop_reads_->wake_fd() : -1;
   // The dashboard reads as a caller of the read role: it can change nothing.
   const ClientCaller dashboard{"", "dashboard", ClientRole::kRead};
   while (!stop.load()) {
     long timeout = static_cast<long>(std::max<TimeMs>(0, NextPollMs()));
-    turn_times_.PollEntered(WorkerMessageWaiting());
-    try {
-      zmq::poll(items, num_items, std::chrono::milliseconds(timeout));
-    } catch (const zmq::error_t& e) {
-      if (e.num() == EINTR) continue;
-      if (e.num() == ETERM) break;
-      return Status::IOError(std::string("poll: ") + e.what());
-    }
+    Result<Input> waited = WaitForInput(timeout, wake_fd);
+    if (!waited.ok()) return waited.status();
+    const Input input = *waited;
+    if (input.terminated) break;
+    if (input.interrupted) continue;
     turn_times_.PollReturned(TurnTimes::SteadyNow());
     const uint64_t result_batches_before = stats_.result_batches;
     ++stats_.turns;
     if (reload_requested_.exchange(false)) ReloadAccessLists().IgnoreError();  // logged
-    AnswerReadsBeforeTheTurn();
-    DrainWorkers();
+    if (input.clients) AnswerReadsBeforeTheTurn();
+    if (input.workers) DrainWorkers();
     // Held requests first: an add_trial that waited takes a free slot before
     // one that has just arrived.
     ReleaseClientWaits();
     QueueKeptClientRequests();
-    DrainClients();
+    // A request that comes after the check is read by the next turn, which
+    // then does not block.
+    if (input.clients) DrainClients();
     AnswerLogReads(log_relay_.TakeUnanswerable(runner_.registry()));
     runner_.Tick();
     DropStreamsOfDeadWorkers();
@@ -492,14 +497,34 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
   return Status::Ok();
 }
 
-bool HeadServer::WorkerMessageWaiting() {
-  // ZMQ_EVENTS processes the socket's pending commands first (at most a
-  // non-blocking poll of its mailbox), so it sees what has arrived.
+Result<HeadServer::Input> HeadServer::WaitForInput(long timeout_ms, int wake_fd) {
+  Input in;
   try {
-    return (workers_.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
-  } catch (const zmq::error_t&) {
-    return true;  // the bound the turn falls back to is the looser one
+    in.workers = (workers_.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
+    in.clients = (client_socket_.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
+  } catch (const zmq::error_t& e) {
+    if (e.num() == ETERM) {
+      in.terminated = true;
+      return in;
+    }
+    return Status::IOError(std::string("poll: ") + e.what());
   }
+  turn_times_.PollEntered(in.workers);
+  if (in.workers || in.clients || timeout_ms == 0) return in;
+  pollfd fds[3] = {{worker_fd_, POLLIN, 0}, {client_fd_, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+  const int n = ::poll(fds, wake_fd >= 0 ? 3 : 2, static_cast<int>(timeout_ms));
+  if (n < 0) {
+    if (errno == EINTR) {
+      in.interrupted = true;
+      return in;
+    }
+    return Status::IOError(std::string("poll: ") + std::strerror(errno));
+  }
+  // A signal is a command for the socket: a message, or only a change of
+  // one of its pipes (the drain then reads nothing).
+  in.workers = fds[0].revents != 0;
+  in.clients = fds[1].revents != 0;
+  return in;
 }
 
 }  // namespace ztune::head

@@ -179,8 +179,24 @@ class HeadServer final : public CommandSink {
                       int64_t max_us = 0);
   void DrainWorkers();
   void DrainClients();
-  // Whether a worker message waits to be read (TurnTimes' bound).
-  bool WorkerMessageWaiting();
+  // What a turn has to read.
+  struct Input {
+    bool workers = false;      // a worker message may be waiting
+    bool clients = false;      // a client message may be waiting
+    bool interrupted = false;  // poll(2) was interrupted: nothing is known
+    bool terminated = false;   // the ZeroMQ context is shutting down
+  };
+  // Waits, for up to `timeout_ms`, until a socket has a message or
+  // `wake_fd` (the loop reads' eventfd, -1 without) is readable. As
+  // zmq_poll does, but with fewer system calls, each a microsecond on a
+  // VM (libzmq polls a socket's command mailbox, and calls getpid, on every
+  // check that finds it empty; zmq_poll checks each socket twice or four
+  // times, and blocks in between): ZMQ_EVENTS of each socket once, which
+  // processes the commands the turn's sends left (ZMQ_FD only signals what
+  // comes after that), and poll(2) on the two ZMQ_FDs and `wake_fd` only
+  // when neither socket has a message. A socket whose descriptor did not
+  // signal got nothing since its check: the turn does not read it.
+  Result<Input> WaitForInput(long timeout_ms, int wake_fd);
   // At the start of a turn, when nothing changed since the last commit:
   // drains the client socket answering reads at once (they see what that
   // commit holds) instead of after this turn's drain of up to
@@ -296,6 +312,9 @@ class HeadServer final : public CommandSink {
   ZapHandler zap_;
   zmq::socket_t workers_;
   zmq::socket_t client_socket_;
+  // Their ZMQ_FDs (WaitForInput), set by Start.
+  int worker_fd_ = -1;
+  int client_fd_ = -1;
   std::string bound_worker_endpoint_;
   std::string bound_client_endpoint_;
 
