@@ -503,10 +503,10 @@ Result<HeadServer::Input> HeadServer::WaitForInput(long timeout_ms, int wake_fd)
     in.workers = (workers_.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
     in.clients = (client_socket_.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
   } catch (const zmq::error_t& e) {
-    if (e.num() == ETERM) {
-      in.terminated = true;
-      return in;
-    }
+    // A signal (SIGHUP's reload, SIGTERM) can land in libzmq's mailbox check.
+    in.interrupted = e.num() == EINTR;
+    in.terminated = e.num() == ETERM;
+    if (in.interrupted || in.terminated) return in;
     return Status::IOError(std::string("poll: ") + e.what());
   }
   turn_times_.PollEntered(in.workers);

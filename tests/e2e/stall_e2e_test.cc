@@ -47,6 +47,30 @@ TEST(StallE2ETest, AHeadStoppedForFiveSecondsFailsNoTrial) {
   EXPECT_FALSE(Contains(head_log, "died:")) << cluster.Logs();
 }
 
+// Signals interrupt the loop's system calls wherever it is, not only in its
+// blocking poll: in libzmq's mailbox checks (ZMQ_EVENTS) too, which then fail
+// with EINTR. A head busy with short steps takes a flood of SIGHUPs (a reload
+// each) without stopping, finishes every trial, and stops cleanly on SIGTERM.
+TEST(StallE2ETest, AHeadFloodedWithSignalsKeepsRunning) {
+  LocalCluster cluster("stall-signals");
+  ASSERT_TRUE(cluster.StartHeadAndWorkers({"w0", "w1"}, 4)) << cluster.Logs();
+  const int64_t kIterations = 3000;
+  std::string exp = SubmitSpec(cluster, R"({"trainable": "noop", "num_samples": 8,
+      "stop": {"training_iteration": 3000}})",
+                               "signals");
+  ASSERT_FALSE(exp.empty());
+  // Many short turns, each starting with the mailbox checks, while signals
+  // come every half millisecond.
+  for (int i = 0; i < 4000 && cluster.head().Running(); ++i) {
+    cluster.head().Signal(SIGHUP);
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  ASSERT_TRUE(cluster.head().Running()) << cluster.Logs();
+  ASSERT_TRUE(WaitFinished(cluster, exp, 60)) << cluster.Logs();
+  ExpectAllTerminatedOnce(cluster, exp, 8, kIterations);
+  EXPECT_EQ(cluster.head().Stop(), 0) << cluster.Logs();
+}
+
 // Raw client-protocol pollers (docs/client-protocol.md), one DEALER each.
 class Pollers {
  public:
