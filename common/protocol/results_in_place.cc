@@ -29,38 +29,9 @@ class Reader {
   const char* data(size_t pos) const { return reinterpret_cast<const char*>(p_ + pos); }
 
   // A map header of any width.
-  bool Map(uint32_t* count) {
-    uint8_t tag = 0;
-    if (!Tag(&tag)) return false;
-    uint64_t c = 0;
-    if (tag >= 0x80 && tag <= 0x8f) {
-      c = tag & 0x0f;
-    } else if (tag == 0xde || tag == 0xdf) {
-      if (!BigEndian(tag == 0xde ? 2 : 4, &c)) return false;
-    } else {
-      return false;
-    }
-    if (c > max_map_) return false;
-    *count = static_cast<uint32_t>(c);
-    return true;
-  }
-
+  bool Map(uint32_t* count) { return Container(0x80, 0xde, max_map_, count); }
   // An array header of any width.
-  bool Array(uint32_t* count) {
-    uint8_t tag = 0;
-    if (!Tag(&tag)) return false;
-    uint64_t c = 0;
-    if (tag >= 0x90 && tag <= 0x9f) {
-      c = tag & 0x0f;
-    } else if (tag == 0xdc || tag == 0xdd) {
-      if (!BigEndian(tag == 0xdc ? 2 : 4, &c)) return false;
-    } else {
-      return false;
-    }
-    if (c > max_array_) return false;
-    *count = static_cast<uint32_t>(c);
-    return true;
-  }
+  bool Array(uint32_t* count) { return Container(0x90, 0xdc, max_array_, count); }
 
   // A string of any header width whose bytes are valid UTF-8 (the general
   // decoder would replace invalid ones).
@@ -169,17 +140,30 @@ class Reader {
     std::string_view s;
     return Body(len, &s) && IsValidUtf8(s);
   }
-  bool NormalKey() {
+  // A key: a string, in its normal form (the general decoder refuses a key
+  // that is not a string).
+  bool NormalKey(int depth) {
+    if (at_ >= n_) return false;
+    const uint8_t tag = p_[at_];
+    const bool str = (tag >= 0xa0 && tag <= 0xbf) || (tag >= 0xd9 && tag <= 0xdb);
+    return str && NormalValue(depth);
+  }
+  // A container header: a fix form (`fix`..`fix`+15) or the 16- and 32-bit
+  // forms (`wide`, `wide`+1), its count within `max`.
+  bool Container(uint8_t fix, uint8_t wide, uint64_t max, uint32_t* count) {
     uint8_t tag = 0;
     if (!Tag(&tag)) return false;
-    uint64_t len = 0;
-    if (tag >= 0xa0 && tag <= 0xbf) return NormalStrBody(tag & 0x1f);
-    switch (tag) {
-      case 0xd9: return BigEndian(1, &len) && len >= 32 && NormalStrBody(len);
-      case 0xda: return BigEndian(2, &len) && len >= (1u << 8) && NormalStrBody(len);
-      case 0xdb: return BigEndian(4, &len) && len >= (1u << 16) && NormalStrBody(len);
-      default: return false;  // the general decoder refuses a key that is not a string
+    uint64_t c = 0;
+    if (tag >= fix && tag <= fix + 0x0f) {
+      c = tag & 0x0f;
+    } else if (tag == wide || tag == wide + 1) {
+      if (!BigEndian(tag == wide ? 2 : 4, &c)) return false;
+    } else {
+      return false;
     }
+    if (c > max) return false;
+    *count = static_cast<uint32_t>(c);
+    return true;
   }
   bool NormalArrayBody(uint64_t count, int depth) {
     if (count > max_array_) return false;
@@ -191,7 +175,7 @@ class Reader {
   bool NormalMapBody(uint64_t count, int depth) {
     if (count > max_map_) return false;
     for (uint64_t k = 0; k < count; ++k) {
-      if (!NormalKey() || !NormalValue(depth + 1)) return false;
+      if (!NormalKey(depth + 1) || !NormalValue(depth + 1)) return false;
     }
     return true;
   }
