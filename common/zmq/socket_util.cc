@@ -1,22 +1,44 @@
 #include "common/zmq/socket_util.h"
 
+#include <cerrno>
+
 namespace ztune::zmqutil {
+
+namespace {
+
+// A signal that lands in libzmq's command processing, which a send or a
+// receive does before touching the message, fails it with EINTR having
+// queued or taken nothing: it is tried again. Given up, it lost a TRAIN of a
+// head that took a SIGHUP, or cut a multipart message in two.
+template <class Op>
+auto RetryInterrupted(Op op) {
+  while (true) {
+    try {
+      return op();
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+    }
+  }
+}
+
+}  // namespace
 
 Status SendFrames(zmq::socket_t& socket, const std::vector<std::string>& frames,
                   std::string_view routing_id) {
+  auto send = [&socket](std::string_view frame, zmq::send_flags flags) {
+    return RetryInterrupted(
+        [&] { return socket.send(zmq::buffer(frame.data(), frame.size()), flags).has_value(); });
+  };
   try {
     if (!routing_id.empty()) {
-      if (!socket.send(zmq::buffer(routing_id.data(), routing_id.size()),
-                       zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+      if (!send(routing_id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
         return Status::Unavailable("send would block");
       }
     }
     for (size_t i = 0; i < frames.size(); ++i) {
       auto flags = zmq::send_flags::dontwait;
       if (i + 1 < frames.size()) flags = flags | zmq::send_flags::sndmore;
-      if (!socket.send(zmq::buffer(frames[i].data(), frames[i].size()), flags)) {
-        return Status::Unavailable("send would block");
-      }
+      if (!send(frames[i], flags)) return Status::Unavailable("send would block");
     }
     return Status::Ok();
   } catch (const zmq::error_t& e) {
@@ -30,8 +52,10 @@ Result<std::vector<zmq::message_t>> RecvMultipart(zmq::socket_t& socket) {
   try {
     while (true) {
       zmq::message_t msg;
-      auto r = socket.recv(msg, parts.empty() ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
-      if (!r) return parts;  // EAGAIN on the first frame: nothing ready
+      const auto flags = parts.empty() ? zmq::recv_flags::dontwait : zmq::recv_flags::none;
+      if (!RetryInterrupted([&] { return socket.recv(msg, flags).has_value(); })) {
+        return parts;  // EAGAIN on the first frame: nothing ready
+      }
       bool more = msg.more();
       parts.push_back(std::move(msg));
       if (!more) return parts;
