@@ -191,15 +191,18 @@ int64_t WorkerRuntime::PollTimeoutMs(TimeMs now) const {
 }
 
 void WorkerRuntime::Poll(int64_t timeout_ms) {
-  zmq_pollitem_t items[3];
-  int n = 0;
-  if (dealer_ != nullptr) items[n++] = {dealer_->handle(), 0, ZMQ_POLLIN, 0};
-  if (monitor_ != nullptr) items[n++] = {monitor_->handle(), 0, ZMQ_POLLIN, 0};
-  items[n++] = {nullptr, events_->fd(), ZMQ_POLLIN, 0};
-  if (zmq_poll(items, n, static_cast<long>(timeout_ms)) < 0 && errno != EINTR) {
+  // The loop reads every source after this returns: it only has to wait until
+  // one may have something. A step's TRAIN usually comes while the last one's
+  // result is sent, so this returns without a system call (zmq_poll made a
+  // poll and a getpid per socket every time: 7% and 13% of the worker).
+  void* const sockets[2] = {dealer_ != nullptr ? dealer_->handle() : nullptr,
+                            monitor_ != nullptr ? monitor_->handle() : nullptr};
+  Result<zmqutil::SocketWait> waited =
+      zmqutil::WaitReadable(sockets, events_->fd(), static_cast<long>(timeout_ms));
+  if (!waited.ok()) {
     // ETERM cannot happen while we own the context's socket; anything else is
     // transient. Avoid a busy loop either way.
-    spdlog::warn("zmq_poll: {}", zmq_strerror(errno));
+    spdlog::warn("{}", waited.status().ToString());
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }

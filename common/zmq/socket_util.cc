@@ -1,6 +1,11 @@
 #include "common/zmq/socket_util.h"
 
+#include <poll.h>
+
 #include <cerrno>
+#include <cstring>
+
+#include "common/check.h"
 
 namespace ztune::zmqutil {
 
@@ -22,6 +27,51 @@ auto RetryInterrupted(Op op) {
 }
 
 }  // namespace
+
+Result<SocketWait> WaitReadable(std::span<void* const> sockets, int fd, long timeout_ms) {
+  constexpr size_t kMaxSockets = 8;
+  CHECK(sockets.size() <= kMaxSockets);
+  SocketWait out;
+  pollfd fds[kMaxSockets + 1];
+  int n = 0;
+  int socket_of[kMaxSockets];  // the socket of fds[i]
+  for (size_t k = 0; k < sockets.size(); ++k) {
+    if (sockets[k] == nullptr) continue;
+    int events = 0;
+    size_t size = sizeof(events);
+    if (zmq_getsockopt(sockets[k], ZMQ_EVENTS, &events, &size) != 0) {
+      if (zmq_errno() == EINTR) {
+        out.interrupted = true;
+        return out;
+      }
+      return Status::IOError(std::string("poll: ") + zmq_strerror(zmq_errno()));
+    }
+    if ((events & ZMQ_POLLIN) != 0) out.readable |= 1u << k;
+    int socket_fd = -1;
+    size = sizeof(socket_fd);
+    if (zmq_getsockopt(sockets[k], ZMQ_FD, &socket_fd, &size) != 0) {
+      return Status::IOError(std::string("poll: ") + zmq_strerror(zmq_errno()));
+    }
+    socket_of[n] = static_cast<int>(k);
+    fds[n++] = {socket_fd, POLLIN, 0};
+  }
+  if (out.readable != 0 || timeout_ms == 0) return out;
+  const int fd_index = n;
+  if (fd >= 0) fds[n++] = {fd, POLLIN, 0};
+  const int ready = ::poll(fds, static_cast<nfds_t>(n), static_cast<int>(timeout_ms));
+  if (ready < 0) {
+    if (errno == EINTR) {
+      out.interrupted = true;
+      return out;
+    }
+    return Status::IOError(std::string("poll: ") + std::strerror(errno));
+  }
+  for (int i = 0; i < fd_index; ++i) {
+    if (fds[i].revents != 0) out.readable |= 1u << socket_of[i];
+  }
+  out.fd_readable = fd >= 0 && fds[fd_index].revents != 0;
+  return out;
+}
 
 Status SendFrames(zmq::socket_t& socket, const std::vector<std::string>& frames,
                   std::string_view routing_id) {
