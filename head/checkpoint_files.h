@@ -121,6 +121,10 @@ class CheckpointFiles {
   void Delivered(const std::string& name) { unadopted_.insert(name); }
   void Adopt(const std::string& name) { unadopted_.erase(name); }
   void RemovePending();
+  // Whether RemovePending has anything to consider: the turn's commit must
+  // end before the turn's end then (files are removed only after the commit
+  // that dropped their records).
+  bool HasPending() const { return !pending_removal_.empty() || !unadopted_.empty(); }
   // At start: removes every complete file not in `referenced`. Returns how
   // many were removed.
   Result<size_t> RemoveUnreferenced(const std::set<std::string>& referenced);

@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/check.h"
 #include "common/protocol/codec.h"
 #include "common/security/curve_socket.h"
 #include "common/zmq/socket_util.h"
@@ -23,6 +24,13 @@ constexpr int kMaxMessagesPerTurn = 4096;
 // them. A burst of results from 1,000 simulated workers filled drains of
 // 4,096 messages that took 45-180 ms (docs/benchmarks.md, fleet, head_stats).
 constexpr int64_t kMaxWorkerDrainUs = 10'000;
+// A turn that handled more result batches than this commits on the loop
+// thread instead of handing its commit to pipeline_. Handing over pays when
+// the loop would otherwise idle through the fsync (one trial: its next step
+// overlaps the commit of the last); with a backlog the loop had nothing to
+// wait for, and the hand-off's thread wake-ups and the smaller turns cost
+// more than they saved (docs/benchmarks.md, "commits behind the loop").
+constexpr uint64_t kMaxResultsToHandOver = 8;
 // Client frames up to this size are read (and answered "too large" above the
 // request limit); larger ones close the connection.
 constexpr int64_t kClientSocketCapBytes = 256LL << 20;
@@ -36,7 +44,8 @@ HeadServer::HeadServer(zmq::context_t& context, storage::Store& store, HeadServe
     : context_(context),
       store_(store),
       options_(std::move(options)),
-      runner_(store, *this, clock_, options_.runner),
+      pipeline_(store, &heartbeat_keeper_),
+      runner_(pipeline_, *this, clock_, options_.runner),
       clients_(runner_),
       zap_(context_),
       workers_(context_, zmq::socket_type::router),
@@ -343,6 +352,8 @@ void HeadServer::SendHeartbeats() {
 
 Status HeadServer::RunOffLoop(const std::function<Status()>& job, const char* what,
                               size_t bytes) {
+  // The job may use the store: one thread at a time.
+  pipeline_.Drain();
   const TimeMs start = clock_.NowMs();
   store_thread_.Begin(job);
   while (true) {
@@ -361,6 +372,7 @@ Status HeadServer::RunOffLoop(const std::function<Status()>& job, const char* wh
 }
 
 Status HeadServer::CommitTurn(const storage::WriteBatch& batch) {
+  CHECK(!pipeline_.outstanding());
   const TimeMs start = clock_.NowMs();
   const TurnTimes::Micros start_us = TurnTimes::SteadyNow();
   Status s;
@@ -387,7 +399,7 @@ void HeadServer::RunLongStoreOperation(const std::function<void()>& op) {
       .IgnoreError();
 }
 
-Status HeadServer::WaitForSpace(const storage::WriteBatch& batch, Status refused,
+Status HeadServer::WaitForSpace(const std::function<Status()>& retry, size_t bytes, Status refused,
                                 const std::atomic<bool>& stop) {
   out_of_space_ = refused.message();
   spdlog::error("commit refused: {}. The head takes no new work (submit, add-trial, stop, "
@@ -413,7 +425,7 @@ Status HeadServer::WaitForSpace(const storage::WriteBatch& batch, Status refused
     SendHeartbeats();
     if (clock_.NowMs() - last_try < options_.runner.heartbeat_ms) continue;
     last_try = clock_.NowMs();
-    Status s = RunOffLoop([&] { return store_.Commit(batch); }, "commit", batch.bytes());
+    Status s = RunOffLoop(retry, "commit", bytes);
     if (s.code() == StatusCode::kResourceExhausted) continue;
     out_of_space_.clear();
     client_replies_.swap(held);
@@ -424,13 +436,106 @@ Status HeadServer::WaitForSpace(const storage::WriteBatch& batch, Status refused
   return refused;
 }
 
+bool HeadServer::TurnWaitsForItsCommit() {
+  return !client_replies_.empty() || (loop_reads_ != nullptr && loop_reads_->HasWaiting()) ||
+         (checkpoint_files_ != nullptr && checkpoint_files_->HasPending()) ||
+         !out_of_space_.empty();
+}
+
+void HeadServer::HandOverTurn(storage::WriteBatch batch, uint64_t results) {
+  if (batch.empty() && after_commit_.empty() && results == 0 &&
+      (results_dir_ == nullptr || !results_dir_->HasRows())) {
+    return;  // a turn of timers and heartbeats
+  }
+  CommitActions actions;
+  actions.after_commit.swap(after_commit_);
+  if (results_dir_ != nullptr) actions.rows = results_dir_->TakeRows();
+  actions.results = results;
+  actions.oldest_unread = turn_times_.oldest_unread();
+  if (!batch.empty()) {
+    actions.ticket = pipeline_.CommitLater(std::move(batch));
+    turn_times_.CommitHandedOver();
+    pipeline_.AwaitRoom();
+  } else if (pipeline_.outstanding()) {
+    // Nothing of its own to commit, but what it sends may acknowledge what
+    // an outstanding commit holds (a replayed result's ACK): after them.
+    actions.ticket = pipeline_.last_ticket();
+  } else {
+    RunCommitActions(actions);
+    return;
+  }
+  commit_actions_.push_back(std::move(actions));
+}
+
+void HeadServer::RunCommitActions(CommitActions& actions) {
+  // The turn's results are durable: now they may appear in the copy.
+  if (results_dir_ != nullptr && !actions.rows.empty()) results_dir_->Write(actions.rows);
+  SendQueued(actions.after_commit);
+  if (actions.results > 0) {
+    turn_times_.Answered(TurnTimes::SteadyNow(), actions.results, actions.oldest_unread);
+  }
+}
+
+Status HeadServer::FinishEndedCommits(const std::atomic<bool>& stop) {
+  bool any = false;
+  while (pipeline_.outstanding()) {
+    std::vector<PipelinedStore::Ended> ended = pipeline_.TakeEnded();
+    if (ended.empty()) break;
+    for (PipelinedStore::Ended& e : ended) {
+      turn_times_.CommitEnded(e.start_us, e.end_us);
+      const int64_t took_ms = (e.end_us - e.start_us) / 1000;
+      if (took_ms > options_.runner.heartbeat_ms) {
+        ++stats_.slow_store_operations;
+        spdlog::info("slow commit of {} bytes: {} ms (heartbeats kept going)", e.bytes, took_ms);
+      }
+      if (e.status.code() == StatusCode::kResourceExhausted) {
+        // Held, with what was handed over since; once committed, TakeEnded
+        // reports them ended.
+        Status s = WaitForSpace([this] { return pipeline_.CommitHeld(); }, e.bytes,
+                                std::move(e.status), stop);
+        if (!s.ok()) {
+          spdlog::critical("commit failed: {}; the head stops (restart it on the same data dir)",
+                           s.ToString());
+          return s;
+        }
+        continue;
+      }
+      if (!e.status.ok()) {
+        spdlog::critical("commit failed: {}; the head stops (restart it on the same data dir)",
+                         e.status.ToString());
+        return e.status;
+      }
+      ++stats_.commits;
+      any = true;
+      while (!commit_actions_.empty() && commit_actions_.front().ticket <= e.through) {
+        RunCommitActions(commit_actions_.front());
+        commit_actions_.pop_front();
+      }
+    }
+  }
+  // What those sends queued that need not wait goes now.
+  if (any) SendQueued(before_commit_);
+  return Status::Ok();
+}
+
+Status HeadServer::DrainCommits(const std::atomic<bool>& stop) {
+  if (!pipeline_.outstanding()) return Status::Ok();
+  pipeline_.Drain();
+  RETURN_IF_ERROR(FinishEndedCommits(stop));
+  CHECK(!pipeline_.outstanding());
+  CHECK(commit_actions_.empty());
+  return Status::Ok();
+}
+
 Status HeadServer::Run(const std::atomic<bool>& stop) {
   const int wake_fd = loop_reads_ != nullptr ? loop_reads_->wake_fd() : -1;
   // The dashboard reads as a caller of the read role: it can change nothing.
   const ClientCaller dashboard{"", "dashboard", ClientRole::kRead};
   while (!stop.load()) {
     long timeout = static_cast<long>(std::max<TimeMs>(0, NextPollMs()));
-    Result<Input> waited = WaitForInput(timeout, wake_fd);
+    // Without its eventfd, an ended commit is looked for every millisecond.
+    if (pipeline_.outstanding() && pipeline_.ended_fd() < 0) timeout = std::min(timeout, 1L);
+    Result<Input> waited = WaitForInput(timeout, wake_fd, pipeline_.ended_fd());
     if (!waited.ok()) return waited.status();
     const Input input = *waited;
     if (input.terminated) break;
@@ -438,8 +543,14 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     turn_times_.PollReturned(TurnTimes::SteadyNow());
     const uint64_t result_batches_before = stats_.result_batches;
     ++stats_.turns;
+    RETURN_IF_ERROR(FinishEndedCommits(stop));
     if (reload_requested_.exchange(false)) ReloadAccessLists().IgnoreError();  // logged
-    if (input.clients) AnswerReadsBeforeTheTurn();
+    if (input.clients) {
+      // Clients see only what is committed: the reads answered now, and the
+      // requests of this turn, whose replies wait for its commit.
+      RETURN_IF_ERROR(DrainCommits(stop));
+      AnswerReadsBeforeTheTurn();
+    }
     if (input.workers) DrainWorkers();
     // Held requests first: an add_trial that waited takes a free slot before
     // one that has just arrived.
@@ -460,9 +571,22 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     new_bindings_.clear();
     turn_times_.Prepared(TurnTimes::SteadyNow());
     SendQueued(before_commit_);
+    const uint64_t results = stats_.result_batches - result_batches_before;
+    if (results <= kMaxResultsToHandOver && !TurnWaitsForItsCommit()) {
+      // Nobody waits for this turn but the workers, whose ACKs go when its
+      // commit ends: the next turn need not wait for the disk.
+      HandOverTurn(std::move(batch), results);
+      SendHeartbeats();
+      turn_times_.TurnEnded(TurnTimes::SteadyNow());
+      continue;
+    }
+    // Replies show what is committed, all turns' in order.
+    RETURN_IF_ERROR(DrainCommits(stop));
     if (!batch.empty()) {
       Status s = CommitTurn(batch);
-      if (s.code() == StatusCode::kResourceExhausted) s = WaitForSpace(batch, s, stop);
+      if (s.code() == StatusCode::kResourceExhausted) {
+        s = WaitForSpace([&] { return store_.Commit(batch); }, batch.bytes(), std::move(s), stop);
+      }
       if (!s.ok()) {
         spdlog::critical("commit failed: {}; the head stops (restart it on the same data dir)",
                          s.ToString());
@@ -476,7 +600,7 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     // What those sends queued that need not wait (a failed worker's trials
     // retried elsewhere) goes now, not a poll timeout later.
     SendQueued(before_commit_);
-    turn_times_.Answered(TurnTimes::SteadyNow(), stats_.result_batches - result_batches_before);
+    turn_times_.Answered(TurnTimes::SteadyNow(), results);
     // After the commit that dropped their records, and after the RESTOREs
     // that stream them have opened them.
     if (checkpoint_files_ != nullptr) checkpoint_files_->RemovePending();
@@ -494,10 +618,12 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     SendHeartbeats();
     turn_times_.TurnEnded(TurnTimes::SteadyNow());
   }
-  return Status::Ok();
+  // A stop: what was handed over is committed, and what waited for it sent,
+  // before the loop ends.
+  return DrainCommits(stop);
 }
 
-Result<HeadServer::Input> HeadServer::WaitForInput(long timeout_ms, int wake_fd) {
+Result<HeadServer::Input> HeadServer::WaitForInput(long timeout_ms, int wake_fd, int ended_fd) {
   Input in;
   try {
     in.workers = (workers_.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
@@ -511,8 +637,12 @@ Result<HeadServer::Input> HeadServer::WaitForInput(long timeout_ms, int wake_fd)
   }
   turn_times_.PollEntered(in.workers);
   if (in.workers || in.clients || timeout_ms == 0) return in;
-  pollfd fds[3] = {{worker_fd_, POLLIN, 0}, {client_fd_, POLLIN, 0}, {wake_fd, POLLIN, 0}};
-  const int n = ::poll(fds, wake_fd >= 0 ? 3 : 2, static_cast<int>(timeout_ms));
+  // A negative fd is ignored by poll(2).
+  pollfd fds[4] = {{worker_fd_, POLLIN, 0},
+                   {client_fd_, POLLIN, 0},
+                   {wake_fd, POLLIN, 0},
+                   {ended_fd, POLLIN, 0}};
+  const int n = ::poll(fds, 4, static_cast<int>(timeout_ms));
   if (n < 0) {
     if (errno == EINTR) {
       in.interrupted = true;

@@ -1,7 +1,9 @@
 // HeadServer: the head's event loop. Owns the worker ROUTER and the client
 // ROUTER, decodes and validates every input, feeds the TrialRunner, commits
 // the turn's WriteBatch (one fsync) and only then sends what depends on it
-// (group commit). Implements CommandSink for the runner.
+// (group commit). A turn that answers no client hands its commit to a thread
+// (PipelinedStore) and goes on with the next turn; what depends on that
+// commit is sent when it ends. Implements CommandSink for the runner.
 //
 // One thread: Run() is called on the thread that constructed the server and
 // everything here, including the sockets, stays on it.
@@ -9,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -35,6 +38,7 @@
 #include "head/checkpoint_files.h"
 #include "head/payload_streams.h"
 #include "head/peer_rate_limiter.h"
+#include "head/pipelined_store.h"
 #include "head/store_thread.h"
 #include "head/trial_runner.h"
 #include "head/turn_times.h"
@@ -187,7 +191,8 @@ class HeadServer final : public CommandSink {
     bool terminated = false;   // the ZeroMQ context is shutting down
   };
   // Waits, for up to `timeout_ms`, until a socket has a message or
-  // `wake_fd` (the loop reads' eventfd, -1 without) is readable. As
+  // `wake_fd` (the loop reads' eventfd, -1 without) or `ended_fd` (the
+  // pipeline's, -1 without) is readable. As
   // zmq_poll does, but with fewer system calls, each a microsecond on a
   // VM (libzmq polls a socket's command mailbox, and calls getpid, on every
   // check that finds it empty; zmq_poll checks each socket twice or four
@@ -196,7 +201,7 @@ class HeadServer final : public CommandSink {
   // comes after that), and poll(2) on the two ZMQ_FDs and `wake_fd` only
   // when neither socket has a message. A socket whose descriptor did not
   // signal got nothing since its check: the turn does not read it.
-  Result<Input> WaitForInput(long timeout_ms, int wake_fd);
+  Result<Input> WaitForInput(long timeout_ms, int wake_fd, int ended_fd);
   // At the start of a turn, when nothing changed since the last commit:
   // drains the client socket answering reads at once (they see what that
   // commit holds) instead of after this turn's drain of up to
@@ -263,8 +268,33 @@ class HeadServer final : public CommandSink {
   void SendHeartbeats();
   // Commits the turn's batch on the loop thread, with the heartbeats lent to
   // heartbeat_keeper_ meanwhile; logs it when it took longer than one
-  // heartbeat interval.
+  // heartbeat interval. CHECK: no commit is outstanding in pipeline_.
   Status CommitTurn(const storage::WriteBatch& batch);
+  // What a turn whose commit runs behind the loop sends, or writes, once it
+  // has ended; the turn's TurnTimes figures.
+  struct CommitActions {
+    PipelinedStore::Ticket ticket = 0;  // runs once every ticket up to it ended
+    std::vector<Outgoing> after_commit;
+    ResultsDir::Rows rows;
+    uint64_t results = 0;  // result batches the turn handled
+    TurnTimes::Micros oldest_unread = 0;
+  };
+  // Whether this turn must see its commit end before it ends: it answers a
+  // client (replies, the dashboard's reads), has checkpoint files to remove,
+  // or waits for disk space.
+  bool TurnWaitsForItsCommit();
+  // Hands the turn's `batch` (possibly empty) to pipeline_ and keeps what
+  // depends on it, with the turn's `results` count, for when it has ended
+  // (at once when the batch is empty and nothing is outstanding).
+  void HandOverTurn(storage::WriteBatch batch, uint64_t results);
+  void RunCommitActions(CommitActions& actions);
+  // Runs the actions of the commits pipeline_ reports ended; a refusal for
+  // lack of space waits for it (WaitForSpace), any other failure is returned
+  // (the head stops).
+  Status FinishEndedCommits(const std::atomic<bool>& stop);
+  // Waits until everything handed to pipeline_ has been committed, and runs
+  // what waited for it.
+  Status DrainCommits(const std::atomic<bool>& stop);
   void SendClientReply(const std::string& identity, const Json& reply, bool delimited);
   void SendClientReplyText(const std::string& identity, std::string reply, bool delimited);
   // Sends client_replies_ (a read answered now, from the state the turn
@@ -291,11 +321,12 @@ class HeadServer final : public CommandSink {
   void QueueKeptClientRequests();
   // The poll timeout of the next turn: runner timers, held requests.
   TimeMs NextPollMs();
-  // The commit of `batch` was refused for lack of disk space (`refused`):
-  // retries it once per heartbeat interval until it succeeds, meanwhile
-  // heartbeating, answering reads and refusing mutations. Returns the
-  // commit's final status (`refused` if stopped first).
-  Status WaitForSpace(const storage::WriteBatch& batch, Status refused,
+  // A commit of `bytes` was refused for lack of disk space (`refused`):
+  // tries it again with `retry` once per heartbeat interval until it
+  // succeeds, meanwhile heartbeating, answering reads and refusing
+  // mutations. Returns the commit's final status (`refused` if stopped
+  // first).
+  Status WaitForSpace(const std::function<Status()>& retry, size_t bytes, Status refused,
                       const std::atomic<bool>& stop);
   void WarnRateLimited(const std::string& what);
 
@@ -303,6 +334,10 @@ class HeadServer final : public CommandSink {
   storage::Store& store_;
   HeadServerOptions options_;
   SteadyClock clock_;
+  // The store the runner and the client service use: its reads wait for the
+  // commits running behind the loop. (Its Drain lends heartbeat_keeper_,
+  // constructed later: not used before Run.)
+  PipelinedStore pipeline_;
   TrialRunner runner_;
   ClientService clients_;
   // Who may connect (null when insecure). Loop thread; the ZAP thread gets
@@ -324,6 +359,8 @@ class HeadServer final : public CommandSink {
   // calls fell by 62%, the head's CPU per result by 11%: docs/benchmarks.md).
   std::vector<Outgoing> before_commit_;
   std::vector<Outgoing> after_commit_;
+  // Turns whose commits run behind the loop, oldest first.
+  std::deque<CommitActions> commit_actions_;
   // Non-empty while a commit waits for disk space (WaitForSpace): why.
   std::string out_of_space_;
   std::vector<PendingClientReply> client_replies_;

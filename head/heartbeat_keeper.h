@@ -1,10 +1,12 @@
 // HeartbeatKeeper: keeps the head's heartbeats going while the loop thread is
 // inside a commit it runs itself.
 //
-// The loop commits each turn's batch on its own thread. Handing the commit to
-// the store thread and waiting for it cost two thread wake-ups per turn:
-// about 90 µs of every step cycle on a 2-vCPU VM (docs/benchmarks.md), more
-// than all the rest of the head's work per result. But a commit can stall (a
+// The loop commits a turn's batch on its own thread when it must wait for it
+// (a turn that answers a client, or handled many results), and waits for the
+// commits it handed to PipelinedStore's thread before a read. Handing the
+// commit to the store thread and waiting for it cost two thread wake-ups per
+// turn: about 90 µs of every step cycle on a 2-vCPU VM (docs/benchmarks.md),
+// more than all the rest of the head's work per result. But a commit can stall (a
 // slow disk, a large batch) and heartbeats must not: the workers presume a
 // silent head dead. So while the loop is inside a commit it lends the worker
 // socket, and the state heartbeats read, to this class's thread, which wakes

@@ -71,6 +71,11 @@ void LoopReads::AnswerAllDeferred(const std::function<void(const Json&, Respond)
   }
 }
 
+bool LoopReads::HasWaiting() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !waiting_.empty();
+}
+
 void LoopReads::Close() {
   std::deque<std::shared_ptr<Pending>> batch;
   std::vector<std::weak_ptr<Pending>> deferred;

@@ -54,6 +54,10 @@ class LoopReads {
   // through its Respond, at once or later.
   void AnswerAllDeferred(const std::function<void(const Json&, Respond)>& handle);
 
+  // Loop thread: whether a request waits (the turn then answers it, after
+  // its commit has ended).
+  bool HasWaiting();
+
   // Any thread: waiting and later requests fail at once (shutdown).
   void Close();
 

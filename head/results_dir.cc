@@ -127,14 +127,13 @@ void ResultsDir::Add(const std::string& experiment_id, const std::string& experi
   p.results.push_back(std::move(result_text));
 }
 
-void ResultsDir::Flush() {
-  for (const auto& [trial_id, p] : pending_) {
+void ResultsDir::Write(const Rows& rows) {
+  for (const auto& [trial_id, p] : rows) {
     if (Status s = WriteTrial(p); !s.ok()) {
       warnings_.Warn("--results-dir: results of " + trial_id + " not written: " + s.message() +
                      " (the store has them: ztune export)");
     }
   }
-  pending_.clear();
 }
 
 Status ResultsDir::WriteTrial(const Pending& p) {

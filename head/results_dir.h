@@ -20,6 +20,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -41,24 +42,33 @@ class ResultsDir {
            const std::string& trainable, const std::string& trial_id, const Json& config,
            std::string result_text);
 
+  // What was added and not yet written, by trial id.
+  struct Pending {
+    std::string dir;
+    Json config;
+    std::vector<std::string> results;
+  };
+  using Rows = std::map<std::string, Pending>;
+
   // After the commit of everything added: appends it to the files.
-  void Flush();
+  void Flush() { Write(TakeRows()); }
+  // What was added since the last Flush or TakeRows, for a Write after a
+  // commit that ends later (while the next turns add more).
+  Rows TakeRows() { return std::exchange(pending_, {}); }
+  bool HasRows() const { return !pending_.empty(); }
+  // Appends `rows` (committed) to the files.
+  void Write(const Rows& rows);
 
   // The directory of a trial (for tests and docs).
   std::string TrialDir(const std::string& experiment_id, const std::string& experiment_name,
                        const std::string& trainable, const std::string& trial_id) const;
 
  private:
-  struct Pending {
-    std::string dir;
-    Json config;
-    std::vector<std::string> results;
-  };
   // Writes one trial's pending results; IOError naming the file on failure.
   Status WriteTrial(const Pending& p);
 
   std::string root_;
-  std::map<std::string, Pending> pending_;  // by trial id, in id order
+  Rows pending_;  // by trial id, in id order
   // The trial directories made ready (created, params.json written) in this
   // head's life, with each one's progress.csv header once known (read back
   // from the file after a head restart; empty until the first result).

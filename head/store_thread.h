@@ -3,9 +3,10 @@
 // space) on its own thread, so that the loop can keep sending heartbeats
 // meanwhile. Without it a 64 MiB checkpoint's read silenced the head for
 // longer than the workers' liveness window and they reconnected in the middle
-// of their work. (The turn's commit runs on the loop thread with a
-// HeartbeatKeeper: a hand-off here and back per turn cost two thread
-// wake-ups, about 90 µs of every step cycle.)
+// of their work. (A turn's commit is not a job here: waiting for a hand-off
+// here and back cost two thread wake-ups, about 90 µs of every step cycle.
+// It runs on the loop thread with a HeartbeatKeeper, or, handed over and not
+// waited for, on PipelinedStore's thread.)
 //
 // The loop still waits for each operation before it acts on anything else:
 // while it waits it only sends heartbeats, which depend on no state. So the

@@ -37,8 +37,8 @@ void TurnTimes::Committed(Micros start, Micros end) {
   commit_.Record(commit_us_);
 }
 
-void TurnTimes::Answered(Micros now, uint64_t results) {
-  result_wait_.Record(now - oldest_unread_, results);
+void TurnTimes::Answered(Micros now, uint64_t results, Micros oldest_unread) {
+  result_wait_.Record(now - oldest_unread, results);
 }
 
 void TurnTimes::TurnEnded(Micros now) {

@@ -49,11 +49,22 @@ class TurnTimes {
   // Client requests read and handled, the runner's tick and flush are done.
   void Prepared(Micros now);
   void Committed(Micros start, Micros end);
+  // The turn handed its commit to run behind the loop: it counts as a turn
+  // that committed, with no time of its own in commit.
+  void CommitHandedOver() { committed_ = true; }
+  // A commit that ran behind the loop (head/pipelined_store.h) ended: counted
+  // in "commit", not in a turn's phases.
+  void CommitEnded(Micros start, Micros end) { commit_.Record(end - start); }
   // The sends after the commit are done: the turn's ACKs have left.
   // `results`: the result batches the turn handled, each counted in
   // result_wait with the turn's bound (a result's wait, as a worker sees it,
   // not a turn's).
-  void Answered(Micros now, uint64_t results);
+  void Answered(Micros now, uint64_t results) { Answered(now, results, oldest_unread_); }
+  // The same for the results of an earlier turn whose commit ran behind the
+  // loop: `oldest_unread` is that turn's oldest_unread().
+  void Answered(Micros now, uint64_t results, Micros oldest_unread);
+  // The bound of this turn's messages' arrival (see Answered).
+  Micros oldest_unread() const { return oldest_unread_; }
   // The end of the turn (replies, dashboard reads and heartbeats sent).
   void TurnEnded(Micros now);
 

@@ -2,8 +2,9 @@
 // into one WriteBatch and commits it with one fsync; after a crash the store
 // holds the whole batch or none of it. Implementations: RocksDbStore (RocksDB,
 // production) and InMemoryStore (unit tests). Not thread-safe: one thread at
-// a time (the head's loop thread, or its store thread for commits and large
-// reads while the loop waits).
+// a time (the head's loop thread; its store thread for large reads while the
+// loop waits; its commit thread, head/pipelined_store.h, whose commits every
+// other use waits for).
 #pragma once
 
 #include <functional>
@@ -53,6 +54,18 @@ class WriteBatch {
       if (it->family == f && it->key == key) return &*it;
     }
     return nullptr;
+  }
+  // Moves `other`'s ops after this batch's (one commit of several turns'
+  // batches, in their order).
+  void Append(WriteBatch&& other) {
+    if (ops_.empty()) {
+      ops_ = std::move(other.ops_);
+    } else {
+      ops_.reserve(ops_.size() + other.ops_.size());
+      for (Op& op : other.ops_) ops_.push_back(std::move(op));
+    }
+    bytes_ += other.bytes_;
+    other.Clear();
   }
   bool empty() const { return ops_.empty(); }
   size_t size() const { return ops_.size(); }

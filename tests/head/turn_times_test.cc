@@ -92,5 +92,37 @@ TEST(TurnTimesTest, TurnsThatReadNothingAndCommittedNothingAreNotCounted) {
   EXPECT_EQ(j["send"]["max_ms"].get<double>(), 0.18);
 }
 
+// A turn that hands its commit over (head/pipelined_store.h) counts as one
+// that committed, without commit time in its phases; the commit is timed when
+// it ends, and its results' wait runs from that turn's bound to their ACK,
+// sent turns later.
+TEST(TurnTimesTest, ACommitHandedOverIsTimedWhenItEndsAndItsResultsWaitUntilThen) {
+  TurnTimes t(0);
+  t.PollEntered(false);
+  t.PollReturned(1'000);  // a result woke the poll
+  t.WorkersDrained(1'100, 1, true);
+  t.Prepared(1'200);
+  t.CommitHandedOver();
+  const TurnTimes::Micros bound = t.oldest_unread();
+  t.TurnEnded(1'300);
+  EXPECT_EQ(t.turn().count(), 1u);
+  EXPECT_EQ(t.turn().max_us(), 300);
+  EXPECT_EQ(t.commit().count(), 0u);
+  // A timer's turn while the commit runs: not counted.
+  t.PollEntered(false);
+  t.PollReturned(1'400);
+  t.WorkersDrained(1'410, 0, true);
+  t.Prepared(1'420);
+  t.TurnEnded(1'430);
+  EXPECT_EQ(t.turn().count(), 1u);
+  // The commit ends at 1,500 after 300 us; the ACK leaves at 1,520.
+  t.CommitEnded(1'200, 1'500);
+  t.Answered(1'520, 1, bound);
+  EXPECT_EQ(t.commit().count(), 1u);
+  EXPECT_EQ(t.commit().max_us(), 300);
+  ASSERT_EQ(t.result_wait().count(), 1u);
+  EXPECT_EQ(t.result_wait().max_us(), 520);
+}
+
 }  // namespace
 }  // namespace ztune::head
