@@ -79,6 +79,23 @@ Status PipelinedStore::Commit(const storage::WriteBatch& batch) {
 
 Result<std::optional<std::string>> PipelinedStore::Get(storage::Family f, std::string_view key) {
   Drain();
+  {
+    // Refused for space and held: a turn that ran before the loop saw the
+    // refusal still reads what the held turns wrote (a checkpoint they
+    // saved), newest first.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (held_through_ != 0) {
+      const storage::WriteBatch::Op* op = nullptr;
+      for (auto it = waiting_.rbegin(); op == nullptr && it != waiting_.rend(); ++it) {
+        op = it->batch.NewestWrite(f, key);
+      }
+      if (op == nullptr) op = held_.NewestWrite(f, key);
+      if (op != nullptr) {
+        if (op->is_delete) return std::optional<std::string>();
+        return std::optional<std::string>(op->value);
+      }
+    }
+  }
   return store_.Get(f, key);
 }
 

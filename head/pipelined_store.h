@@ -61,6 +61,8 @@ class PipelinedStore final : public storage::Store {
   // storage::Store: each waits for Drain first. Commit then commits on the
   // calling thread (CHECK: no commit failed or is held: the loop stops on
   // a failure, and waits for space on a refusal, before it commits again).
+  // While batches are held, Get reads through them (Scan and Last do not:
+  // like the loop's reads while it waits for space, they see the store).
   Status Commit(const storage::WriteBatch& batch) override;
   Result<std::optional<std::string>> Get(storage::Family f, std::string_view key) override;
   Status Scan(storage::Family f, std::string_view prefix,

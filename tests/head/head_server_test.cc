@@ -609,6 +609,96 @@ TEST(HeadServerTest, AWorkerWithoutTheFeatureGetsSingleTrains) {
   EXPECT_EQ(t.single_trains, 20u);
 }
 
+// A registered worker with one noop trial of 5 iterations submitted, played
+// by the test: it heartbeats, answers CREATE_ACTOR, and answers TRAINs only
+// when told to.
+class OneTrialWorker {
+ public:
+  explicit OneTrialWorker(RunningHead& head)
+      : worker_(head.Dealer(head.server().worker_endpoint(), "conn-w")),
+        client_(head.Dealer(head.server().client_endpoint())) {}
+
+  // REGISTER, then the submission; false if either was not answered.
+  bool Start() {
+    SendRegister(worker_, "w-1");
+    if (!ReceiveUntil(worker_, 10'000, IsRegistered)) return false;
+    return zmqutil::SendFrames(client_, {protocol::kVersion,
+                                         R"({"op": "submit", "rid": 1, "spec": {"trainable": "noop",
+                                            "stop": {"training_iteration": 5}}})"})
+        .ok();
+  }
+
+  // Plays until a message for which `pred` holds, for up to `wait_ms`; that
+  // message, or nullopt. Every message is kept in seen().
+  std::optional<protocol::Message> Play(const std::function<bool(const protocol::Message&)>& pred,
+                                        int64_t wait_ms) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(wait_ms);
+    while (Clock::now() < deadline) {
+      if (Clock::now() - last_beat_ >= std::chrono::milliseconds(kHeartbeatMs)) {
+        EXPECT_TRUE(
+            zmqutil::SendFrames(worker_, protocol::Encode({protocol::Heartbeat{}, {}})).ok());
+        last_beat_ = Clock::now();
+      }
+      for (auto& m : Receive(worker_, 10, [](const protocol::Message&) { return true; })) {
+        if (const auto* c = std::get_if<protocol::CreateActor>(&m.body)) {
+          protocol::Reply ok{c->rid, c->trial_id, c->attempt, true, "", Json::object()};
+          EXPECT_TRUE(zmqutil::SendFrames(worker_, protocol::Encode({ok, {}})).ok());
+        }
+        seen_.push_back(m);
+        if (pred(m)) return m;
+      }
+    }
+    return std::nullopt;
+  }
+  // The next TRAIN, or nullopt after 10 s.
+  std::optional<protocol::Train> NextTrain() {
+    auto m = Play(
+        [](const protocol::Message& m) { return std::holds_alternative<protocol::Train>(m.body); },
+        10'000);
+    if (!m) return std::nullopt;
+    return std::get<protocol::Train>(m->body);
+  }
+  void Answer(const protocol::Train& t, int64_t iteration) {
+    protocol::ResultBatch b;
+    b.rid = t.rid;
+    b.trial_id = t.trial_id;
+    b.attempt = t.attempt;
+    b.results.push_back(
+        {static_cast<uint64_t>(iteration),
+         protocol::RawResult::FromJson(Json{{"training_iteration", iteration}, {"done", false}})});
+    EXPECT_TRUE(zmqutil::SendFrames(worker_, protocol::Encode(b)).ok());
+  }
+  // Every message of a kind seen so far.
+  template <class T>
+  size_t Count() const {
+    size_t n = 0;
+    for (const auto& m : seen_) n += std::holds_alternative<T>(m.body) ? 1 : 0;
+    return n;
+  }
+  // Plays until every seq in `seqs` of `trial_id` was acknowledged; false
+  // after 10 s.
+  bool PlayUntilAcked(const std::string& trial_id, std::set<uint64_t> seqs) {
+    std::set<uint64_t> acked;
+    auto all = [&](const protocol::Message& m) {
+      if (const auto* a = std::get_if<protocol::Ack>(&m.body)) {
+        if (a->trial_id == trial_id) acked.insert(a->seq);
+        for (const auto& more : a->more) {
+          if (more.trial_id == trial_id) acked.insert(more.seq);
+        }
+      }
+      return std::includes(acked.begin(), acked.end(), seqs.begin(), seqs.end());
+    };
+    return Play(all, 10'000).has_value();
+  }
+  zmq::socket_t& client() { return client_; }
+
+ private:
+  zmq::socket_t worker_;
+  zmq::socket_t client_;
+  Clock::time_point last_beat_ = Clock::now();
+  std::vector<protocol::Message> seen_;
+};
+
 // A turn's commit runs behind the loop (PipelinedStore): while one commit is
 // held at the disk, the next results are handled and their TRAINs go, but no
 // ACK leaves before the commit that holds its result has ended.
@@ -618,93 +708,84 @@ TEST(HeadServerTest, TrainsGoOnWhileACommitIsHeldAndAcksWaitForIt) {
   options.runner.liveness = kLiveness;
   RunningHead head(options, &store);
   ASSERT_TRUE(head.start_status().ok()) << head.start_status().ToString();
-  zmq::socket_t worker = head.Dealer(head.server().worker_endpoint(), "conn-w");
-  ASSERT_NO_FATAL_FAILURE(SendRegister(worker, "w-1"));
-  ASSERT_TRUE(ReceiveUntil(worker, 10'000, IsRegistered));
-  zmq::socket_t client = head.Dealer(head.server().client_endpoint());
-  ASSERT_TRUE(
-      zmqutil::SendFrames(client, {protocol::kVersion,
-                                   R"({"op": "submit", "rid": 1, "spec": {"trainable": "noop",
-                                              "stop": {"training_iteration": 5}}})"})
-          .ok());
-
-  // Plays the worker (heartbeats, CREATE_ACTOR answered) until a message for
-  // which `pred` holds, for up to `wait_ms`; every message goes to `seen`.
-  auto last_beat = Clock::now();
-  std::vector<protocol::Message> seen;
-  auto play = [&](const std::function<bool(const protocol::Message&)>& pred,
-                  int64_t wait_ms) -> const protocol::Message* {
-    const auto deadline = Clock::now() + std::chrono::milliseconds(wait_ms);
-    while (Clock::now() < deadline) {
-      if (Clock::now() - last_beat >= std::chrono::milliseconds(kHeartbeatMs)) {
-        EXPECT_TRUE(
-            zmqutil::SendFrames(worker, protocol::Encode({protocol::Heartbeat{}, {}})).ok());
-        last_beat = Clock::now();
-      }
-      for (auto& m : Receive(worker, 10, [](const protocol::Message&) { return true; })) {
-        if (const auto* c = std::get_if<protocol::CreateActor>(&m.body)) {
-          protocol::Reply ok{c->rid, c->trial_id, c->attempt, true, "", Json::object()};
-          EXPECT_TRUE(zmqutil::SendFrames(worker, protocol::Encode({ok, {}})).ok());
-        }
-        seen.push_back(std::move(m));
-        if (pred(seen.back())) return &seen.back();
-      }
-    }
-    return nullptr;
-  };
-  auto is_train = [](const protocol::Message& m) {
-    return std::holds_alternative<protocol::Train>(m.body);
-  };
-  auto acks = [&] {
-    size_t n = 0;
-    for (const auto& m : seen) n += std::holds_alternative<protocol::Ack>(m.body) ? 1 : 0;
-    return n;
-  };
-  auto answer = [&](const protocol::Train& t, int64_t iteration) {
-    protocol::ResultBatch b;
-    b.rid = t.rid;
-    b.trial_id = t.trial_id;
-    b.attempt = t.attempt;
-    b.results.push_back(
-        {static_cast<uint64_t>(iteration),
-         protocol::RawResult::FromJson(Json{{"training_iteration", iteration}, {"done", false}})});
-    EXPECT_TRUE(zmqutil::SendFrames(worker, protocol::Encode(b)).ok());
-  };
-
-  const protocol::Message* first = play(is_train, 10'000);
-  ASSERT_NE(first, nullptr) << "no TRAIN";
-  const protocol::Train train1 = std::get<protocol::Train>(first->body);
-  const size_t acks_before = acks();
+  OneTrialWorker w(head);
+  ASSERT_TRUE(w.Start());
+  const std::optional<protocol::Train> train1 = w.NextTrain();
+  ASSERT_TRUE(train1) << "no TRAIN";
+  const size_t acks_before = w.Count<protocol::Ack>();
 
   // The disk stalls from here: result 1's commit is held.
   const int entered = store.entered();
   store.SetOpen(false);
-  answer(train1, 1);
-  const protocol::Message* second = play(is_train, 10'000);
-  ASSERT_NE(second, nullptr) << "no TRAIN after result 1";
-  const protocol::Train train2 = std::get<protocol::Train>(second->body);
+  w.Answer(*train1, 1);
+  const std::optional<protocol::Train> train2 = w.NextTrain();
+  ASSERT_TRUE(train2) << "no TRAIN after result 1";
   store.AwaitEntered(entered + 1);
   // Result 2 while result 1's commit is still held: the loop handles it.
-  answer(train2, 2);
-  ASSERT_NE(play(is_train, 10'000), nullptr)
-      << "no TRAIN after result 2: the loop waited for result 1's commit";
+  w.Answer(*train2, 2);
+  ASSERT_TRUE(w.NextTrain()) << "no TRAIN after result 2: the loop waited for result 1's commit";
   // A while longer: still no ACK (the commit is held).
-  play([](const protocol::Message&) { return false; }, 3 * kHeartbeatMs);
-  EXPECT_EQ(acks(), acks_before) << "an ACK left before its result's commit ended";
+  w.Play([](const protocol::Message&) { return false; }, 3 * kHeartbeatMs);
+  EXPECT_EQ(w.Count<protocol::Ack>(), acks_before)
+      << "an ACK left before its result's commit ended";
 
   // The disk comes back: both results are acknowledged.
   store.SetOpen(true);
-  std::set<uint64_t> acked;
-  auto acked_both = [&](const protocol::Message& m) {
-    if (const auto* a = std::get_if<protocol::Ack>(&m.body)) {
-      if (a->trial_id == train1.trial_id) acked.insert(a->seq);
-      for (const auto& more : a->more) {
-        if (more.trial_id == train1.trial_id) acked.insert(more.seq);
-      }
+  EXPECT_TRUE(w.PlayUntilAcked(train1->trial_id, {1, 2}))
+      << "results 1 and 2 were not both acknowledged";
+  head.Stop();
+  EXPECT_TRUE(head.run_status().ok()) << head.run_status().ToString();
+}
+
+// A commit that ran behind the loop and was refused for lack of space is
+// held as a synchronous one is: no ACK, new work refused, heartbeats on, and
+// the head goes on by itself once space is back.
+TEST(HeadServerTest, ARefusedCommitBehindTheLoopHoldsItsAcksAndResumes) {
+  testing::GatedStore store;
+  HeadServerOptions options;
+  options.runner.liveness = kLiveness;
+  RunningHead head(options, &store);
+  ASSERT_TRUE(head.start_status().ok()) << head.start_status().ToString();
+  OneTrialWorker w(head);
+  ASSERT_TRUE(w.Start());
+  const std::optional<protocol::Train> train1 = w.NextTrain();
+  ASSERT_TRUE(train1) << "no TRAIN";
+  const size_t acks_before = w.Count<protocol::Ack>();
+
+  store.SetRefuse(true);
+  w.Answer(*train1, 1);  // a turn of one result: its commit is handed over, and refused
+  const std::optional<protocol::Train> train2 = w.NextTrain();
+  ASSERT_TRUE(train2) << "no TRAIN after result 1";
+  w.Answer(*train2, 2);  // waits in the socket while the head waits for space
+  // A submission is refused (whichever turn reads it, it waits for the
+  // handed-over commit first, and finds it refused).
+  ASSERT_TRUE(zmqutil::SendFrames(w.client(),
+                                  {protocol::kVersion,
+                                   R"({"op": "submit", "rid": 2, "spec": {"trainable": "noop"}})"})
+                  .ok());
+  Json refused;
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (Clock::now() < deadline) {
+    w.Play([](const protocol::Message&) { return false; }, 20);  // keep heartbeating
+    auto reply = zmqutil::RecvMultipart(w.client());
+    if (!reply.ok() || reply->empty()) continue;
+    Json r = Json::parse(reply->back().to_string_view(), nullptr, false);
+    if (r.is_object() && r.value("rid", 0) == 2) {
+      refused = std::move(r);
+      break;
     }
-    return acked.count(1) == 1 && acked.count(2) == 1;
-  };
-  EXPECT_NE(play(acked_both, 10'000), nullptr) << "results 1 and 2 were not both acknowledged";
+  }
+  ASSERT_TRUE(refused.is_object()) << "no answer while the disk is full";
+  EXPECT_EQ(refused["error"].value("code", ""), "ResourceExhausted") << refused.dump();
+  const size_t heartbeats_before = w.Count<protocol::Heartbeat>();
+  w.Play([](const protocol::Message&) { return false; }, 3 * kHeartbeatMs);
+  EXPECT_EQ(w.Count<protocol::Ack>(), acks_before) << "an ACK left before its commit succeeded";
+  EXPECT_GT(w.Count<protocol::Heartbeat>(), heartbeats_before)
+      << "the head went silent while it waited for space";
+
+  store.SetRefuse(false);
+  EXPECT_TRUE(w.PlayUntilAcked(train1->trial_id, {1, 2}))
+      << "the held results were not acknowledged once space was back";
   head.Stop();
   EXPECT_TRUE(head.run_status().ok()) << head.run_status().ToString();
 }

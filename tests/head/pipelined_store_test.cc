@@ -160,23 +160,37 @@ TEST(PipelinedStoreTest, ARefusedCommitIsHeldWithWhatCameAfterUntilCommitHeld) {
   ASSERT_EQ(ended.size(), 1u);
   EXPECT_EQ(ended[0].status.code(), StatusCode::kResourceExhausted);
   EXPECT_TRUE(store.outstanding());
+  // Reads see what is held, newest first.
+  store.CommitLater(Put("a", "1 again"));
+  auto a = store.Get(Family::kMeta, "a");
+  ASSERT_TRUE(a.ok() && a->has_value());
+  EXPECT_EQ(**a, "1 again");
+  auto b = store.Get(Family::kMeta, "b");
+  ASSERT_TRUE(b.ok() && b->has_value());
+  EXPECT_EQ(**b, "2");
+  auto base_b = base.Get(Family::kMeta, "b");
+  ASSERT_TRUE(base_b.ok());
+  EXPECT_FALSE(base_b->has_value()) << "a held batch reached the store";
   // Still no space: held again.
   EXPECT_EQ(store.CommitHeld().code(), StatusCode::kResourceExhausted);
   EXPECT_TRUE(store.TakeEnded().empty());
   store.CommitLater(Put("c", "3"));  // comes after the held ones
   base.SetRefuse(false);
   ASSERT_TRUE(store.CommitHeld().ok());
-  EXPECT_EQ(base.committed_sizes(), (std::vector<size_t>{3}));
+  EXPECT_EQ(base.committed_sizes(), (std::vector<size_t>{4}));
   ended = store.TakeEnded();
   ASSERT_EQ(ended.size(), 1u);
-  EXPECT_EQ(ended[0].through, 3u);
+  EXPECT_EQ(ended[0].through, 4u);
+  a = base.Get(Family::kMeta, "a");
+  ASSERT_TRUE(a.ok() && a->has_value());
+  EXPECT_EQ(**a, "1 again");
   EXPECT_TRUE(ended[0].status.ok());
   EXPECT_FALSE(store.outstanding());
   // And the pipeline runs again.
   store.CommitLater(Put("d", "4"));
   store.Drain();
   EXPECT_EQ(store.TakeEnded().size(), 1u);
-  EXPECT_EQ(base.committed_sizes(), (std::vector<size_t>{3, 1}));
+  EXPECT_EQ(base.committed_sizes(), (std::vector<size_t>{4, 1}));
 }
 
 TEST(PipelinedStoreTest, DestructionCommitsWhatWasHandedOver) {
