@@ -36,8 +36,12 @@ PipelinedStore::~PipelinedStore() {
   if (ended_fd_ >= 0) ::close(ended_fd_);
 }
 
+bool PipelinedStore::Idle() const {
+  return !committing_ && (waiting_.empty() || stopped_ || held_through_);
+}
+
 void PipelinedStore::WaitIdle(std::unique_lock<std::mutex>& lock) {
-  cv_.wait(lock, [&] { return !committing_ && (waiting_.empty() || stopped_ || held_through_); });
+  cv_.wait(lock, [&] { return Idle(); });
 }
 
 template <class Done>
@@ -57,8 +61,7 @@ void PipelinedStore::WaitLending(std::unique_lock<std::mutex>& lock, Done done) 
 
 void PipelinedStore::Drain() {
   std::unique_lock<std::mutex> lock(mu_);
-  WaitLending(lock,
-              [&] { return !committing_ && (waiting_.empty() || stopped_ || held_through_); });
+  WaitLending(lock, [&] { return Idle(); });
 }
 
 void PipelinedStore::AwaitRoom() {

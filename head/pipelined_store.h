@@ -110,6 +110,9 @@ class PipelinedStore final : public storage::Store {
   void Run();
   // mu_ held. Records an end and signals ended_fd_.
   void PushEnded(Ended e);
+  // mu_ held: nothing handed over is waiting or being committed, or the
+  // pipeline stopped on a failure or a refusal.
+  bool Idle() const;
   // Waits for Drain without lending the heartbeats (the destructor's).
   void WaitIdle(std::unique_lock<std::mutex>& lock);
   // mu_ held by `lock`: waits until `done()`, lending the heartbeats.
