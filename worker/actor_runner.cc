@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -14,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/check.h"
+#include "common/protocol/result_fields.h"
 #include "common/checkpoint/checkpoint_envelope.h"
 
 namespace ztune::worker {
@@ -50,8 +52,9 @@ bool Truthy(const Json& result, const char* key) {
   return false;
 }
 
-// A count as JSON: an integer when it is one (timesteps are usually integral).
-Json CountJson(double v) {
+// A count as a result's value: an integer when it is one (timesteps are
+// usually integral).
+decltype(protocol::AutoField::value) CountValue(double v) {
   if (std::fabs(v) < 9.0e15 && v == std::floor(v)) return static_cast<int64_t>(v);
   return v;
 }
@@ -320,7 +323,8 @@ RunnerEvent ActorRunner::DoSetup(uint64_t rid) {
   return e;
 }
 
-Json ActorRunner::FillResult(Json result, double measured_s) {
+protocol::RawResult ActorRunner::FillResult(const Json& result, double measured_s) {
+  using protocol::AutoField;
   // Ray's Trainable.train(): counters first, then setdefault / update.
   double this_iter = measured_s;
   if (auto it = result.find("time_this_iter_s"); it != result.end() && it->is_number()) {
@@ -333,33 +337,36 @@ Json ActorRunner::FillResult(Json result, double measured_s) {
   if (auto it = result.find("timesteps_this_iter"); it != result.end() && it->is_number()) {
     timesteps_total_ = timesteps_total_.value_or(0) + it->get<double>();
   }
-  if (!result.contains("done")) result["done"] = false;
-  if (timesteps_total_.has_value() && !result.contains("timesteps_total")) {
-    result["timesteps_total"] = CountJson(*timesteps_total_);
-  }
-  if (auto it = result.find("mean_loss"); it != result.end() && it->is_number() &&
-                                          it->get<double>() != 0 &&
-                                          !result.contains("neg_mean_loss")) {
-    result["neg_mean_loss"] = -it->get<double>();
-  }
-  // training_iteration is overwritten (Ray uses setdefault): the head keys
-  // results and deduplicates replays by it, so a user value must not win.
-  result["training_iteration"] = iteration_;
   std::time_t now = std::time(nullptr);
   if (now != date_of_) {  // formatted once a second, not per result
     date_of_ = now;
     date_ = FormatDate(now);
   }
-  result["trial_id"] = key_.trial_id;
-  result["date"] = date_;
-  result["timestamp"] = static_cast<int64_t>(now);
-  result["time_this_iter_s"] = this_iter;
-  result["time_total_s"] = time_total_s_;
-  result["pid"] = host_.pid;
-  result["hostname"] = host_.hostname;
-  result["time_since_restore"] = time_since_restore_;
-  result["iterations_since_restore"] = iterations_since_restore_;
-  return result;
+  // Sorted by key, as PackWithAutoFields needs. training_iteration is
+  // replaced (Ray uses setdefault): the head keys results and deduplicates
+  // replays by it, so a user value must not win.
+  std::array<AutoField, 13> fields;
+  size_t n = 0;
+  auto add = [&](AutoField f) { fields[n++] = f; };
+  add({"date", std::string_view(date_)});
+  add({"done", false, AutoField::Rule::kSetDefault});
+  add({"hostname", std::string_view(host_.hostname)});
+  add({"iterations_since_restore", iterations_since_restore_});
+  if (auto it = result.find("mean_loss");
+      it != result.end() && it->is_number() && it->get<double>() != 0) {
+    add({"neg_mean_loss", -it->get<double>(), AutoField::Rule::kSetDefault});
+  }
+  add({"pid", host_.pid});
+  add({"time_since_restore", time_since_restore_});
+  add({"time_this_iter_s", this_iter});
+  add({"time_total_s", time_total_s_});
+  add({"timestamp", static_cast<int64_t>(now)});
+  if (timesteps_total_.has_value()) {
+    add({"timesteps_total", CountValue(*timesteps_total_), AutoField::Rule::kSetDefault});
+  }
+  add({"training_iteration", iteration_});
+  add({"trial_id", std::string_view(key_.trial_id)});
+  return protocol::PackWithAutoFields(result, std::span<const AutoField>(fields.data(), n));
 }
 
 RunnerEvent ActorRunner::DoTrain(const protocol::Train& cmd) {
@@ -383,9 +390,9 @@ RunnerEvent ActorRunner::DoTrain(const protocol::Train& cmd) {
       ctx.Log("Failure: " + e.error);
       break;
     }
-    Json result = FillResult(std::move(r).value(), measured);
-    bool stop_early = Truthy(result, "done") || Truthy(result, "should_checkpoint");
-    e.results.push_back(std::move(result));
+    // The defaults FillResult adds (done: false) are not truthy.
+    const bool stop_early = Truthy(*r, "done") || Truthy(*r, "should_checkpoint");
+    e.results.push_back(FillResult(*r, measured));
     if (stop_early || static_cast<int64_t>(e.results.size()) >= max_results) break;
     // Ray's train_buffered: keep going while the buffer time lasts, so
     // buffer_time_s <= 0 yields exactly one result.

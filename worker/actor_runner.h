@@ -27,6 +27,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/json.h"
@@ -47,6 +48,17 @@ struct ActorKey {
   std::string ToString() const;
 };
 
+// The control thread looks actors up by key several times per message: hash
+// tables, not trees (trial ids share long prefixes, so a tree's string
+// comparisons were ~7% of a worker's control thread at one result per TRAIN).
+struct ActorKeyHash {
+  size_t operator()(const ActorKey& k) const noexcept {
+    return std::hash<std::string>{}(k.trial_id) ^ (k.attempt * 0x9e3779b97f4a7c15ULL);
+  }
+};
+template <class V>
+using ActorKeyMap = std::unordered_map<ActorKey, V, ActorKeyHash>;
+
 enum class CommandKind { kSetup, kTrain, kSave, kRestore, kReset, kStop, kExport };
 
 // The outcome of one command, posted by a runner thread to the control thread.
@@ -62,7 +74,8 @@ struct RunnerEvent {
   // SAVE: an envelope too large to go inline, in pieces (never concatenated:
   // a gigabyte checkpoint is not copied once more).
   std::unique_ptr<protocol::PayloadSource> large_payload;
-  std::vector<Json> results;  // TRAIN: results with the auto-filled fields, in order
+  // TRAIN: results with the auto-filled fields, in order.
+  std::vector<protocol::RawResult> results;
   int64_t iteration = 0;      // the actor's iteration after the command
   std::optional<ActorKey> new_key;  // RESET that took effect: the actor's new key
   bool exited = false;  // the runner thread ends after this event (STOP, failed setup)
@@ -167,8 +180,9 @@ class ActorRunner {
   // `restored` refreshed on each call.
   const TrialContext& Context();
   void Post(RunnerEvent event);
-  // Applies the auto-filled fields and updates the counters.
-  Json FillResult(Json result, double measured_s);
+  // Updates the counters and packs `result` with the auto-filled fields.
+  // Precondition: result.is_object().
+  protocol::RawResult FillResult(const Json& result, double measured_s);
 
   const uint64_t serial_;
   const HostInfo host_;

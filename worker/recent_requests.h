@@ -58,7 +58,7 @@ class RecentRequests {
 
   size_t max_actors_;
   std::unordered_map<uint64_t, Entry> entries_;
-  std::map<ActorKey, std::deque<uint64_t>> by_actor_;  // acceptance order
+  ActorKeyMap<std::deque<uint64_t>> by_actor_;  // acceptance order
   std::deque<ActorKey> actor_order_;  // first use of each key, for eviction
 };
 

@@ -293,7 +293,13 @@ void WorkerRuntime::SendRegister() {
     r.export_formats.push_back(protocol::TrainableExports{name, formats});
   }
   const auto rids = recent_.ByActor();
-  for (const auto& [key, slot] : actors_) {
+  // In key order (actors_ is a hash table): the same actors, the same message.
+  std::vector<const ActorKeyMap<ActorSlot>::value_type*> live;
+  for (const auto& entry : actors_) live.push_back(&entry);
+  std::sort(live.begin(), live.end(),
+            [](const auto* a, const auto* b) { return a->first < b->first; });
+  for (const auto* entry : live) {
+    const auto& [key, slot] = *entry;
     protocol::LiveActor a;
     a.trial_id = key.trial_id;
     a.attempt = key.attempt;

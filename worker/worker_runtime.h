@@ -293,7 +293,7 @@ class WorkerRuntime {
     uint64_t arriving_rid = 0;
     std::optional<protocol::Message> message;
   };
-  std::map<ActorKey, std::deque<WaitingCommand>> payload_waits_;
+  ActorKeyMap<std::deque<WaitingCommand>> payload_waits_;
 
   RecentRequests recent_;  // rids accepted lately and their answers
   // Submitted projects: fetched here, awaited and unpacked by actor threads.
@@ -301,10 +301,10 @@ class WorkerRuntime {
 
   // ---- actors ----
   uint64_t next_serial_ = 0;
-  std::map<ActorKey, ActorSlot> actors_;
-  std::map<uint64_t, ActorKey> serial_keys_;  // live serial -> current key
-  std::map<ActorKey, uint64_t> acked_seq_;
-  std::map<ActorKey, std::deque<OutboxEntry>> outbox_;
+  ActorKeyMap<ActorSlot> actors_;
+  std::unordered_map<uint64_t, ActorKey> serial_keys_;  // live serial -> current key
+  ActorKeyMap<uint64_t> acked_seq_;
+  ActorKeyMap<std::deque<OutboxEntry>> outbox_;
   std::vector<DyingActor> dying_;
 };
 

@@ -202,7 +202,7 @@ void WorkerRuntime::HandleRunnerEvent(RunnerEvent event) {
       // A fenced TRAIN (the actor was re-keyed) has no results and no seq.
       if (key == slot_key) {
         for (auto& r : event.results) {
-          batch.results.push_back({slot.next_seq++, protocol::RawResult::FromJson(r)});
+          batch.results.push_back({slot.next_seq++, std::move(r)});
         }
         auto& entries = outbox_[key];
         entries.push_back(OutboxEntry{std::move(batch), slot.next_seq - 1});
@@ -458,8 +458,13 @@ void WorkerRuntime::SendBatch(const protocol::ResultBatch& batch) {
 
 void WorkerRuntime::ResendOutbox() {
   size_t n = 0;
-  for (const auto& [key, entries] : outbox_) {
-    for (const auto& entry : entries) {
+  // In key order (outbox_ is a hash table), each actor's batches in order.
+  std::vector<const ActorKeyMap<std::deque<OutboxEntry>>::value_type*> actors;
+  for (const auto& entry : outbox_) actors.push_back(&entry);
+  std::sort(actors.begin(), actors.end(),
+            [](const auto* a, const auto* b) { return a->first < b->first; });
+  for (const auto* actor : actors) {
+    for (const auto& entry : actor->second) {
       QueueBatch(entry.batch);
       ++n;
     }

@@ -57,6 +57,7 @@ void WorkerRuntime::ResetTransfers(const std::string& reason) {
   // Every wait holds a RESTORE still arriving: all of them fail.
   std::vector<ActorKey> waiting;
   for (const auto& [key, queue] : payload_waits_) waiting.push_back(key);
+  std::sort(waiting.begin(), waiting.end());  // in key order, whatever the table's
   for (const auto& key : waiting) FailPayloadWait(key, "RESTORE payload incomplete: " + reason);
   restore_payloads_.TakePeer("");
 }

@@ -92,7 +92,7 @@ TEST_F(ActorRunnerTest, FillsAutoFieldsAndCountersWhenTraining) {
   EXPECT_EQ(e.iteration, 3);
   double last_total = 0;
   for (int i = 0; i < 3; ++i) {
-    const Json& r = e.results[i];
+    const Json r = e.results[i].ToJson();
     EXPECT_EQ(r["training_iteration"], i + 1);
     EXPECT_EQ(r["iterations_since_restore"], i + 1);
     EXPECT_EQ(r["done"], false);
@@ -114,10 +114,10 @@ TEST_F(ActorRunnerTest, FillsAutoFieldsAndCountersWhenTraining) {
   // Ray's train_buffered (at least one result, then stop once the time is up).
   e = a.Train();
   ASSERT_EQ(e.results.size(), 1u);
-  EXPECT_EQ(e.results[0]["training_iteration"], 4);
+  EXPECT_EQ(e.results[0].ToJson()["training_iteration"], 4);
   e = a.Train(10, 0);
   ASSERT_EQ(e.results.size(), 1u);
-  EXPECT_EQ(e.results[0]["training_iteration"], 5);
+  EXPECT_EQ(e.results[0].ToJson()["training_iteration"], 5);
 }
 
 TEST_F(ActorRunnerTest, AppliesRaySetDefaultAndUserTimings) {
@@ -130,14 +130,14 @@ TEST_F(ActorRunnerTest, AppliesRaySetDefaultAndUserTimings) {
                  dir_.path());
   auto e = a.Train(3);
   ASSERT_EQ(e.results.size(), 3u);
-  EXPECT_EQ(e.results[0]["timesteps_total"], 10);
-  EXPECT_DOUBLE_EQ(e.results[0]["time_this_iter_s"].get<double>(), 2.5);
-  EXPECT_DOUBLE_EQ(e.results[0]["time_total_s"].get<double>(), 2.5);
-  EXPECT_EQ(e.results[0]["neg_mean_loss"], -4.0);
-  EXPECT_EQ(e.results[1]["timesteps_total"], 15);
-  EXPECT_EQ(e.results[1]["training_iteration"], 2);  // overwritten: the head keys on it
-  EXPECT_EQ(e.results[1]["done"], "maybe");           // setdefault: the user value wins
-  EXPECT_EQ(e.results[2]["timesteps_total"], 1000);   // setdefault again
+  EXPECT_EQ(e.results[0].ToJson()["timesteps_total"], 10);
+  EXPECT_DOUBLE_EQ(e.results[0].ToJson()["time_this_iter_s"].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(e.results[0].ToJson()["time_total_s"].get<double>(), 2.5);
+  EXPECT_EQ(e.results[0].ToJson()["neg_mean_loss"], -4.0);
+  EXPECT_EQ(e.results[1].ToJson()["timesteps_total"], 15);
+  EXPECT_EQ(e.results[1].ToJson()["training_iteration"], 2);  // overwritten: the head keys on it
+  EXPECT_EQ(e.results[1].ToJson()["done"], "maybe");          // setdefault: the user value wins
+  EXPECT_EQ(e.results[2].ToJson()["timesteps_total"], 1000);  // setdefault again
 }
 
 TEST_F(ActorRunnerTest, StopsBufferingAtDoneOrShouldCheckpoint) {
@@ -147,11 +147,11 @@ TEST_F(ActorRunnerTest, StopsBufferingAtDoneOrShouldCheckpoint) {
                  dir_.path());
   auto e = a.Train(10);
   ASSERT_EQ(e.results.size(), 2u);
-  EXPECT_EQ(e.results[1]["should_checkpoint"], true);
+  EXPECT_EQ(e.results[1].ToJson()["should_checkpoint"], true);
   e = a.Train(10);
   ASSERT_EQ(e.results.size(), 2u);
-  EXPECT_EQ(e.results[1]["done"], true);
-  EXPECT_EQ(e.results[1]["training_iteration"], 4);
+  EXPECT_EQ(e.results[1].ToJson()["done"], true);
+  EXPECT_EQ(e.results[1].ToJson()["training_iteration"], 4);
 }
 
 TEST_F(ActorRunnerTest, StopsBufferingWhenBufferTimeElapses) {
@@ -214,16 +214,17 @@ TEST_F(ActorRunnerTest, RestoredRunIsBitIdenticalToAnUninterruptedOne) {
   auto rest = second.Train(6).results;
   ASSERT_EQ(rest.size(), 6u);
   for (int i = 0; i < 6; ++i) {
-    const Json& want = all[4 + i];
-    const Json& got = rest[i];
+    const Json want = all[4 + i].ToJson();
+    const Json got = rest[i].ToJson();
     EXPECT_EQ(got["training_iteration"], want["training_iteration"]);
     // Bit-identical, not merely close.
     EXPECT_EQ(got["x"].get<double>(), want["x"].get<double>()) << "iteration " << 5 + i;
     EXPECT_EQ(got["loss"].get<double>(), want["loss"].get<double>());
     EXPECT_EQ(got["iterations_since_restore"], i + 1);
   }
-  EXPECT_GE(rest[0]["time_total_s"].get<double>(), env->time_total_s);
-  EXPECT_LT(rest[0]["time_since_restore"].get<double>(), rest[0]["time_total_s"].get<double>() + 1);
+  const Json resumed = rest[0].ToJson();
+  EXPECT_GE(resumed["time_total_s"].get<double>(), env->time_total_s);
+  EXPECT_LT(resumed["time_since_restore"].get<double>(), resumed["time_total_s"].get<double>() + 1);
 }
 
 TEST_F(ActorRunnerTest, FailTrainablePassesFailAtAfterRestoreUnlessPersistent) {
@@ -275,8 +276,8 @@ TEST_F(ActorRunnerTest, RejectsBadCheckpointsAndKeepsItsCounters) {
 
   auto next = a.Train();
   ASSERT_EQ(next.results.size(), 1u);
-  EXPECT_EQ(next.results[0]["training_iteration"], 3);
-  EXPECT_EQ(next.results[0]["iterations_since_restore"], 3);
+  EXPECT_EQ(next.results[0].ToJson()["training_iteration"], 3);
+  EXPECT_EQ(next.results[0].ToJson()["iterations_since_restore"], 3);
 }
 
 TEST_F(ActorRunnerTest, BlobCheckpointsSurviveAnotherActor) {
@@ -290,7 +291,7 @@ TEST_F(ActorRunnerTest, BlobCheckpointsSurviveAnotherActor) {
   EXPECT_TRUE(e.ok) << e.error;
   auto next = b.Train();
   ASSERT_EQ(next.results.size(), 1u);
-  EXPECT_DOUBLE_EQ(next.results[0]["loss"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(next.results[0].ToJson()["loss"].get<double>(), 0.25);
 }
 
 TEST_F(ActorRunnerTest, ResetRekeysAndZeroesCountersOrLeavesActorUnchanged) {
@@ -310,9 +311,9 @@ TEST_F(ActorRunnerTest, ResetRekeysAndZeroesCountersOrLeavesActorUnchanged) {
   a.SetKey("new", 4);
   e = a.Train();
   ASSERT_EQ(e.results.size(), 1u);
-  EXPECT_EQ(e.results[0]["training_iteration"], 1);
-  EXPECT_EQ(e.results[0]["trial_id"], "new");
-  EXPECT_DOUBLE_EQ(e.results[0]["x"].get<double>(), 1.6);
+  EXPECT_EQ(e.results[0].ToJson()["training_iteration"], 1);
+  EXPECT_EQ(e.results[0].ToJson()["trial_id"], "new");
+  EXPECT_DOUBLE_EQ(e.results[0].ToJson()["x"].get<double>(), 1.6);
   EXPECT_NE(ReadFile(dir_.path() + "/new/trial.log").find("actor reused from trial old"),
             std::string::npos);
 
@@ -324,7 +325,7 @@ TEST_F(ActorRunnerTest, ResetRekeysAndZeroesCountersOrLeavesActorUnchanged) {
   EXPECT_FALSE(e.new_key.has_value());
   e = f.Train();
   ASSERT_EQ(e.results.size(), 1u);
-  EXPECT_EQ(e.results[0]["training_iteration"], 2);
+  EXPECT_EQ(e.results[0].ToJson()["training_iteration"], 2);
 }
 
 TEST_F(ActorRunnerTest, ExportsThroughTheTrainable) {
@@ -446,7 +447,7 @@ TEST_F(ActorRunnerTest, QuadraticIsInlineUnlessItSleepsAndAnInlineActorRefusesTo
   EXPECT_NE(ReadFile(dir_.path() + "/a/trial.log").find("runs inline"), std::string::npos);
   e = a.Train();
   ASSERT_EQ(e.results.size(), 1u) << "the actor is unchanged";
-  EXPECT_EQ(e.results[0]["training_iteration"], 2);
+  EXPECT_EQ(e.results[0].ToJson()["training_iteration"], 2);
   e = sleepy.Call(protocol::Reset{51, "s", 1, "t", 1, Json{{"step_sleep_s", 0.5}}});
   EXPECT_EQ(e.data["reset"], true);
   sleepy.SetKey("t", 1);
@@ -465,15 +466,16 @@ TEST_F(ActorRunnerTest, InlineAndThreadedActorsComputeTheSame) {
     ASSERT_EQ(x.results.size(), 2u);
     ASSERT_EQ(y.results.size(), 2u);
     for (size_t j = 0; j < 2; ++j) {
-      EXPECT_EQ(x.results[j]["training_iteration"], y.results[j]["training_iteration"]);
-      EXPECT_EQ(x.results[j]["loss"], y.results[j]["loss"]);
+      EXPECT_EQ(x.results[j].ToJson()["training_iteration"],
+                y.results[j].ToJson()["training_iteration"]);
+      EXPECT_EQ(x.results[j].ToJson()["loss"], y.results[j].ToJson()["loss"]);
     }
   }
   auto saved = on_thread.Save();
   ASSERT_TRUE(saved.ok);
   auto restored = on_caller.Restore(saved.payload);
   ASSERT_TRUE(restored.ok) << restored.error;
-  EXPECT_EQ(on_caller.Train().results[0]["training_iteration"], 7);
+  EXPECT_EQ(on_caller.Train().results[0].ToJson()["training_iteration"], 7);
 }
 
 TEST_F(ActorRunnerTest, SanitizesTrialIdsForPaths) {
