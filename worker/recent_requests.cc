@@ -3,9 +3,8 @@
 namespace ztune::worker {
 
 RecentRequests::Seen RecentRequests::Accept(uint64_t rid, const ActorKey& key) {
-  auto it = entries_.find(rid);
-  if (it != entries_.end()) return it->second.answered ? Seen::kAnswered : Seen::kOwed;
-  entries_.emplace(rid, Entry{key, false, std::nullopt});
+  auto [it, added] = entries_.try_emplace(rid);
+  if (!added) return it->second.answered ? Seen::kAnswered : Seen::kOwed;
   auto [actor, first] = by_actor_.try_emplace(key);
   if (first) actor_order_.push_back(key);
   actor->second.push_back(rid);
@@ -33,7 +32,7 @@ void RecentRequests::Answered(uint64_t rid, const protocol::Message* answer) {
   if (it == entries_.end()) return;
   it->second.answered = true;
   if (answer != nullptr && answer->payload.size() <= kMaxKeptAnswerBytes) {
-    it->second.answer = *answer;
+    it->second.answer = std::make_unique<protocol::Message>(*answer);
   } else {
     it->second.answer.reset();
   }
@@ -42,7 +41,7 @@ void RecentRequests::Answered(uint64_t rid, const protocol::Message* answer) {
 const protocol::Message* RecentRequests::AnswerOf(uint64_t rid) const {
   auto it = entries_.find(rid);
   if (it == entries_.end() || !it->second.answered || !it->second.answer) return nullptr;
-  return &*it->second.answer;
+  return it->second.answer.get();
 }
 
 void RecentRequests::Reopen(uint64_t rid) {

@@ -6,14 +6,15 @@
 // gets its answer again.
 //
 // Bounded per actor (the newest kPerActor rids: the head has only a few
-// requests outstanding per actor) and in actors (the least recently used of
-// more than `max_actors` keys are forgotten). Control thread only.
+// requests outstanding per actor) and in actors (of more than `max_actors`
+// keys, the first seen are forgotten first). Control thread only.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -49,10 +50,11 @@ class RecentRequests {
   static constexpr size_t kMaxKeptAnswerBytes = 64 * 1024;
 
  private:
+  // One per request: a few bytes, as there is one per TRAIN (the answer, kept
+  // rarely, lives apart).
   struct Entry {
-    ActorKey key;
     bool answered = false;
-    std::optional<protocol::Message> answer;
+    std::unique_ptr<protocol::Message> answer;
   };
   void EvictActors();
 

@@ -200,6 +200,7 @@ void WorkerRuntime::Poll(int64_t timeout_ms) {
                             monitor_ != nullptr ? monitor_->handle() : nullptr};
   Result<zmqutil::SocketWait> waited =
       zmqutil::WaitReadable(sockets, events_->fd(), static_cast<long>(timeout_ms));
+  monitor_may_have_input_ = !waited.ok() || waited->interrupted || (waited->readable & 2u) != 0;
   if (!waited.ok()) {
     // ETERM cannot happen while we own the context's socket; anything else is
     // transient. Avoid a busy loop either way.
@@ -225,6 +226,7 @@ Status WorkerRuntime::OpenSocket(TimeMs now) {
   if (options_.curve) RETURN_IF_ERROR(security::ApplyCurveClient(*dealer_, *options_.curve));
   // Before connecting, so that no disconnection goes unseen.
   ASSIGN_OR_RETURN(monitor_, zmqutil::ConnectionMonitor::Start(context_, *dealer_));
+  monitor_may_have_input_ = true;
   RETURN_IF_ERROR(zmqutil::Connect(*dealer_, options_.head_endpoint));
   last_heard_ = now;
   last_sent_ = now;
@@ -247,7 +249,8 @@ void WorkerRuntime::DropLink(TimeMs reconnect_at) {
 }
 
 bool WorkerRuntime::ConnectionWasCut() {
-  if (monitor_ == nullptr) return false;
+  if (monitor_ == nullptr || !monitor_may_have_input_) return false;
+  monitor_may_have_input_ = false;
   const zmqutil::ConnectionEvents events = monitor_->Drain();
   if (events.connected) refusal_logged_ = false;
   if ((events.auth_failed || events.handshake_failed) && !refusal_logged_) {

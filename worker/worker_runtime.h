@@ -258,6 +258,11 @@ class WorkerRuntime {
   std::unique_ptr<zmq::socket_t> dealer_;  // null while disconnected
   // The DEALER's connection events; with dealer_.
   std::unique_ptr<zmqutil::ConnectionMonitor> monitor_;
+  // The monitor may hold events: the last Poll saw it readable, or could not
+  // tell. Every Poll checks it (ZMQ_EVENTS), so an event that comes later is
+  // seen by the next one; draining it on every pass cost a recv (and libzmq's
+  // getpid) per loop.
+  bool monitor_may_have_input_ = true;
   // The head refused our handshake since the last success: logged once.
   bool refusal_logged_ = false;
   Link link_ = Link::kDisconnected;
