@@ -437,8 +437,11 @@ int RunHeadStats(const CommandContext& ctx, bool json) {
   const Json& head = ObjectField(*reply, "head");
   auto count = [&](const char* k) { return std::to_string(IntField(head, k)); };
   ctx.out << "Head up " << FormatNumber(NumberField(head, "uptime_s").value_or(0))
-          << " s: " << count("turns") << " turns, " << count("commits") << " commits, "
-          << count("messages_in") << " messages in, " << count("result_batches")
+          << " s: " << count("turns") << " turns, " << count("commits") << " commits"
+          << (head.contains("commits_behind_loop")
+                  ? " (" + count("commits_behind_loop") + " behind the loop)"
+                  : std::string())
+          << ", " << count("messages_in") << " messages in, " << count("result_batches")
           << " result batches.\n"
           << "Refused: " << count("malformed") << " malformed, " << count("unknown_senders")
           << " from unknown senders, " << count("unauthorized") << " unauthorized, "

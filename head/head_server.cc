@@ -30,6 +30,16 @@ constexpr int64_t kMaxWorkerDrainUs = 10'000;
 // wait for, and the hand-off's thread wake-ups and the smaller turns cost
 // more than they saved (docs/benchmarks.md, "commits behind the loop").
 constexpr uint64_t kMaxResultsToHandOver = 8;
+
+// Whether a turn's commit goes behind the loop (pipeline_) rather than on it.
+// Only a turn that sent work ahead of its commit (a TRAIN) has answers coming
+// that the next turn may read without waiting for the disk; one that did not
+// gains nothing by handing over and pays the commit thread's wake-ups (many
+// short trials: docs/benchmarks.md, "bookkeeping"), unless a commit is still
+// outstanding, which a commit on the loop would first wait for.
+bool HandsOverItsCommit(bool sent_ahead, bool outstanding, uint64_t results, bool waited_for) {
+  return (sent_ahead || outstanding) && results <= kMaxResultsToHandOver && !waited_for;
+}
 // Client frames up to this size are read (and answered "too large" above the
 // request limit); larger ones close the connection.
 constexpr int64_t kClientSocketCapBytes = 256LL << 20;
@@ -392,9 +402,10 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
     }
     new_bindings_.clear();
     turn_times_.Prepared(TurnTimes::SteadyNow());
+    const bool sent_ahead = !before_commit_.empty();
     SendQueued(before_commit_);
     const uint64_t results = stats_.result_batches - result_batches_before;
-    if (results <= kMaxResultsToHandOver && !TurnWaitsForItsCommit()) {
+    if (HandsOverItsCommit(sent_ahead, pipeline_.outstanding(), results, TurnWaitsForItsCommit())) {
       // Nobody waits for this turn but the workers, whose ACKs go when its
       // commit ends: the next turn need not wait for the disk.
       HandOverTurn(std::move(batch), results);

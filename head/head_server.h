@@ -91,7 +91,8 @@ struct HeadServerOptions {
 struct HeadStats {
   uint64_t turns = 0;
   uint64_t commits = 0;
-  uint64_t messages_in = 0;  // on both sockets
+  uint64_t commits_behind_loop = 0;  // of `commits`, those run by the commit thread
+  uint64_t messages_in = 0;          // on both sockets
   uint64_t malformed = 0;
   uint64_t unknown_senders = 0;
   uint64_t slow_store_operations = 0;  // longer than one heartbeat interval

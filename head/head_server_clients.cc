@@ -183,6 +183,7 @@ Json HeadServer::HeadStatsReply(const Json& rid) const {
   Json head{{"uptime_s", static_cast<double>(clock_.NowMs() - started_ms_) / 1000.0},
             {"turns", stats_.turns},
             {"commits", stats_.commits},
+            {"commits_behind_loop", stats_.commits_behind_loop},
             {"messages_in", stats_.messages_in},
             {"result_batches", stats_.result_batches},
             {"malformed", stats_.malformed},

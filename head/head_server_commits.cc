@@ -165,6 +165,7 @@ Status HeadServer::FinishEndedCommits(const std::atomic<bool>& stop) {
         return e.status;
       }
       ++stats_.commits;
+      ++stats_.commits_behind_loop;
       any = true;
       while (!commit_actions_.empty() && commit_actions_.front().ticket <= e.through) {
         RunCommitActions(commit_actions_.front());

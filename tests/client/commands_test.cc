@@ -138,11 +138,17 @@ Json HeadStats() {
   }
   times["result_wait"]["p99_ms"] = 41.5;
   times["result_wait"]["max_ms"] = 45;
-  return {{"uptime_s", 12.5},         {"turns", 5000},
-          {"commits", 120},           {"messages_in", 7000},
-          {"result_batches", 6000},   {"malformed", 2},
-          {"unknown_senders", 0},     {"unauthorized", 0},
-          {"rate_limited", 1},        {"slow_store_operations", 0},
+  return {{"uptime_s", 12.5},
+          {"turns", 5000},
+          {"commits", 120},
+          {"commits_behind_loop", 90},
+          {"messages_in", 7000},
+          {"result_batches", 6000},
+          {"malformed", 2},
+          {"unknown_senders", 0},
+          {"unauthorized", 0},
+          {"rate_limited", 1},
+          {"slow_store_operations", 0},
           {"times", std::move(times)}};
 }
 
@@ -387,7 +393,8 @@ TEST_F(CommandsTest, HumanTablesRender) {
   const std::vector<std::string> head_lines = OutLines();
   ASSERT_FALSE(head_lines.empty());
   EXPECT_EQ(head_lines[0],
-            "Head up 12.5 s: 5000 turns, 120 commits, 7000 messages in, 6000 result batches.");
+            "Head up 12.5 s: 5000 turns, 120 commits (90 behind the loop), 7000 messages in, "
+            "6000 result batches.");
   EXPECT_TRUE(HasLine(head_lines, "result_wait  120    0.7  41.5  45")) << out_.str();
   EXPECT_TRUE(HasLine(head_lines, "commit       120    0.7  3.58  6.66")) << out_.str();
   out_.str("");

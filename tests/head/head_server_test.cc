@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -629,11 +630,19 @@ class OneTrialWorker {
   }
 
   // Plays until a message for which `pred` holds, for up to `wait_ms`; that
-  // message, or nullopt. Every message is kept in seen().
+  // message, or nullopt. Every message is kept in seen(); those received
+  // after the one returned wait for the next call.
   std::optional<protocol::Message> Play(const std::function<bool(const protocol::Message&)>& pred,
                                         int64_t wait_ms) {
     const auto deadline = Clock::now() + std::chrono::milliseconds(wait_ms);
-    while (Clock::now() < deadline) {
+    while (true) {
+      while (!unread_.empty()) {
+        protocol::Message m = std::move(unread_.front());
+        unread_.pop_front();
+        seen_.push_back(m);
+        if (pred(m)) return m;
+      }
+      if (Clock::now() >= deadline) return std::nullopt;
       if (Clock::now() - last_beat_ >= std::chrono::milliseconds(kHeartbeatMs)) {
         EXPECT_TRUE(
             zmqutil::SendFrames(worker_, protocol::Encode({protocol::Heartbeat{}, {}})).ok());
@@ -644,11 +653,9 @@ class OneTrialWorker {
           protocol::Reply ok{c->rid, c->trial_id, c->attempt, true, "", Json::object()};
           EXPECT_TRUE(zmqutil::SendFrames(worker_, protocol::Encode({ok, {}})).ok());
         }
-        seen_.push_back(m);
-        if (pred(m)) return m;
+        unread_.push_back(std::move(m));
       }
     }
-    return std::nullopt;
   }
   // The next TRAIN, or nullopt after 10 s.
   std::optional<protocol::Train> NextTrain() {
@@ -675,8 +682,8 @@ class OneTrialWorker {
     for (const auto& m : seen_) n += std::holds_alternative<T>(m.body) ? 1 : 0;
     return n;
   }
-  // Plays until every seq in `seqs` of `trial_id` was acknowledged; false
-  // after 10 s.
+  // Plays until every seq in `seqs` of `trial_id` was acknowledged (ACKs
+  // seen before count); false after 10 s.
   bool PlayUntilAcked(const std::string& trial_id, std::set<uint64_t> seqs) {
     std::set<uint64_t> acked;
     auto all = [&](const protocol::Message& m) {
@@ -688,15 +695,35 @@ class OneTrialWorker {
       }
       return std::includes(acked.begin(), acked.end(), seqs.begin(), seqs.end());
     };
+    for (const protocol::Message& m : seen_) {
+      if (all(m)) return true;
+    }
     return Play(all, 10'000).has_value();
   }
   zmq::socket_t& client() { return client_; }
+  // The head's `head_stats` reply's `head` (asked with `rid`), or null
+  // after 10 s; replies to other requests are skipped.
+  Json HeadStats(int rid) {
+    const std::string request = R"({"op": "head_stats", "rid": )" + std::to_string(rid) + "}";
+    EXPECT_TRUE(zmqutil::SendFrames(client_, {protocol::kVersion, request}).ok());
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (Clock::now() < deadline) {
+      zmq::pollitem_t item{client_.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(100));
+      auto reply = zmqutil::RecvMultipart(client_);
+      if (!reply.ok() || reply->empty()) continue;
+      Json r = Json::parse(reply->back().to_string_view(), nullptr, false);
+      if (r.is_object() && r.value("rid", 0) == rid) return r.value("head", Json());
+    }
+    return Json();
+  }
 
  private:
   zmq::socket_t worker_;
   zmq::socket_t client_;
   Clock::time_point last_beat_ = Clock::now();
   std::vector<protocol::Message> seen_;
+  std::deque<protocol::Message> unread_;  // received, not yet played
 };
 
 // A turn's commit runs behind the loop (PipelinedStore): while one commit is
@@ -733,6 +760,44 @@ TEST(HeadServerTest, TrainsGoOnWhileACommitIsHeldAndAcksWaitForIt) {
   store.SetOpen(true);
   EXPECT_TRUE(w.PlayUntilAcked(train1->trial_id, {1, 2}))
       << "results 1 and 2 were not both acknowledged";
+  head.Stop();
+  EXPECT_TRUE(head.run_status().ok()) << head.run_status().ToString();
+}
+
+// Only a turn that sent work ahead of its commit hands the commit over: the
+// turns of results 1-4 (their next TRAIN went ahead) did; the turn of the
+// last result, whose STOP waits for the commit, commits on the loop.
+TEST(HeadServerTest, OnlyATurnThatSentWorkAheadHandsItsCommitOver) {
+  HeadServerOptions options;
+  options.runner.liveness = kLiveness;
+  RunningHead head(options);
+  ASSERT_TRUE(head.start_status().ok()) << head.start_status().ToString();
+  OneTrialWorker w(head);
+  ASSERT_TRUE(w.Start());
+  std::optional<protocol::Train> train = w.NextTrain();
+  for (int64_t i = 1; i <= 4; ++i) {
+    ASSERT_TRUE(train) << "no TRAIN for iteration " << i;
+    w.Answer(*train, i);
+    train = w.NextTrain();
+  }
+  ASSERT_TRUE(train) << "no TRAIN for iteration 5";
+  // Every commit so far has ended: none is outstanding when result 5 comes.
+  ASSERT_TRUE(w.PlayUntilAcked(train->trial_id, {1, 2, 3, 4}));
+  const Json before = w.HeadStats(10);
+  ASSERT_TRUE(before.is_object()) << "no head_stats reply";
+  EXPECT_GT(before["commits_behind_loop"].get<uint64_t>(), 0u)
+      << "no turn whose TRAIN went ahead handed its commit over";
+  w.Answer(*train, 5);
+  ASSERT_TRUE(w.Play(
+      [](const protocol::Message& m) { return std::holds_alternative<protocol::Stop>(m.body); },
+      10'000))
+      << "no STOP after the last result";
+  const Json after = w.HeadStats(11);
+  ASSERT_TRUE(after.is_object()) << "no head_stats reply";
+  EXPECT_GT(after["commits"].get<uint64_t>(), before["commits"].get<uint64_t>())
+      << "the last result was not committed";
+  EXPECT_EQ(after["commits_behind_loop"], before["commits_behind_loop"])
+      << "the last result's turn sent nothing ahead, yet handed its commit over";
   head.Stop();
   EXPECT_TRUE(head.run_status().ok()) << head.run_status().ToString();
 }
