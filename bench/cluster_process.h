@@ -69,9 +69,11 @@ inline std::string ReadAll(const std::string& path) {
   return ss.str();
 }
 
-inline std::string MakeTempDir(const std::string& tag) {
-  std::string tmpl =
-      (std::filesystem::temp_directory_path() / ("ztune-bench-" + tag + "-XXXXXX")).string();
+// A fresh directory under `root` (the system's temp directory by default).
+inline std::string MakeTempDir(const std::string& tag, const std::string& root = "") {
+  const std::filesystem::path parent =
+      root.empty() ? std::filesystem::temp_directory_path() : std::filesystem::path(root);
+  std::string tmpl = (parent / ("ztune-bench-" + tag + "-XXXXXX")).string();
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   char* d = mkdtemp(buf.data());

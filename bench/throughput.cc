@@ -28,11 +28,14 @@
 // --results-dir off,on (the head also writes Ray's layout of every result,
 // docs/results-dir.md, into the run's temp dir; its size is reported).
 // --rounds N repeats the whole set N times, so that alternated variants
-// meet the machine in turns.
+// meet the machine in turns. --worker-dirs DIR puts the workers' work
+// directories (a trial directory and log per trial) in a fresh directory
+// under DIR, e.g. a tmpfs, instead of the run's temp dir: it tells the head's
+// own disk (its store stays in the temp dir) from the workers' file creation.
 //
 //   throughput [--shapes 100x100,1000x10,10000x1] [--cpus-per-worker 16] [--buffer 1]
 //              [--security curve,insecure] [--limits on,off] [--results-dir off,on]
-//              [--rounds 1] [--latency]
+//              [--rounds 1] [--latency] [--worker-dirs DIR]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -90,10 +93,14 @@ struct RunOptions {
   bool limits = true;  // the head's default budgets per connection, else none (all flags 0)
   bool results_dir = false;
   bool latency = false;
+  std::string worker_dirs;  // a directory for the workers' work dirs; empty: the run's temp dir
 };
 
 Json RunShape(const Shape& shape, const RunOptions& o) {
   std::string dir = ztune::bench::MakeTempDir("throughput");
+  const std::string work_root =
+      o.worker_dirs.empty() ? dir : ztune::bench::MakeTempDir("throughput-work", o.worker_dirs);
+  if (work_root.empty()) return Json{{"error", "cannot make a directory in " + o.worker_dirs}};
   std::string endpoints = dir + "/endpoints.json";
   std::optional<ztune::testing::ClusterKeys> keys;
   std::vector<std::string> head_args = {"--data-dir",        dir + "/data",
@@ -131,7 +138,7 @@ Json RunShape(const Shape& shape, const RunOptions& o) {
     std::vector<std::string> args{"--head",      ep["worker_endpoint"],
                                   "--cpus",      std::to_string(o.cpus_per_worker),
                                   "--name",      "bench-" + std::to_string(w),
-                                  "--work-dir",  dir + "/work-" + std::to_string(w),
+                                  "--work-dir",  work_root + "/work-" + std::to_string(w),
                                   "--log-level", "warn"};
     args.insert(args.end(), worker_security.begin(), worker_security.end());
     workers.push_back(std::make_unique<ChildProcess>(
@@ -200,6 +207,7 @@ Json RunShape(const Shape& shape, const RunOptions& o) {
     }
     out["results_dir_bytes"] = bytes;
   }
+  if (work_root != dir) std::filesystem::remove_all(work_root);
   std::filesystem::remove_all(dir);
   return out;
 }
@@ -240,6 +248,11 @@ int main(int argc, char** argv) {
   bool latency = false;
   app.add_flag("--latency", latency,
                "also measure the step cycle (p50/p99 us; shapes of one trial only)");
+  std::string worker_dirs;
+  app.add_option("--worker-dirs", worker_dirs,
+                 "put the workers' work dirs in a fresh directory under this one (e.g. a tmpfs) "
+                 "instead of the run's temp dir")
+      ->check(CLI::ExistingDirectory);
   CLI11_PARSE(app, argc, argv);
   std::vector<Shape> shapes;
   std::string rest = shapes_arg;
@@ -271,6 +284,7 @@ int main(int argc, char** argv) {
               o.limits = limit == "on";
               o.results_dir = files == "on";
               o.latency = latency;
+              o.worker_dirs = worker_dirs;
               Json run = RunShape(s, o);
               run["round"] = round;
               runs.push_back(std::move(run));
