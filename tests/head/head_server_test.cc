@@ -726,113 +726,112 @@ class OneTrialWorker {
   std::deque<protocol::Message> unread_;  // received, not yet played
 };
 
+// A head on a gated store (open until a test closes it) with one
+// registered worker played by the test, and its noop trial of 5 iterations
+// started: train1_ is its first TRAIN. The tests of commits behind the loop.
+class OneTrialHeadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    HeadServerOptions options;
+    options.runner.liveness = kLiveness;
+    head_ = std::make_unique<RunningHead>(options, &store_);
+    ASSERT_TRUE(head_->start_status().ok()) << head_->start_status().ToString();
+    w_ = std::make_unique<OneTrialWorker>(*head_);
+    ASSERT_TRUE(w_->Start());
+    train1_ = w_->NextTrain();
+    ASSERT_TRUE(train1_) << "no TRAIN";
+  }
+  void TearDown() override {
+    if (head_ == nullptr) return;
+    head_->Stop();
+    EXPECT_TRUE(head_->run_status().ok()) << head_->run_status().ToString();
+  }
+
+  testing::GatedStore store_;
+  std::unique_ptr<RunningHead> head_;  // after store_, before w_ (destroyed in reverse)
+  std::unique_ptr<OneTrialWorker> w_;
+  std::optional<protocol::Train> train1_;
+};
+
 // A turn's commit runs behind the loop (PipelinedStore): while one commit is
 // held at the disk, the next results are handled and their TRAINs go, but no
 // ACK leaves before the commit that holds its result has ended.
-TEST(HeadServerTest, TrainsGoOnWhileACommitIsHeldAndAcksWaitForIt) {
-  testing::GatedStore store;
-  HeadServerOptions options;
-  options.runner.liveness = kLiveness;
-  RunningHead head(options, &store);
-  ASSERT_TRUE(head.start_status().ok()) << head.start_status().ToString();
-  OneTrialWorker w(head);
-  ASSERT_TRUE(w.Start());
-  const std::optional<protocol::Train> train1 = w.NextTrain();
-  ASSERT_TRUE(train1) << "no TRAIN";
-  const size_t acks_before = w.Count<protocol::Ack>();
+TEST_F(OneTrialHeadTest, TrainsGoOnWhileACommitIsHeldAndAcksWaitForIt) {
+  const size_t acks_before = w_->Count<protocol::Ack>();
 
   // The disk stalls from here: result 1's commit is held.
-  const int entered = store.entered();
-  store.SetOpen(false);
-  w.Answer(*train1, 1);
-  const std::optional<protocol::Train> train2 = w.NextTrain();
+  const int entered = store_.entered();
+  store_.SetOpen(false);
+  w_->Answer(*train1_, 1);
+  const std::optional<protocol::Train> train2 = w_->NextTrain();
   ASSERT_TRUE(train2) << "no TRAIN after result 1";
-  store.AwaitEntered(entered + 1);
+  store_.AwaitEntered(entered + 1);
   // Result 2 while result 1's commit is still held: the loop handles it.
-  w.Answer(*train2, 2);
-  ASSERT_TRUE(w.NextTrain()) << "no TRAIN after result 2: the loop waited for result 1's commit";
+  w_->Answer(*train2, 2);
+  ASSERT_TRUE(w_->NextTrain()) << "no TRAIN after result 2: the loop waited for result 1's commit";
   // A while longer: still no ACK (the commit is held).
-  w.Play([](const protocol::Message&) { return false; }, 3 * kHeartbeatMs);
-  EXPECT_EQ(w.Count<protocol::Ack>(), acks_before)
+  w_->Play([](const protocol::Message&) { return false; }, 3 * kHeartbeatMs);
+  EXPECT_EQ(w_->Count<protocol::Ack>(), acks_before)
       << "an ACK left before its result's commit ended";
 
   // The disk comes back: both results are acknowledged.
-  store.SetOpen(true);
-  EXPECT_TRUE(w.PlayUntilAcked(train1->trial_id, {1, 2}))
+  store_.SetOpen(true);
+  EXPECT_TRUE(w_->PlayUntilAcked(train1_->trial_id, {1, 2}))
       << "results 1 and 2 were not both acknowledged";
-  head.Stop();
-  EXPECT_TRUE(head.run_status().ok()) << head.run_status().ToString();
 }
 
 // Only a turn that sent work ahead of its commit hands the commit over: the
 // turns of results 1-4 (their next TRAIN went ahead) did; the turn of the
 // last result, whose STOP waits for the commit, commits on the loop.
-TEST(HeadServerTest, OnlyATurnThatSentWorkAheadHandsItsCommitOver) {
-  HeadServerOptions options;
-  options.runner.liveness = kLiveness;
-  RunningHead head(options);
-  ASSERT_TRUE(head.start_status().ok()) << head.start_status().ToString();
-  OneTrialWorker w(head);
-  ASSERT_TRUE(w.Start());
-  std::optional<protocol::Train> train = w.NextTrain();
+TEST_F(OneTrialHeadTest, OnlyATurnThatSentWorkAheadHandsItsCommitOver) {
+  std::optional<protocol::Train> train = train1_;
   for (int64_t i = 1; i <= 4; ++i) {
     ASSERT_TRUE(train) << "no TRAIN for iteration " << i;
-    w.Answer(*train, i);
-    train = w.NextTrain();
+    w_->Answer(*train, i);
+    train = w_->NextTrain();
   }
   ASSERT_TRUE(train) << "no TRAIN for iteration 5";
   // Every commit so far has ended: none is outstanding when result 5 comes.
-  ASSERT_TRUE(w.PlayUntilAcked(train->trial_id, {1, 2, 3, 4}));
-  const Json before = w.HeadStats(10);
+  ASSERT_TRUE(w_->PlayUntilAcked(train->trial_id, {1, 2, 3, 4}));
+  const Json before = w_->HeadStats(10);
   ASSERT_TRUE(before.is_object()) << "no head_stats reply";
   EXPECT_GT(before["commits_behind_loop"].get<uint64_t>(), 0u)
       << "no turn whose TRAIN went ahead handed its commit over";
-  w.Answer(*train, 5);
-  ASSERT_TRUE(w.Play(
+  w_->Answer(*train, 5);
+  ASSERT_TRUE(w_->Play(
       [](const protocol::Message& m) { return std::holds_alternative<protocol::Stop>(m.body); },
       10'000))
       << "no STOP after the last result";
-  const Json after = w.HeadStats(11);
+  const Json after = w_->HeadStats(11);
   ASSERT_TRUE(after.is_object()) << "no head_stats reply";
   EXPECT_GT(after["commits"].get<uint64_t>(), before["commits"].get<uint64_t>())
       << "the last result was not committed";
   EXPECT_EQ(after["commits_behind_loop"], before["commits_behind_loop"])
       << "the last result's turn sent nothing ahead, yet handed its commit over";
-  head.Stop();
-  EXPECT_TRUE(head.run_status().ok()) << head.run_status().ToString();
 }
 
 // A commit that ran behind the loop and was refused for lack of space is
 // held as a synchronous one is: no ACK, new work refused, heartbeats on, and
 // the head goes on by itself once space is back.
-TEST(HeadServerTest, ARefusedCommitBehindTheLoopHoldsItsAcksAndResumes) {
-  testing::GatedStore store;
-  HeadServerOptions options;
-  options.runner.liveness = kLiveness;
-  RunningHead head(options, &store);
-  ASSERT_TRUE(head.start_status().ok()) << head.start_status().ToString();
-  OneTrialWorker w(head);
-  ASSERT_TRUE(w.Start());
-  const std::optional<protocol::Train> train1 = w.NextTrain();
-  ASSERT_TRUE(train1) << "no TRAIN";
-  const size_t acks_before = w.Count<protocol::Ack>();
+TEST_F(OneTrialHeadTest, ARefusedCommitBehindTheLoopHoldsItsAcksAndResumes) {
+  const size_t acks_before = w_->Count<protocol::Ack>();
 
-  store.SetRefuse(true);
-  w.Answer(*train1, 1);  // a turn of one result: its commit is handed over, and refused
-  const std::optional<protocol::Train> train2 = w.NextTrain();
+  store_.SetRefuse(true);
+  w_->Answer(*train1_, 1);  // a turn of one result: its commit is handed over, and refused
+  const std::optional<protocol::Train> train2 = w_->NextTrain();
   ASSERT_TRUE(train2) << "no TRAIN after result 1";
-  w.Answer(*train2, 2);  // waits in the socket while the head waits for space
+  w_->Answer(*train2, 2);  // waits in the socket while the head waits for space
   // A submission is refused (whichever turn reads it, it waits for the
   // handed-over commit first, and finds it refused).
-  ASSERT_TRUE(zmqutil::SendFrames(w.client(),
+  ASSERT_TRUE(zmqutil::SendFrames(w_->client(),
                                   {protocol::kVersion,
                                    R"({"op": "submit", "rid": 2, "spec": {"trainable": "noop"}})"})
                   .ok());
   Json refused;
   const auto deadline = Clock::now() + std::chrono::seconds(10);
   while (Clock::now() < deadline) {
-    w.Play([](const protocol::Message&) { return false; }, 20);  // keep heartbeating
-    auto reply = zmqutil::RecvMultipart(w.client());
+    w_->Play([](const protocol::Message&) { return false; }, 20);  // keep heartbeating
+    auto reply = zmqutil::RecvMultipart(w_->client());
     if (!reply.ok() || reply->empty()) continue;
     Json r = Json::parse(reply->back().to_string_view(), nullptr, false);
     if (r.is_object() && r.value("rid", 0) == 2) {
@@ -842,17 +841,15 @@ TEST(HeadServerTest, ARefusedCommitBehindTheLoopHoldsItsAcksAndResumes) {
   }
   ASSERT_TRUE(refused.is_object()) << "no answer while the disk is full";
   EXPECT_EQ(refused["error"].value("code", ""), "ResourceExhausted") << refused.dump();
-  const size_t heartbeats_before = w.Count<protocol::Heartbeat>();
-  w.Play([](const protocol::Message&) { return false; }, 3 * kHeartbeatMs);
-  EXPECT_EQ(w.Count<protocol::Ack>(), acks_before) << "an ACK left before its commit succeeded";
-  EXPECT_GT(w.Count<protocol::Heartbeat>(), heartbeats_before)
+  const size_t heartbeats_before = w_->Count<protocol::Heartbeat>();
+  w_->Play([](const protocol::Message&) { return false; }, 3 * kHeartbeatMs);
+  EXPECT_EQ(w_->Count<protocol::Ack>(), acks_before) << "an ACK left before its commit succeeded";
+  EXPECT_GT(w_->Count<protocol::Heartbeat>(), heartbeats_before)
       << "the head went silent while it waited for space";
 
-  store.SetRefuse(false);
-  EXPECT_TRUE(w.PlayUntilAcked(train1->trial_id, {1, 2}))
+  store_.SetRefuse(false);
+  EXPECT_TRUE(w_->PlayUntilAcked(train1_->trial_id, {1, 2}))
       << "the held results were not acknowledged once space was back";
-  head.Stop();
-  EXPECT_TRUE(head.run_status().ok()) << head.run_status().ToString();
 }
 
 }  // namespace
