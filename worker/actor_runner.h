@@ -17,6 +17,7 @@
 // Runner threads therefore own no ZeroMQ socket at all.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -58,6 +59,18 @@ struct ActorKeyHash {
 };
 template <class V>
 using ActorKeyMap = std::unordered_map<ActorKey, V, ActorKeyHash>;
+
+// The entries of `map` in key order, for what goes out in a stable order
+// (registration, resends) whatever the table's.
+template <class V>
+std::vector<const typename ActorKeyMap<V>::value_type*> InKeyOrder(const ActorKeyMap<V>& map) {
+  std::vector<const typename ActorKeyMap<V>::value_type*> entries;
+  entries.reserve(map.size());
+  for (const auto& entry : map) entries.push_back(&entry);
+  std::sort(entries.begin(), entries.end(),
+            [](const auto* a, const auto* b) { return a->first < b->first; });
+  return entries;
+}
 
 enum class CommandKind { kSetup, kTrain, kSave, kRestore, kReset, kStop, kExport };
 

@@ -296,12 +296,8 @@ void WorkerRuntime::SendRegister() {
     r.export_formats.push_back(protocol::TrainableExports{name, formats});
   }
   const auto rids = recent_.ByActor();
-  // In key order (actors_ is a hash table): the same actors, the same message.
-  std::vector<const ActorKeyMap<ActorSlot>::value_type*> live;
-  for (const auto& entry : actors_) live.push_back(&entry);
-  std::sort(live.begin(), live.end(),
-            [](const auto* a, const auto* b) { return a->first < b->first; });
-  for (const auto* entry : live) {
+  // In key order: the same actors, the same message.
+  for (const auto* entry : InKeyOrder(actors_)) {
     const auto& [key, slot] = *entry;
     protocol::LiveActor a;
     a.trial_id = key.trial_id;

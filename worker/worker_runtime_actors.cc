@@ -458,12 +458,8 @@ void WorkerRuntime::SendBatch(const protocol::ResultBatch& batch) {
 
 void WorkerRuntime::ResendOutbox() {
   size_t n = 0;
-  // In key order (outbox_ is a hash table), each actor's batches in order.
-  std::vector<const ActorKeyMap<std::deque<OutboxEntry>>::value_type*> actors;
-  for (const auto& entry : outbox_) actors.push_back(&entry);
-  std::sort(actors.begin(), actors.end(),
-            [](const auto* a, const auto* b) { return a->first < b->first; });
-  for (const auto* actor : actors) {
+  // Actors in key order, each actor's batches in order.
+  for (const auto* actor : InKeyOrder(outbox_)) {
     for (const auto& entry : actor->second) {
       QueueBatch(entry.batch);
       ++n;

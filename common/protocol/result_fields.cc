@@ -10,9 +10,9 @@ namespace {
 
 using msgpack_io::Packer;
 
-void PackKey(Packer& pk, std::string_view key) {
-  pk.pack_str(static_cast<uint32_t>(key.size()));
-  pk.pack_str_body(key.data(), static_cast<uint32_t>(key.size()));
+void PackString(Packer& pk, std::string_view s) {
+  pk.pack_str(static_cast<uint32_t>(s.size()));
+  pk.pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
 }
 
 // As PackJson packs the Json the same value would make.
@@ -23,7 +23,7 @@ void PackValue(Packer& pk, const AutoField& f) {
         if constexpr (std::is_same_v<T, double>) {
           msgpack_io::PackDouble(pk, v);
         } else if constexpr (std::is_same_v<T, std::string_view>) {
-          PackKey(pk, v);
+          PackString(pk, v);
         } else {
           pk.pack(v);
         }
@@ -54,13 +54,13 @@ RawResult PackWithAutoFields(const Json& result, std::span<const AutoField> fiel
     const bool member_first =
         k == fields.size() || (it != members.end() && std::string_view(it->first) < fields[k].key);
     if (member_first) {
-      PackKey(pk, it->first);
+      PackString(pk, it->first);
       msgpack_io::PackJson(pk, it->second);
       ++it;
       continue;
     }
     const AutoField& f = fields[k++];
-    PackKey(pk, f.key);
+    PackString(pk, f.key);
     if (it != members.end() && std::string_view(it->first) == f.key) {
       if (f.rule == AutoField::Rule::kSetDefault) {
         msgpack_io::PackJson(pk, it->second);
