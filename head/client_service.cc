@@ -6,6 +6,7 @@
 #include "head/checkpoint_files.h"
 #include "head/client_args.h"
 #include "head/client_reply.h"
+#include "head/stored_result.h"
 #include "head/trial_doc_text.h"
 #include "storage/keys.h"
 
@@ -423,12 +424,13 @@ Result<Json> ClientService::Results(const TrialId& trial_id, uint64_t offset,
       [&](std::string_view, std::string_view v) {
         if (seen++ < offset) return true;
         if (list.size() >= limit) return false;
-        Json r = Json::parse(v, nullptr, false);
-        if (r.is_discarded()) {
-          parse_error = ztune::Status::Corruption("stored result of " + trial_id + " is not JSON");
+        Result<Json> r = ParseStoredResult(v);
+        if (!r.ok()) {
+          parse_error = ztune::Status::Corruption("stored result of " + trial_id + " " +
+                                                  r.status().message());
           return false;
         }
-        list.push_back(std::move(r));
+        list.push_back(std::move(r).value());
         return true;
       }));
   RETURN_IF_ERROR(parse_error);

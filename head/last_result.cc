@@ -2,30 +2,35 @@
 
 #include "common/check.h"
 #include "common/flat_key.h"
+#include "head/stored_result.h"
 
 namespace ztune::head {
+
+Json LastResult::Parse(const std::string& value) {
+  // Written by the head and checked when read back from a record: a failure
+  // is a bug, not input.
+  Result<Json> j = ParseStoredResult(value);
+  CHECK(j.ok());
+  return std::move(j).value();
+}
 
 const Json& LastResult::Get() const {
   static const Json kNull;
   if (!json_) {
     if (text_.empty()) return kNull;
-    // Written by ResultView::StampedJson: a parse failure is a bug, not input.
-    json_ = Json::parse(text_, nullptr, /*allow_exceptions=*/false);
-    CHECK(!json_->is_discarded());
+    json_ = Parse(text_);
   }
   return *json_;
 }
 
 Json LastResult::Copy() const {
   if (json_ || text_.empty()) return Get();
-  Json parsed = Json::parse(text_, nullptr, /*allow_exceptions=*/false);
-  CHECK(!parsed.is_discarded());
-  return parsed;
+  return Parse(text_);
 }
 
 void LastResult::AppendText(std::string& out) const {
   if (!text_.empty()) {
-    out += text_;
+    AppendStoredResultText(text_, out);
   } else {
     out += Get().dump();
   }

@@ -1,8 +1,11 @@
 // LastResult: a trial's newest stored result. A result from a worker is kept
-// as the JSON text the store holds for it (ResultProcessor::StoredText) and
-// parsed on first read: most results are never read as a DOM before the next
-// replaces them, and building then freeing one per result was a tenth of the
-// head's loop (docs/benchmarks.md, "results as bytes").
+// as the value the store holds for it (ResultProcessor::StoredValue: msgpack;
+// head/stored_result.h) and one read back from a trial record as its JSON
+// text. Either is turned into a DOM on first read, and into JSON text only
+// when a record or a client's document embeds it: most results are never
+// read before the next replaces them, and building then freeing a DOM per
+// result was a tenth of the head's loop, the JSON text another tenth
+// (docs/benchmarks.md, "results as bytes").
 //
 // Loop thread only: Get() and Metric() cache in mutable members.
 #pragma once
@@ -26,15 +29,15 @@ class LastResult {
     metric_.reset();
     return *this;
   }
-  // `text`: one JSON object as nlohmann's dump() writes it (the record text
-  // embeds it as it is, TrialRecordText equal to ToJson().dump()).
-  // `metric_key` and `metric_value`: what Metric(metric_key) is to answer
-  // (the caller read it from the result's bytes), so that a read of every
-  // trial's metric (the best trial of an experiment, at each `status`)
-  // parses no text.
-  void SetText(std::string text, std::string metric_key = {},
-               std::optional<double> metric_value = {}) {
-    text_ = std::move(text);
+  // `value`: a stored result (head/stored_result.h), msgpack or one JSON
+  // object as nlohmann's dump() writes it (the record text embeds its JSON
+  // text, TrialRecordText equal to ToJson().dump()). `metric_key` and
+  // `metric_value`: what Metric(metric_key) is to answer (the caller read it
+  // from the result's bytes), so that a read of every trial's metric (the
+  // best trial of an experiment, at each `status`) parses nothing.
+  void SetStored(std::string value, std::string metric_key = {},
+                 std::optional<double> metric_value = {}) {
+    text_ = std::move(value);
     json_.reset();
     metric_.reset();
     if (!metric_key.empty()) {
@@ -43,16 +46,16 @@ class LastResult {
   }
 
   bool is_null() const { return text_.empty() && (!json_ || json_->is_null()); }
-  // The result, null when there is none. Parses the text on first call.
+  // The result, null when there is none. Parses the value on first call.
   const Json& Get() const;
-  // The result as a DOM of the caller's own: a parse of the text that is not
+  // The result as a DOM of the caller's own: a parse of the value that is not
   // kept (a page of trial documents read once must not leave a DOM behind on
   // every trial it showed), or a copy of the DOM held.
   Json Copy() const;
-  // Appends the result's JSON text (dump() of Get()) without parsing it.
+  // Appends the result's JSON text (dump() of Get()) without a DOM.
   void AppendText(std::string& out) const;
   // The number at `flat_key` (FindFlatKey's rule) when it is finite: what
-  // the stored text holds there (it writes NaN and infinities as null).
+  // the JSON text holds there (it writes NaN and infinities as null).
   // nullopt when there is no result, no such key, or no finite number.
   // Remembered for the last key asked.
   std::optional<double> Metric(const std::string& flat_key) const;
@@ -63,8 +66,10 @@ class LastResult {
     std::optional<double> value;
   };
   static std::optional<double> Finite(std::optional<double> v);
+  static Json Parse(const std::string& value);
 
-  std::string text_;                  // when set, the source of truth
+  // A stored value (msgpack or JSON text); when set, the source of truth.
+  std::string text_;
   mutable std::optional<Json> json_;  // Get()'s parse of text_, or a DOM set directly
   mutable std::optional<MetricCache> metric_;
 };

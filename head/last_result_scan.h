@@ -1,7 +1,7 @@
 // Reading a stored trial record's last result without building its DOM. A
 // head's start on 100,000 finished trials is CPU-bound in parsing their
 // records (docs/benchmarks.md, "recovery"), and the last result is the
-// largest member of each; kept as the stored text (LastResult::SetText), it
+// largest member of each; kept as the stored text (LastResult::SetStored), it
 // is parsed only if something reads it. What a start does read of it (the
 // experiment's metric, for the best trial) is taken from the text here.
 //

@@ -129,10 +129,10 @@ BatchOutcome ResultProcessor::Process(const TrialId& trial_id, int64_t last_iter
         (spec.checkpoint.frequency > 0 && iteration % spec.checkpoint.frequency == 0) ||
         (done && spec.checkpoint.at_end) || IsTrue(in.Find("should_checkpoint"));
     last = iteration;
-    std::string text = in.StampedJson(trial_id.str(), done);  // `in` reads rec.result
+    std::string stored = in.StampedMsgpack(trial_id.str(), done);  // `in` reads rec.result
     std::optional<double> metric;
     if (metric_value && metric_value->is_number()) metric = metric_value->AsDouble();
-    out.accepted.push_back({iteration, std::move(rec.result), done, std::move(text), metric});
+    out.accepted.push_back({iteration, std::move(rec.result), done, std::move(stored), metric});
     if (done) {
       out.stop = true;
       break;  // a STOP ignores the rest of a buffered batch
@@ -142,8 +142,8 @@ BatchOutcome ResultProcessor::Process(const TrialId& trial_id, int64_t last_iter
   return out;
 }
 
-std::string ResultProcessor::StoredText(const TrialId& trial_id, const AcceptedResult& r) {
-  return ResultView(r.raw.bytes).StampedJson(trial_id.str(), r.done);
+std::string ResultProcessor::StoredValue(const TrialId& trial_id, const AcceptedResult& r) {
+  return ResultView(r.raw.bytes).StampedMsgpack(trial_id.str(), r.done);
 }
 
 Json ResultProcessor::StoredJson(const TrialId& trial_id, const AcceptedResult& r) {

@@ -23,16 +23,16 @@
 
 namespace ztune::head {
 
-// A result to store: its bytes, what the runner acts on, and the text the
-// store keeps (StoredText; the runner rewrites it if a scheduler's STOP makes
-// the result `done`).
+// A result to store: its bytes, what the runner acts on, and the value the
+// store keeps (StoredValue; the runner rewrites it if a scheduler's STOP
+// makes the result `done`).
 struct AcceptedResult {
   int64_t iteration = 0;
   protocol::RawResult raw;
   bool done = false;
-  std::string text;
+  std::string stored;
   // The experiment's metric in this result when it is a number (the result
-  // is judged without a DOM; LastResult::SetText keeps it).
+  // is judged without a DOM; LastResult::SetStored keeps it).
   std::optional<double> metric;
 };
 
@@ -55,9 +55,10 @@ class ResultProcessor {
   static BatchOutcome Process(const TrialId& trial_id, int64_t last_iteration,
                               int64_t resume_iteration, const ExperimentSpec& spec,
                               std::vector<protocol::ResultRecord> results);
-  // The JSON text stored for `r` of trial `trial_id`: the result with its
-  // trial_id and final done (Ray's auto-filled fields), as a DOM's dump().
-  static std::string StoredText(const TrialId& trial_id, const AcceptedResult& r);
+  // The value stored for `r` of trial `trial_id` (head/stored_result.h): the
+  // result's msgpack with its trial_id and final done (Ray's auto-filled
+  // fields), usually the worker's bytes as they came.
+  static std::string StoredValue(const TrialId& trial_id, const AcceptedResult& r);
   // The same as a DOM, for a scheduler that judges results.
   static Json StoredJson(const TrialId& trial_id, const AcceptedResult& r);
 };

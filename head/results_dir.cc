@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "common/json_parse.h"
+#include "head/stored_result.h"
 
 namespace ztune::head {
 namespace {
@@ -118,13 +119,13 @@ std::string ResultsDir::TrialDir(const std::string& experiment_id,
 
 void ResultsDir::Add(const std::string& experiment_id, const std::string& experiment_name,
                      const std::string& trainable, const std::string& trial_id, const Json& config,
-                     std::string result_text) {
+                     std::string stored_result) {
   Pending& p = pending_[trial_id];
   if (p.dir.empty()) {
     p.dir = TrialDir(experiment_id, experiment_name, trainable, trial_id);
     p.config = config;
   }
-  p.results.push_back(std::move(result_text));
+  p.results.push_back(std::move(stored_result));
 }
 
 void ResultsDir::Write(const Rows& rows) {
@@ -159,9 +160,12 @@ Status ResultsDir::WriteTrial(const Pending& p) {
   std::vector<std::string> header = known->second;
   const std::string config = p.config.dump(-1, ' ', false, Json::error_handler_t::replace);
   std::string json_lines, csv_lines;
-  for (const std::string& text : p.results) {
-    Result<Json> parsed = ParseJson(text);
-    if (!parsed.ok() || !parsed->is_object()) continue;  // the store's own text: never
+  for (const std::string& stored : p.results) {
+    Result<std::string> as_text = StoredResultText(stored);
+    if (!as_text.ok()) continue;  // the store's own value: never
+    const std::string& text = *as_text;
+    Result<Json> parsed = ParseJson(text, kMaxJsonDepth + 2);
+    if (!parsed.ok() || !parsed->is_object()) continue;  // never, as above
     Json result = std::move(parsed).value();
     // Ray's result.json lines carry the trial's config.
     if (!result.contains("config")) {

@@ -35,12 +35,13 @@ class ResultsDir {
  public:
   explicit ResultsDir(std::string root);
 
-  // A stored result (the JSON text kept in the store) of trial `trial_id`
-  // with `config`, of experiment `experiment_id` named `experiment_name`
-  // whose trainable is `trainable`. Written by the next Flush.
+  // A stored result (the value kept in the store, head/stored_result.h) of
+  // trial `trial_id` with `config`, of experiment `experiment_id` named
+  // `experiment_name` whose trainable is `trainable`. Written, as JSON, by
+  // the next Flush.
   void Add(const std::string& experiment_id, const std::string& experiment_name,
            const std::string& trainable, const std::string& trial_id, const Json& config,
-           std::string result_text);
+           std::string stored_result);
 
   // What was added and not yet written, by trial id.
   struct Pending {

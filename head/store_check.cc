@@ -13,6 +13,7 @@
 #include "common/utf8.h"
 #include "head/checkpoint_files.h"
 #include "head/scheduler_set.h"
+#include "head/stored_result.h"
 #include "head/trial.h"
 #include "head/trial_records.h"
 #include "storage/keys.h"
@@ -138,10 +139,12 @@ Result<StoreCheckReport> CheckStore(storage::Store& store, const std::string& ch
       reported_gap.insert(trial);
       return true;
     }
-    Json r = Json::parse(v, nullptr, false);
-    if (r.is_discarded() || !r.is_object()) {
-      problem("result " + std::to_string(*iteration) + " of " + trial + " is not a JSON object");
-    } else if (!StoredIterationIs(r, *iteration) || !StoredTrialIs(r, trial)) {
+    Result<Json> parsed = ParseStoredResult(v);
+    if (!parsed.ok()) {
+      problem("result " + std::to_string(*iteration) + " of " + trial + " " +
+              parsed.status().message());
+    } else if (const Json& r = *parsed;
+               !StoredIterationIs(r, *iteration) || !StoredTrialIs(r, trial)) {
       problem("result " + std::to_string(*iteration) + " of " + trial +
               " does not match its key (training_iteration / trial_id)");
     }

@@ -173,7 +173,7 @@ class RecordReader {
       }
       const LastResultScan scan = ScanLastResultText(last_result_, *key);
       if (!scan.status.ok() || scan.needs_dom) return std::nullopt;
-      t.last_result.SetText(std::string(last_result_), *key, scan.metric);
+      t.last_result.SetStored(std::string(last_result_), *key, scan.metric);
     } else if (last_result_ != "null") {
       return std::nullopt;  // Corruption: the full parse names it
     }

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/json_parse.h"
+#include "head/stored_result.h"
 #include "head/trial_record_scan.h"
 #include "storage/keys.h"
 
@@ -240,8 +240,8 @@ Status ReadStoredProgress(storage::Store& store, Trial& t) {
   }
   if (static_cast<int64_t>(*iteration) <= t.iteration) return Status::Ok();
   const std::string what = "result " + std::to_string(*iteration) + " of trial " + t.trial_id;
-  Result<Json> r = ParseJson(newest->value);
-  if (!r.ok()) return Status::Corruption(what + " is not JSON: " + r.status().message());
+  Result<Json> r = ParseStoredResult(newest->value);
+  if (!r.ok()) return Status::Corruption(what + " " + r.status().message());
   RETURN_IF_ERROR(CheckStoredLastResult(*r, what));
   auto it = r->find("training_iteration");
   if (it == r->end() || !it->is_number_integer() ||
@@ -259,9 +259,9 @@ Result<std::vector<Json>> ReadStoredResults(storage::Store& store, const TrialId
   Status scanned = store.Scan(
       storage::Family::kResults, storage::TrialPrefix(id),
       [&](std::string_view, std::string_view value) {
-        Result<Json> r = ParseJson(value);
-        if (!r.ok() || !r->is_object()) {
-          bad = Status::Corruption("a stored result of trial " + id + " is not a JSON object");
+        Result<Json> r = ParseStoredResult(value);
+        if (!r.ok()) {
+          bad = Status::Corruption("a stored result of trial " + id + " " + r.status().message());
           return false;
         }
         out.push_back(std::move(r).value());

@@ -62,7 +62,7 @@ struct StoredTrial {
 // its child records attached; stops when `fn` returns false. Store errors
 // (Corruption, IOError) are returned; damaged records are given to `fn`.
 // `fn` must not commit to `store`. A trial's last result is kept as the
-// stored text (LastResult::SetText), its value at the metric `metric_keys`
+// stored text (LastResult::SetStored), its value at the metric `metric_keys`
 // gives for the trial's experiment read from that text (so that the best
 // trial of an experiment parses none).
 Status ScanTrials(storage::Store& store, const std::function<bool(StoredTrial&)>& fn,

@@ -33,10 +33,11 @@ Status TrialRecovery::Load() {
   if (loaded.schema_upgrade_from.has_value()) {
     // A schema-1 store's trials carry their checkpoint records and error_log
     // inline: they move to records of their own below, in this first commit
-    // together with the new schema value.
+    // together with the new schema value. Schema 3 (msgpack results) needs
+    // no rewrite: results already stored stay JSON text, read as such.
     spdlog::info(
-        "store schema {} -> {}: moving the checkpoint records and error logs of {} "
-        "trials to records of their own",
+        "store schema {} -> {}: {} trials' checkpoint records and error logs moved to records "
+        "of their own; results stored from now on as msgpack",
         *loaded.schema_upgrade_from, storage::kSchemaVersion, loaded.inline_lists.size());
     p_.batch.Put(storage::Family::kMeta, storage::kMetaSchema,
                  std::to_string(storage::kSchemaVersion));

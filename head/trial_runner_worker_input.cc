@@ -213,7 +213,7 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id, protocol::ResultB
       // as the last (a head restarted before the STOP went out finishes the
       // trial from it, DriveAfterReattach) and checkpoint_at_end applies.
       accepted[i].done = true;
-      accepted[i].text = ResultProcessor::StoredText(t->trial_id, accepted[i]);
+      accepted[i].stored = ResultProcessor::StoredValue(t->trial_id, accepted[i]);
       checkpoint = checkpoint || e.spec.checkpoint.at_end;
     }
     break;
@@ -226,14 +226,15 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id, protocol::ResultB
   }
   if (error.empty() && !accepted.empty()) {
     for (const AcceptedResult& r : accepted) {
-      batch_.Put(storage::Family::kResults, storage::ResultKey(t->trial_id, r.iteration), r.text);
+      batch_.Put(storage::Family::kResults, storage::ResultKey(t->trial_id, r.iteration), r.stored);
       if (results_dir_ != nullptr) {
         results_dir_->Add(e.experiment_id, e.spec.name, e.spec.TrainableLabel(), t->trial_id.str(),
-                          t->config, r.text);
+                          t->config, r.stored);
       }
     }
     t->iteration = accepted.back().iteration;
-    t->last_result.SetText(std::move(accepted.back().text), e.spec.metric, accepted.back().metric);
+    t->last_result.SetStored(std::move(accepted.back().stored), e.spec.metric,
+                             accepted.back().metric);
     book_.NoteLastResult(e, *t);
     book_.NoteProgress(*t);
   }

@@ -28,7 +28,11 @@ std::string CodePageKey(std::string_view hex, uint64_t page);
 // 2: a trial's checkpoint records and error_log entries are records of their
 // own (TrialChildKey) instead of lists inside the trial record. A head
 // migrates a schema-1 store when it loads it.
-inline constexpr int kSchemaVersion = 2;
+// 3: a result's value is msgpack (head/stored_result.h) where it was JSON
+// text. Nothing is rewritten: the head reads both, and the new number keeps
+// an older head, which reads only JSON, from opening a store it would
+// misread.
+inline constexpr int kSchemaVersion = 3;
 
 // trial_id + '\0': the prefix of every result / checkpoint of one trial.
 std::string TrialPrefix(std::string_view trial_id);

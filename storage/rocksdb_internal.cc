@@ -70,7 +70,7 @@ const std::string& DefaultFamilyName() {
 }
 
 std::vector<std::string> FamiliesOfSchema(int /*schema*/) {
-  // Schemas 1 and 2 have the same families (2 changed a record layout); a
+  // Schemas 1 to 3 have the same families (2 and 3 changed value layouts); a
   // later schema that adds a family lists the families of each version here.
   std::vector<std::string> names;
   for (int i = 0; i < kNumFamilies; ++i) names.emplace_back(FamilyName(static_cast<Family>(i)));

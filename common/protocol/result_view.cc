@@ -71,6 +71,42 @@ void AppendFloat(double x, std::string& out) {
   out.append(buf, end);
 }
 
+// The two fields the head stamps, in key order.
+constexpr std::string_view kStamps[2] = {"done", "trial_id"};
+
+// msgpack's smallest header for a map of `n` entries and for a string, as
+// msgpack-c packs them.
+void AppendMsgpackMapHeader(size_t n, std::string& out) {
+  if (n <= 15) {
+    out += static_cast<char>(0x80 | n);
+  } else if (n <= 0xffff) {
+    const char h[3] = {'\xde', static_cast<char>(n >> 8), static_cast<char>(n)};
+    out.append(h, sizeof(h));
+  } else {
+    const char h[5] = {'\xdf', static_cast<char>(n >> 24), static_cast<char>(n >> 16),
+                       static_cast<char>(n >> 8), static_cast<char>(n)};
+    out.append(h, sizeof(h));
+  }
+}
+
+void AppendMsgpackString(std::string_view s, std::string& out) {
+  const size_t n = s.size();
+  if (n <= 31) {
+    out += static_cast<char>(0xa0 | n);
+  } else if (n <= 0xff) {
+    const char h[2] = {'\xd9', static_cast<char>(n)};
+    out.append(h, sizeof(h));
+  } else if (n <= 0xffff) {
+    const char h[3] = {'\xda', static_cast<char>(n >> 8), static_cast<char>(n)};
+    out.append(h, sizeof(h));
+  } else {
+    const char h[5] = {'\xdb', static_cast<char>(n >> 24), static_cast<char>(n >> 16),
+                       static_cast<char>(n >> 8), static_cast<char>(n)};
+    out.append(h, sizeof(h));
+  }
+  out += s;
+}
+
 }  // namespace
 
 double ResultView::Value::AsDouble() const {
@@ -394,15 +430,15 @@ void ResultView::AppendObject(const Value& object, const std::string_view* trial
   out += '}';
 }
 
-bool ResultView::AppendIndexedStamped(std::string_view trial_id, bool done,
-                                      std::string& out) const {
+bool ResultView::AppendIndexed(const std::string_view* trial_id, bool done,
+                               std::string& out) const {
   if (!indexed_) return false;
   for (size_t k = 1; k < num_members_; ++k) {
     if (!(members_[k - 1].key < members_[k].key)) return false;
   }
   // The stamps, in key order: merged in where they fall, replacing the
-  // result's own.
-  static constexpr std::string_view kStamps[2] = {"done", "trial_id"};
+  // result's own. None without a trial id.
+  const size_t num_stamps = trial_id != nullptr ? 2 : 0;
   bool first = true;
   auto key = [&](std::string_view k) {
     if (!first) out += ',';
@@ -415,15 +451,15 @@ bool ResultView::AppendIndexedStamped(std::string_view trial_id, bool done,
     if (which == 0) {
       out += done ? "true" : "false";
     } else {
-      AppendEscaped(trial_id, out);
+      AppendEscaped(*trial_id, out);
     }
   };
   out += '{';
   size_t s = 0;
   for (size_t k = 0; k < num_members_; ++k) {
     const Member& m = members_[k];
-    while (s < 2 && kStamps[s] < m.key) stamp(s++);
-    if (s < 2 && kStamps[s] == m.key) {
+    while (s < num_stamps && kStamps[s] < m.key) stamp(s++);
+    if (s < num_stamps && kStamps[s] == m.key) {
       stamp(s++);
       continue;
     }
@@ -433,7 +469,7 @@ bool ResultView::AppendIndexedStamped(std::string_view trial_id, bool done,
     ReadValue(m.value, &v, &unused);
     AppendJson(v, out);
   }
-  while (s < 2) stamp(s++);
+  while (s < num_stamps) stamp(s++);
   out += '}';
   return true;
 }
@@ -442,7 +478,66 @@ std::string ResultView::StampedJson(std::string_view trial_id, bool done) const 
   CHECK(is_object());
   std::string out;
   out.reserve(bytes_.size() * 2 + 64);
-  if (!AppendIndexedStamped(trial_id, done, out)) AppendObject(top_, &trial_id, done, out);
+  if (!AppendIndexed(&trial_id, done, out)) AppendObject(top_, &trial_id, done, out);
+  return out;
+}
+
+std::string ResultView::JsonText() const {
+  CHECK(valid());
+  std::string out;
+  out.reserve(bytes_.size() * 2 + 16);
+  if (!is_object()) {
+    AppendJson(top_, out);
+  } else if (!AppendIndexed(nullptr, false, out)) {
+    AppendObject(top_, nullptr, false, out);
+  }
+  return out;
+}
+
+std::string ResultView::StampedMsgpack(std::string_view trial_id, bool done) const {
+  CHECK(is_object());
+  const std::optional<Value> own_id = Find(kStamps[1]);
+  const std::optional<Value> own_done = Find(kStamps[0]);
+  if (own_id && own_id->kind == Kind::kString && own_id->str == trial_id && own_done &&
+      own_done->kind == Kind::kBoolean && own_done->boolean == done) {
+    return std::string(bytes_);  // of repeated keys both readers take the last, as Find did
+  }
+  // The members other than the two, as byte ranges [begin, end) from key to
+  // value's end.
+  struct Kept {
+    std::string_view key;
+    size_t begin;
+    size_t end;
+  };
+  std::vector<Kept> kept;
+  kept.reserve(top_.count);
+  size_t at = top_.body;
+  for (uint32_t k = 0; k < top_.count; ++k) {
+    const size_t begin = at;
+    Value name;
+    size_t value_at = 0;
+    ReadValue(at, &name, &value_at);  // valid_: every read succeeds
+    at = Skip(value_at, 0);
+    if (name.str != kStamps[0] && name.str != kStamps[1]) kept.push_back({name.str, begin, at});
+  }
+  std::string out;
+  out.reserve(bytes_.size() + trial_id.size() + 32);
+  AppendMsgpackMapHeader(kept.size() + 2, out);
+  size_t s = 0;
+  auto stamp = [&] {
+    AppendMsgpackString(kStamps[s], out);
+    if (s == 0) {
+      out += static_cast<char>(done ? 0xc3 : 0xc2);
+    } else {
+      AppendMsgpackString(trial_id, out);
+    }
+    ++s;
+  };
+  for (const Kept& m : kept) {
+    while (s < 2 && kStamps[s] < m.key) stamp();
+    out.append(bytes_, m.begin, m.end - m.begin);
+  }
+  while (s < 2) stamp();
   return out;
 }
 

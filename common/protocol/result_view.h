@@ -77,6 +77,20 @@ class ResultView {
   // Precondition: is_object().
   std::string StampedJson(std::string_view trial_id, bool done) const;
 
+  // The bytes the head stores for the result (docs/storage.md, schema 3):
+  // these bytes with "trial_id" and "done" set, replacing the result's own,
+  // so that JsonText() of them is StampedJson(trial_id, done). The members
+  // keep their bytes and order; the two fields go where they sort (before
+  // the first greater key). When the result already holds both values (a
+  // worker stamps its own trial id, and `done` unless the head ends the
+  // trial), a copy of the bytes. Precondition: is_object().
+  std::string StampedMsgpack(std::string_view trial_id, bool done) const;
+
+  // The JSON text of the value, byte for byte what nlohmann's dump() gives
+  // for the DOM of the bytes (as StampedJson, without the stamps).
+  // Precondition: valid().
+  std::string JsonText() const;
+
  private:
   // Reads the value at `pos`; false if it runs past the end or is not allowed.
   bool ReadValue(size_t pos, Value* v, size_t* after_head) const;
@@ -99,8 +113,9 @@ class ResultView {
   static constexpr size_t kIndexed = 32;
   bool IndexMembers();
   // Writes the top-level object from the index when its keys are sorted and
-  // distinct (a worker's always are): no sort, no allocation.
-  bool AppendIndexedStamped(std::string_view trial_id, bool done, std::string& out) const;
+  // distinct (a worker's always are): no sort, no allocation. With
+  // `trial_id` non-null, the two stamped fields join the members.
+  bool AppendIndexed(const std::string_view* trial_id, bool done, std::string& out) const;
 
   std::string_view bytes_;
   bool valid_ = false;

@@ -42,8 +42,19 @@ void ExpectSameAsDomPath(const std::string& wire, const std::string& what) {
   const ResultView view(raw->bytes);
   ASSERT_TRUE(view.is_object()) << what;
   for (bool done : {false, true}) {
-    EXPECT_EQ(view.StampedJson("e0001_00007", done), DomPath(wire, "e0001_00007", done)) << what;
+    const std::string dom = DomPath(wire, "e0001_00007", done);
+    EXPECT_EQ(view.StampedJson("e0001_00007", done), dom) << what;
+    // What the store keeps reads back as the same text, and as the same
+    // values, when a scheduler or the start reads it in place.
+    const std::string stored = view.StampedMsgpack("e0001_00007", done);
+    const ResultView back(stored);
+    ASSERT_TRUE(back.is_object()) << what;
+    EXPECT_EQ(back.JsonText(), dom) << what;
+    EXPECT_EQ(back.Find("trial_id")->str, "e0001_00007") << what;
+    EXPECT_EQ(back.Find("done")->boolean, done) << what;
+    EXPECT_EQ(back.StampedMsgpack("e0001_00007", done), stored) << what << ": stamped once";
   }
+  EXPECT_EQ(view.JsonText(), MsgpackToJson(raw->bytes).value().dump()) << what;
 }
 
 // A random JSON value of the kinds results hold.
@@ -137,6 +148,41 @@ TEST(ResultViewTest, StampedTextEqualsTheDomPathForHandWrittenBytes) {
       {"map16 and str8", std::string("\xde\x00\x01\xd9\x12", 5) + "training_iteration\x01"},
   };
   for (const Case& c : cases) ExpectSameAsDomPath(c.wire, c.what);
+}
+
+TEST(ResultViewTest, AResultThatHoldsItsStampsIsStoredAsItCame) {
+  Json r = {
+      {"training_iteration", 3}, {"loss", 0.25}, {"trial_id", "e0001_00007"}, {"done", false}};
+  const std::string wire = JsonToMsgpack(r);
+  EXPECT_EQ(ResultView(wire).StampedMsgpack("e0001_00007", false), wire);
+  // The head ended the trial: done changes, the rest keeps its bytes.
+  const std::string ended = ResultView(wire).StampedMsgpack("e0001_00007", true);
+  r["done"] = true;
+  EXPECT_EQ(ended, JsonToMsgpack(r));
+  // Neither field: both join in key order ("done" before "loss", "trial_id"
+  // after "training_iteration").
+  const std::string bare = JsonToMsgpack(Json{{"training_iteration", 3}, {"loss", 0.25}});
+  EXPECT_EQ(ResultView(bare).StampedMsgpack("e0001_00007", true), JsonToMsgpack(r));
+}
+
+TEST(ResultViewTest, StampedBytesGrowTheirMapHeaderAndStringHeaders) {
+  // 15 members + 2 stamps: a fixmap becomes a map16; a trial id of 40 bytes
+  // takes a str8 header.
+  Json r = Json::object();
+  for (int k = 0; k < 15; ++k) r["k" + std::to_string(k)] = k;
+  const std::string id(40, 'x');
+  const std::string stored = ResultView(JsonToMsgpack(r)).StampedMsgpack(id, false);
+  EXPECT_EQ(static_cast<unsigned char>(stored[0]), 0xde);
+  r["trial_id"] = id;
+  r["done"] = false;
+  EXPECT_EQ(stored, JsonToMsgpack(r));
+}
+
+TEST(ResultViewTest, JsonTextOfValuesThatAreNotObjects) {
+  for (const Json& j : {Json(nullptr), Json(3), Json(-2.5), Json("s\n"), Json::array({1, "a"})}) {
+    const std::string wire = JsonToMsgpack(j);
+    EXPECT_EQ(ResultView(wire).JsonText(), j.dump());
+  }
 }
 
 TEST(ResultViewTest, FindReadsTheLastOfRepeatedKeysAndFlatKeys) {

@@ -26,6 +26,7 @@
 #include "storage/rocksdb_store.h"
 #include "tests/fakes/file_damage.h"
 #include "tests/e2e/cluster.h"
+#include "tests/e2e/stored_result_json.h"
 #include "tests/e2e/trial_queries.h"
 
 namespace ztune::e2e {
@@ -288,7 +289,7 @@ TEST(ChaosE2ETest, HeadAndWorkerKillsLoseNothing) {
     ASSERT_TRUE((*store)
                     ->Scan(storage::Family::kResults, storage::TrialPrefix(id),
                            [&](std::string_view key, std::string_view v) {
-                             Json r = Json::parse(v);
+                             Json r = StoredResultJson(v);
                              EXPECT_EQ(storage::KeySuffixNumber(key),
                                        std::optional<uint64_t>(r["training_iteration"].get<uint64_t>()))
                                  << id;

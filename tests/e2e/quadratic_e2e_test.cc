@@ -10,6 +10,7 @@
 #include "storage/keys.h"
 #include "storage/rocksdb_store.h"
 #include "tests/e2e/cluster.h"
+#include "tests/e2e/stored_result_json.h"
 
 namespace ztune::e2e {
 namespace {
@@ -125,7 +126,7 @@ TEST(QuadraticE2ETest, SixteenTrialsOnTwoWorkersAgreeWithTheStore) {
     ASSERT_TRUE((*store)
                     ->Scan(storage::Family::kResults, storage::TrialPrefix(id),
                            [&](std::string_view, std::string_view v) {
-                             stored.push_back(Json::parse(v));
+                             stored.push_back(StoredResultJson(v));
                              return true;
                            })
                     .ok());

@@ -7,6 +7,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include "head/stored_result.h"
 #include "head/trial_runner.h"
 #include "storage/in_memory_store.h"
 #include "storage/keys.h"
@@ -76,7 +77,7 @@ class ExecutorScenarioTest : public ::testing::Test {
     EXPECT_TRUE(store_
                     .Scan(storage::Family::kResults, storage::TrialPrefix(id),
                           [&](std::string_view, std::string_view v) {
-                            out.push_back(Json::parse(v));
+                            out.push_back(ParseStoredResult(v).value());
                             return true;
                           })
                     .ok());

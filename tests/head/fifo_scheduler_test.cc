@@ -1,6 +1,7 @@
 // FifoScheduler (Ray's FIFOScheduler) and the runner's use of a scheduler's
 // decisions (STOP and PAUSE after a result).
 #include "head/fifo_scheduler.h"
+#include "head/stored_result.h"
 
 #include <algorithm>
 #include <utility>
@@ -163,7 +164,7 @@ TEST(TrialSchedulerTest, AStopDecisionEndsTheTrialAtThatResult) {
   ASSERT_TRUE(h.store
                   .Scan(storage::Family::kResults, storage::TrialPrefix(t.trial_id),
                         [&](std::string_view, std::string_view v) {
-                          stored.push_back(Json::parse(v));
+                          stored.push_back(ParseStoredResult(v).value());
                           return true;
                         })
                   .ok());

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "common/protocol/codec.h"
+#include "head/stored_result.h"
 
 namespace ztune::head {
 namespace {
@@ -25,8 +26,8 @@ std::vector<protocol::ResultRecord> Batch(std::vector<Json> results) {
 
 // What the runner stores for `r` of trial "T".
 Json Stored(const AcceptedResult& r) {
-  EXPECT_EQ(r.text, ResultProcessor::StoredText(TrialId("T"), r));
-  return Json::parse(r.text);
+  EXPECT_EQ(r.stored, ResultProcessor::StoredValue(TrialId("T"), r));
+  return ParseStoredResult(r.stored).value();
 }
 
 Json R(int64_t i, double loss = 1.0) { return Json{{"training_iteration", i}, {"loss", loss}}; }

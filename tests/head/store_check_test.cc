@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "head/checkpoint_files.h"
+#include "head/stored_result.h"
 #include "head/trial_runner.h"
 #include "storage/in_memory_store.h"
 #include "storage/keys.h"
@@ -261,14 +262,32 @@ TEST_F(StoreCheckTest, ReportsResultFieldsOfTheWrongType) {
     if (auto at = stored.find("\"T\""); at != std::string::npos) {
       stored.replace(at, 3, "\"" + trial_ + "\"");
     }
+    // As a schema-2 store holds it (JSON text) and as schema 3 does.
+    for (const std::string& value : {stored, StoredResultValue(Json::parse(stored))}) {
+      storage::WriteBatch b;
+      b.Put(storage::Family::kResults, storage::ResultKey(trial_, 3), value);
+      Apply(std::move(b));
+      auto report = CheckStore(store_);
+      ASSERT_TRUE(report.ok()) << body;
+      EXPECT_NE(report->ToText().find("result 3 of " + trial_ + " does not match its key"),
+                std::string::npos)
+          << body << "\n"
+          << report->ToText();
+    }
+  }
+}
+
+TEST_F(StoreCheckTest, ReportsAResultThatIsNeitherJsonNorMsgpack) {
+  for (const std::string& value :
+       {std::string("\x81\xa1"), std::string("\x91\x01"), std::string("[1]"), std::string()}) {
     storage::WriteBatch b;
-    b.Put(storage::Family::kResults, storage::ResultKey(trial_, 3), stored);
+    b.Put(storage::Family::kResults, storage::ResultKey(trial_, 3), value);
     Apply(std::move(b));
     auto report = CheckStore(store_);
-    ASSERT_TRUE(report.ok()) << body;
-    EXPECT_NE(report->ToText().find("result 3 of " + trial_ + " does not match its key"),
-              std::string::npos)
-        << body << "\n"
+    ASSERT_TRUE(report.ok());
+    EXPECT_NE(
+        report->ToText().find("result 3 of " + trial_ + " is neither JSON text nor a msgpack map"),
+        std::string::npos)
         << report->ToText();
   }
 }

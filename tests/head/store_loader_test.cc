@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "head/stored_result.h"
 #include "head/trial_records.h"
 #include "storage/in_memory_store.h"
 #include "storage/keys.h"
@@ -126,7 +127,16 @@ TEST(StoreLoaderTest, ASchemaOneStoreNamesTheTrialsWhoseListsMove) {
 // Results are committed without the trial record: a live trial's progress is
 // its newest stored result; a finished trial's record was written with its
 // last result and is taken as it is (no read of its results).
-TEST(StoreLoaderTest, ALiveTrialsProgressIsItsNewestStoredResult) {
+// Results as schema 3 stores them (msgpack) and as a store written by
+// schema 2 holds them (JSON text): a start reads both.
+class StoreLoaderResultsTest : public ::testing::TestWithParam<bool> {
+ protected:
+  std::string Value(const Json& result) const {
+    return GetParam() ? StoredResultValue(result) : result.dump();
+  }
+};
+
+TEST_P(StoreLoaderResultsTest, ALiveTrialsProgressIsItsNewestStoredResult) {
   storage::InMemoryStore store;
   PutExperiment(store, MakeExperiment("e0001", 3, 3));
   Trial running = MakeTrial("e0001", "e0001_00000", 1);
@@ -142,10 +152,10 @@ TEST(StoreLoaderTest, ALiveTrialsProgressIsItsNewestStoredResult) {
   for (const Trial* t : {&running, &paused, &finished}) PutTrial(store, *t);
   for (int64_t i = 1; i <= 5; ++i) {
     Put(store, storage::Family::kResults, storage::ResultKey(running.trial_id, i),
-        Json{{"training_iteration", i}, {"loss", 1.0 / i}}.dump());
+        Value(Json{{"training_iteration", i}, {"loss", 1.0 / i}}));
   }
   Put(store, storage::Family::kResults, storage::ResultKey(paused.trial_id, 1),
-      Json{{"training_iteration", 1}, {"should_checkpoint", true}}.dump());
+      Value(Json{{"training_iteration", 1}, {"should_checkpoint", true}}));
   // Damage under a finished trial's key is not read at load (--check sees it).
   Put(store, storage::Family::kResults, storage::ResultKey(finished.trial_id, 2), "{");
 
@@ -159,6 +169,9 @@ TEST(StoreLoaderTest, ALiveTrialsProgressIsItsNewestStoredResult) {
   EXPECT_EQ(loaded->trials[2].iteration, 1);
   EXPECT_EQ(loaded->trials[2].last_result.Get(), finished.last_result.Get());
 }
+
+INSTANTIATE_TEST_SUITE_P(Schemas, StoreLoaderResultsTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Msgpack" : "JsonText"; });
 
 TEST(StoreLoaderTest, DamageIsRefusedNamingTheRecord) {
   struct Case {
@@ -210,6 +223,17 @@ TEST(StoreLoaderTest, DamageIsRefusedNamingTheRecord) {
        [](storage::Store& s) {
          Put(s, storage::Family::kResults, storage::ResultKey("e0001_00000", 1),
              R"({"training_iteration": 1, "done": 1})");
+       },
+       "result 1 of trial e0001_00000.done is not a boolean"},
+      {"a live trial's newest result neither JSON nor msgpack",
+       [](storage::Store& s) {
+         Put(s, storage::Family::kResults, storage::ResultKey("e0001_00000", 1), "\x82\xa1");
+       },
+       "result 1 of trial e0001_00000 is neither JSON text nor a msgpack map"},
+      {"a live trial's newest msgpack result with a flag that is not a boolean",
+       [](storage::Store& s) {
+         Put(s, storage::Family::kResults, storage::ResultKey("e0001_00000", 1),
+             StoredResultValue(Json{{"training_iteration", 1}, {"done", 1}}));
        },
        "result 1 of trial e0001_00000.done is not a boolean"},
   };

@@ -192,7 +192,7 @@ TEST(TrialBookTest, TheBestTrialUsesTheMetricKeptWithTheStoredText) {
   std::vector<TrialId> ids;
   for (const Stored& r : stored) {
     Trial& t = book.AddTrial(e, Json::object());
-    t.last_result.SetText(r.text, "loss", r.loss);
+    t.last_result.SetStored(r.text, "loss", r.loss);
     ids.push_back(t.trial_id);
   }
   ASSERT_NE(book.BestTrial(e), nullptr);
@@ -203,7 +203,7 @@ TEST(TrialBookTest, TheBestTrialUsesTheMetricKeptWithTheStoredText) {
   EXPECT_EQ(book.BestTrial(e)->trial_id, ids[1]) << "parsed from the text";
   EXPECT_EQ(book.TrialRef(ids[3]).last_result.Metric("acc"), 0.7);
   // A new result replaces the kept value.
-  book.TrialRef(ids[3]).last_result.SetText(R"({"acc":0.95})", "acc", 0.95);
+  book.TrialRef(ids[3]).last_result.SetStored(R"({"acc":0.95})", "acc", 0.95);
   book.NoteLastResult(e, book.TrialRef(ids[3]));
   EXPECT_EQ(book.BestTrial(e)->trial_id, ids[3]);
 }
@@ -230,12 +230,12 @@ TEST(TrialBookTest, TheKeptBestTrialIsTheOneAWalkFinds) {
       Trial& t = *trials[pick(rng)];
       const int k = kind(rng);
       if (k == 0) {
-        t.last_result.SetText(R"({"acc":1})", "loss", std::nullopt);  // no metric
+        t.last_result.SetStored(R"({"acc":1})", "loss", std::nullopt);  // no metric
       } else if (k == 1) {
-        t.last_result.SetText(R"({"loss":null})", "loss", std::nan(""));
+        t.last_result.SetStored(R"({"loss":null})", "loss", std::nan(""));
       } else {
         const double v = level(rng) / 4.0;
-        t.last_result.SetText(R"({"loss":)" + std::to_string(v) + "}", "loss", v);
+        t.last_result.SetStored(R"({"loss":)" + std::to_string(v) + "}", "loss", v);
       }
       book.NoteLastResult(e, t);
       const bool kept = e.best.known;
@@ -267,12 +267,12 @@ TEST(TrialBookTest, AnUnnotedLastResultAbortsUnderVerifyRecords) {
   Experiment& e = book.AddExperiment(std::move(ex));
   Trial& a = book.AddTrial(e, Json::object());
   Trial& b = book.AddTrial(e, Json::object());
-  a.last_result.SetText(R"({"loss":1.0})", "loss", 1.0);
+  a.last_result.SetStored(R"({"loss":1.0})", "loss", 1.0);
   book.NoteLastResult(e, a);
-  b.last_result.SetText(R"({"loss":2.0})", "loss", 2.0);
+  b.last_result.SetStored(R"({"loss":2.0})", "loss", 2.0);
   book.NoteLastResult(e, b);
   EXPECT_EQ(book.BestTrial(e), &a);
-  b.last_result.SetText(R"({"loss":0.5})", "loss", 0.5);  // not noted
+  b.last_result.SetStored(R"({"loss":0.5})", "loss", 0.5);  // not noted
   EXPECT_DEATH(book.BestTrial(e), "");                    // CHECK logs to stdout
   book.NoteLastResult(e, b);
   EXPECT_EQ(book.BestTrial(e), &b);

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "head/stored_result.h"
 #include "head/trial_runner.h"
 #include "storage/in_memory_store.h"
 #include "storage/keys.h"
@@ -144,7 +145,7 @@ class TrialRunnerTest : public ::testing::Test {
     std::vector<Json> out;
     auto s = store_.Scan(storage::Family::kResults, storage::TrialPrefix(trial_id),
                          [&](std::string_view, std::string_view v) {
-                           out.push_back(Json::parse(v));
+                           out.push_back(ParseStoredResult(v).value());
                            return true;
                          });
     EXPECT_TRUE(s.ok());

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "head/client_service.h"
+#include "head/stored_result.h"
 #include "head/trial_phase.h"
 #include "storage/keys.h"
 #include "tests/head/trial_runner_fixture.h"
@@ -167,10 +168,10 @@ TEST_F(TrialRunnerPhasesTest, AReattachedTrialThatWasDoneReleasesItsActor) {
     const std::string key = storage::ResultKey(id, 3);
     auto stored = store_.Get(storage::Family::kResults, key);
     ASSERT_TRUE(stored.ok() && stored->has_value());
-    Json j = Json::parse(**stored);
+    Json j = ParseStoredResult(**stored).value();
     j["done"] = true;
     storage::WriteBatch b;
-    b.Put(storage::Family::kResults, key, j.dump());
+    b.Put(storage::Family::kResults, key, StoredResultValue(j));
     ASSERT_TRUE(store_.Commit(b).ok());
   }
   Reset();
