@@ -78,6 +78,7 @@
 #include "common/json.h"
 #include "head/experiment_spec.h"
 #include "head/search_space.h"
+#include "head/stored_result.h"
 #include "head/trial.h"
 #include "head/trial_records.h"
 #include "storage/keys.h"
@@ -326,7 +327,7 @@ Json BuildStore(const std::string& data_dir, const StoreShape& shape) {
       double x0 = t.config.value("x0", 5.0);
       for (int64_t i = 1; i <= shape.results_per_trial; ++i) {
         Json r = MakeResult(t.trial_id, i, shape.results_per_trial, x0, t.start_time);
-        std::string v = r.dump();
+        std::string v = ztune::head::StoredResultValue(r);  // as the head stores it
         if (i == shape.results_per_trial) t.last_result = std::move(r);
         batch.Put(ztune::storage::Family::kResults,
                   ztune::storage::ResultKey(t.trial_id, static_cast<uint64_t>(i)), std::move(v));
@@ -417,7 +418,7 @@ Json AppendWalTailAndCrash(const std::string& data_dir, double target_mb, int64_
     for (size_t k = 0; k < ids.size(); ++k) {
       Json r = MakeResult(ids[k].str(), i, int64_t{1} << 40, x0s[k], now);
       batch.Put(Family::kResults, ztune::storage::ResultKey(ids[k].str(), static_cast<uint64_t>(i)),
-                r.dump());
+                ztune::head::StoredResultValue(r));
       ++results;
       if (batch.size() == 200) {
         written += batch.bytes();
