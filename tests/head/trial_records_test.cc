@@ -11,7 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include "head/client_service.h"
 #include "head/store_check.h"
+#include "head/stored_result.h"
 #include "storage/in_memory_store.h"
 #include "storage/keys.h"
 #include "tests/head/trial_runner_fixture.h"
@@ -528,6 +530,73 @@ TEST_F(TrialStorageTest, ALoadMigratesASchemaOneStore) {
     }
   }
   EXPECT_EQ(before.at(ids[0]).error_log.size(), 1u);
+  auto report = CheckStore(store_);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->ToText();
+}
+
+// A schema-2 store (results as JSON text): the next head writes schema 3 in
+// its first commit and rewrites nothing. Clients read the old results as
+// before, a trial that goes on after the restart adds msgpack results
+// beside its JSON ones, and --check agrees.
+TEST_F(TrialStorageTest, ASchemaTwoStoreKeepsItsJsonResultsBesideNewMsgpackOnes) {
+  fleet_->Register("w1", 2);
+  const std::string done_exp = Submit(R"({"trainable": "quadratic", "num_samples": 2,
+      "stop": {"training_iteration": 4}})");
+  RunToEnd(done_exp);
+  const std::string live_exp = Submit(R"({"trainable": "quadratic",
+      "stop": {"training_iteration": 6}})");
+  const TrialId live = runner_->FindExperiment(live_exp)->trial_ids[0];
+  RunUntilIteration(live, 3);
+  Commit();
+  std::vector<TrialId> ids = runner_->FindExperiment(done_exp)->trial_ids;
+  ids.push_back(live);
+  auto results_of = [&](const TrialId& id) {
+    ClientService clients(*runner_);
+    return clients.Handle(Json{{"op", "results"}, {"trial_id", id}}, ClientCaller::Anonymous());
+  };
+  std::map<TrialId, Json> read_before;
+  storage::WriteBatch as_schema_two;
+  for (const TrialId& id : ids) {
+    read_before[id] = results_of(id);
+    ASSERT_TRUE(store_
+                    .Scan(storage::Family::kResults, storage::TrialPrefix(id),
+                          [&](std::string_view k, std::string_view v) {
+                            EXPECT_FALSE(IsStoredAsJsonText(v)) << "schema 3 writes msgpack";
+                            as_schema_two.Put(storage::Family::kResults, std::string(k),
+                                              StoredResultText(v).value());
+                            return true;
+                          })
+                    .ok());
+  }
+  as_schema_two.Put(storage::Family::kMeta, storage::kMetaSchema, "2");
+  ASSERT_TRUE(store_.Commit(as_schema_two).ok());
+
+  CrashHead();  // a new head on the same store (its Load is committed)
+  EXPECT_EQ(*store_.Get(storage::Family::kMeta, storage::kMetaSchema), "3");
+  fleet_->Reregister("w1", 2);
+  for (const TrialId& id : ids) EXPECT_EQ(results_of(id), read_before[id]) << id;
+  RunToEnd(live_exp);
+  std::vector<bool> json_text;
+  ASSERT_TRUE(store_
+                  .Scan(storage::Family::kResults, storage::TrialPrefix(live),
+                        [&](std::string_view, std::string_view v) {
+                          json_text.push_back(IsStoredAsJsonText(v));
+                          return true;
+                        })
+                  .ok());
+  EXPECT_EQ(json_text, (std::vector<bool>{true, true, true, false, false, false}));
+  const Json after = results_of(live);
+  ASSERT_EQ(after["results"].size(), 6u) << after.dump();
+  for (size_t i = 0; i < 6; ++i) {
+    const Json& r = after["results"][i];
+    EXPECT_EQ(r["training_iteration"], i + 1);
+    EXPECT_EQ(r["trial_id"], live.str());
+    EXPECT_EQ(r["done"], i == 5);
+    if (i < 3) {
+      EXPECT_EQ(r, read_before[live]["results"][i]);
+    }
+  }
   auto report = CheckStore(store_);
   ASSERT_TRUE(report.ok());
   EXPECT_TRUE(report->ok()) << report->ToText();
