@@ -17,20 +17,20 @@ Json LastResult::Parse(const std::string& value) {
 const Json& LastResult::Get() const {
   static const Json kNull;
   if (!json_) {
-    if (text_.empty()) return kNull;
-    json_ = Parse(text_);
+    if (stored_.empty()) return kNull;
+    json_ = Parse(stored_);
   }
   return *json_;
 }
 
 Json LastResult::Copy() const {
-  if (json_ || text_.empty()) return Get();
-  return Parse(text_);
+  if (json_ || stored_.empty()) return Get();
+  return Parse(stored_);
 }
 
 void LastResult::AppendText(std::string& out) const {
-  if (!text_.empty()) {
-    AppendStoredResultText(text_, out);
+  if (!stored_.empty()) {
+    AppendStoredResultText(stored_, out);
   } else {
     out += Get().dump();
   }

@@ -24,7 +24,7 @@ class LastResult {
   LastResult() = default;
   // A DOM (a stored record read back, an exploit, tests); null clears.
   LastResult& operator=(Json j) {
-    text_.clear();
+    stored_.clear();
     json_ = std::move(j);
     metric_.reset();
     return *this;
@@ -37,7 +37,7 @@ class LastResult {
   // best trial of an experiment, at each `status`) parses nothing.
   void SetStored(std::string value, std::string metric_key = {},
                  std::optional<double> metric_value = {}) {
-    text_ = std::move(value);
+    stored_ = std::move(value);
     json_.reset();
     metric_.reset();
     if (!metric_key.empty()) {
@@ -45,7 +45,7 @@ class LastResult {
     }
   }
 
-  bool is_null() const { return text_.empty() && (!json_ || json_->is_null()); }
+  bool is_null() const { return stored_.empty() && (!json_ || json_->is_null()); }
   // The result, null when there is none. Parses the value on first call.
   const Json& Get() const;
   // The result as a DOM of the caller's own: a parse of the value that is not
@@ -69,8 +69,8 @@ class LastResult {
   static Json Parse(const std::string& value);
 
   // A stored value (msgpack or JSON text); when set, the source of truth.
-  std::string text_;
-  mutable std::optional<Json> json_;  // Get()'s parse of text_, or a DOM set directly
+  std::string stored_;
+  mutable std::optional<Json> json_;  // Get()'s parse of stored_, or a DOM set directly
   mutable std::optional<MetricCache> metric_;
 };
 

@@ -338,12 +338,10 @@ std::optional<ResultView::Value> ResultView::FindFlat(std::string_view flat_key)
 
 namespace {
 
-// One member of an object being written: a key and where its value is, or
-// (value == kNone) one of StampedJson's two fields.
+// One member of an object being written: its key and where its value is.
 struct Sortable {
   std::string_view key;
   size_t value;
-  int stamp;  // 0: trial_id, 1: done; with value == kNone
 };
 
 }  // namespace
@@ -379,27 +377,22 @@ void ResultView::AppendJson(const Value& v, std::string& out) const {
       out += ']';
       return;
     }
-    case Kind::kObject: AppendObject(v, nullptr, false, out); return;
+    case Kind::kObject: AppendObject(v, out); return;
   }
 }
 
-void ResultView::AppendObject(const Value& object, const std::string_view* trial_id, bool done,
-                              std::string& out) const {
+void ResultView::AppendObject(const Value& object, std::string& out) const {
   std::vector<Sortable> members;
-  members.reserve(object.count + 2);
+  members.reserve(object.count);
   size_t at = object.body;
   for (uint32_t k = 0; k < object.count; ++k) {
     Value name;
     size_t value_at = 0;
     ReadValue(at, &name, &value_at);
-    members.push_back({name.str, value_at, -1});
+    members.push_back({name.str, value_at});
     at = Skip(value_at, 0);
   }
-  if (trial_id != nullptr) {
-    members.push_back({"trial_id", kNone, 0});
-    members.push_back({"done", kNone, 1});
-  }
-  // A worker's map comes sorted (it is a std::map's dump) until the stamps.
+  // A worker's map comes sorted (it is a std::map's dump).
   auto by_key = [](const Sortable& a, const Sortable& b) { return a.key < b.key; };
   if (!std::is_sorted(members.begin(), members.end(), by_key)) {
     std::stable_sort(members.begin(), members.end(), by_key);
@@ -414,14 +407,6 @@ void ResultView::AppendObject(const Value& object, const std::string_view* trial
     first = false;
     AppendEscaped(m.key, out);
     out += ':';
-    if (m.value == kNone) {
-      if (m.stamp == 0) {
-        AppendEscaped(*trial_id, out);
-      } else {
-        out += done ? "true" : "false";
-      }
-      continue;
-    }
     Value v;
     size_t unused = 0;
     ReadValue(m.value, &v, &unused);
@@ -430,56 +415,24 @@ void ResultView::AppendObject(const Value& object, const std::string_view* trial
   out += '}';
 }
 
-bool ResultView::AppendIndexed(const std::string_view* trial_id, bool done,
-                               std::string& out) const {
+bool ResultView::AppendIndexed(std::string& out) const {
   if (!indexed_) return false;
   for (size_t k = 1; k < num_members_; ++k) {
     if (!(members_[k - 1].key < members_[k].key)) return false;
   }
-  // The stamps, in key order: merged in where they fall, replacing the
-  // result's own. None without a trial id.
-  const size_t num_stamps = trial_id != nullptr ? 2 : 0;
-  bool first = true;
-  auto key = [&](std::string_view k) {
-    if (!first) out += ',';
-    first = false;
-    AppendEscaped(k, out);
-    out += ':';
-  };
-  auto stamp = [&](size_t which) {
-    key(kStamps[which]);
-    if (which == 0) {
-      out += done ? "true" : "false";
-    } else {
-      AppendEscaped(*trial_id, out);
-    }
-  };
   out += '{';
-  size_t s = 0;
   for (size_t k = 0; k < num_members_; ++k) {
     const Member& m = members_[k];
-    while (s < num_stamps && kStamps[s] < m.key) stamp(s++);
-    if (s < num_stamps && kStamps[s] == m.key) {
-      stamp(s++);
-      continue;
-    }
-    key(m.key);
+    if (k > 0) out += ',';
+    AppendEscaped(m.key, out);
+    out += ':';
     Value v;
     size_t unused = 0;
     ReadValue(m.value, &v, &unused);
     AppendJson(v, out);
   }
-  while (s < num_stamps) stamp(s++);
   out += '}';
   return true;
-}
-
-std::string ResultView::StampedJson(std::string_view trial_id, bool done) const {
-  CHECK(is_object());
-  std::string out;
-  out.reserve(bytes_.size() * 2 + 64);
-  if (!AppendIndexed(&trial_id, done, out)) AppendObject(top_, &trial_id, done, out);
-  return out;
 }
 
 std::string ResultView::JsonText() const {
@@ -488,8 +441,8 @@ std::string ResultView::JsonText() const {
   out.reserve(bytes_.size() * 2 + 16);
   if (!is_object()) {
     AppendJson(top_, out);
-  } else if (!AppendIndexed(nullptr, false, out)) {
-    AppendObject(top_, nullptr, false, out);
+  } else if (!AppendIndexed(out)) {
+    AppendObject(top_, out);
   }
   return out;
 }

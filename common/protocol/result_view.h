@@ -1,8 +1,10 @@
 // ResultView: reads a RawResult's msgpack bytes in place, without building a
 // JSON DOM. The head judges each result through it (training_iteration, done,
-// the stopping criteria) and writes the JSON text it stores with it: a DOM
-// built, dumped and freed per result was a quarter of the head's loop
-// (docs/benchmarks.md, "results as bytes").
+// the stopping criteria), stamps the bytes it stores (StampedMsgpack) and
+// writes JSON text only when a result is read (JsonText): a DOM built, dumped
+// and freed per result was a quarter of the head's loop, and the JSON text
+// alone a tenth (docs/benchmarks.md, "results as bytes", "results stored as
+// msgpack").
 //
 // The constructor walks the bytes once and checks them (bounds, nesting, no
 // ext types); an invalid view answers no lookup. Borrows the bytes: they must
@@ -70,16 +72,10 @@ class ResultView {
   // level, else "a/b" as key b of object a.
   std::optional<Value> FindFlat(std::string_view flat_key) const;
 
-  // The JSON text of the object with "trial_id" and "done" set (replacing the
-  // result's own), byte for byte what nlohmann's dump() gives for the DOM of
-  // the bytes after the same two assignments: keys in std::map order, the
-  // last of repeated keys, nlohmann's number format and string escapes.
-  // Precondition: is_object().
-  std::string StampedJson(std::string_view trial_id, bool done) const;
-
   // The bytes the head stores for the result (docs/storage.md, schema 3):
-  // these bytes with "trial_id" and "done" set, replacing the result's own,
-  // so that JsonText() of them is StampedJson(trial_id, done). The members
+  // these bytes with "trial_id" and "done" set, replacing the result's own:
+  // JsonText() of them is what nlohmann's dump() gives for the DOM of these
+  // bytes after the same two assignments (what schema 2 stored). The members
   // keep their bytes and order; the two fields go where they sort (before
   // the first greater key). When the result already holds both values (a
   // worker stamps its own trial id, and `done` unless the head ends the
@@ -87,8 +83,8 @@ class ResultView {
   std::string StampedMsgpack(std::string_view trial_id, bool done) const;
 
   // The JSON text of the value, byte for byte what nlohmann's dump() gives
-  // for the DOM of the bytes (as StampedJson, without the stamps).
-  // Precondition: valid().
+  // for the DOM of the bytes: keys in std::map order, the last of repeated
+  // keys, nlohmann's number format and string escapes. Precondition: valid().
   std::string JsonText() const;
 
  private:
@@ -98,9 +94,7 @@ class ResultView {
   size_t Skip(size_t pos, int depth) const;
   std::optional<Value> FindIn(const Value& object, std::string_view key) const;
   void AppendJson(const Value& v, std::string& out) const;
-  // With `trial_id` non-null, the two stamped fields join the members.
-  void AppendObject(const Value& object, const std::string_view* trial_id, bool done,
-                    std::string& out) const;
+  void AppendObject(const Value& object, std::string& out) const;
 
   // A top-level member: its key and where its value starts.
   struct Member {
@@ -113,9 +107,8 @@ class ResultView {
   static constexpr size_t kIndexed = 32;
   bool IndexMembers();
   // Writes the top-level object from the index when its keys are sorted and
-  // distinct (a worker's always are): no sort, no allocation. With
-  // `trial_id` non-null, the two stamped fields join the members.
-  bool AppendIndexed(const std::string_view* trial_id, bool done, std::string& out) const;
+  // distinct (a worker's always are): no sort, no allocation.
+  bool AppendIndexed(std::string& out) const;
 
   std::string_view bytes_;
   bool valid_ = false;
