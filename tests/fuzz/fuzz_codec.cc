@@ -113,7 +113,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         ztune::Json dom = r.result.ToJson();
         dom["trial_id"] = "e0001_00000";
         dom["done"] = true;
-        const std::string text = view.StampedJson("e0001_00000", true);
+        // What the head stores reads back as the text schema 2 stored.
+        const std::string stored = view.StampedMsgpack("e0001_00000", true);
+        const ztune::protocol::ResultView back(stored);
+        if (!back.is_object()) Fail("the stored bytes are not a valid object", "");
+        const std::string text = back.JsonText();
         if (text != dom.dump()) Fail("stored text differs from the DOM's dump", text);
       }
     }
