@@ -266,13 +266,26 @@ class SlurmTest(unittest.TestCase):
         req = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True,
                              env=self.env, timeout=60)
         self.assertEqual(req.returncode, 0, req.stderr)
-        # Slurm holds a requeued job back a while (its begin time); release it
-        # now, once it is pending again.
+        # Slurm holds a requeued job back a while (its begin time, cred_expire);
+        # release it sooner, once it is pending again, the node has let go of
+        # the old run, and a second more has passed: slurmd refuses a launch
+        # whose credential is not newer, to the second, than its kill of the
+        # old run ("Job 1 already killed, do not launch batch job": the job
+        # then FAILED, and this test with it, in 3 of 10 runs on a loaded
+        # machine).
+        idle_since = []
         def released():
             q = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True,
                                text=True, env=self.env, timeout=30)
             if q.stdout.strip() != "PENDING":
                 return q.stdout.strip() == "RUNNING" and self.job_output(job).count(" run ") > 1
+            if self._node_state() != "idle":
+                idle_since.clear()
+                return False
+            if not idle_since:
+                idle_since.append(time.monotonic())
+            if time.monotonic() - idle_since[0] < 1.5:
+                return False
             up = subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"],
                                 capture_output=True, text=True, env=self.env, timeout=60)
             return up.returncode == 0
