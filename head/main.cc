@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/allocator.h"
 #include "common/logging.h"
 #include "head/head_keys.h"
 #include "head/dashboard_server.h"
@@ -260,6 +261,7 @@ int main(int argc, char** argv) {
     }
     return report->ok() ? 0 : 1;
   }
+  spdlog::info("memory allocator: {}", ztune::AllocatorDescription());
   if (!insecure) {
     auto pair = ztune::head::EnsureHeadKeyPair(key_base);
     if (!pair.ok()) {
