@@ -196,19 +196,28 @@ Json Trial::ToJson() const {
 
 namespace {
 
-// Appends one JSON object member by member, each value dumped in place.
-// Keys are ASCII constants (no escaping needed) and must come in the order
-// nlohmann's object (a std::map) would put them, so that the text equals a
-// DOM's dump().
+// Appends one JSON object member by member, each value dumped in place by
+// one nlohmann serializer for the whole object: a `Json(x).dump()` per member
+// allocated a string, a shared output adapter and an indent buffer each time,
+// and the record is written at every state change (12% of the head's loop
+// at 10,000 one-iteration trials, three records each). Strict UTF-8, as
+// dump() is. Keys are ASCII constants (no escaping needed) and must come in
+// the order nlohmann's object (a std::map) would put them, so that the text
+// equals a DOM's dump().
 class ObjectWriter {
  public:
-  explicit ObjectWriter(std::string& out) : out_(out) { out_ += '{'; }
+  explicit ObjectWriter(std::string& out)
+      : out_(out),
+        serializer_(nlohmann::detail::output_adapter<char, std::string>(out), ' ',
+                    Json::error_handler_t::strict) {
+    out_ += '{';
+  }
   ~ObjectWriter() { out_ += '}'; }
   ObjectWriter(const ObjectWriter&) = delete;
   ObjectWriter& operator=(const ObjectWriter&) = delete;
   void Field(std::string_view key, const Json& value) {
     Key(key);
-    out_ += value.dump();
+    serializer_.dump(value, /*pretty_print=*/false, /*ensure_ascii=*/false, /*indent_step=*/0);
   }
   void FieldText(std::string_view key, const LastResult& value) {
     Key(key);
@@ -225,6 +234,7 @@ class ObjectWriter {
   }
 
   std::string& out_;
+  nlohmann::detail::serializer<Json> serializer_;
   bool first_ = true;
 };
 
