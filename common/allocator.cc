@@ -5,31 +5,27 @@
 #ifdef ZTUNE_JEMALLOC
 #include <jemalloc/jemalloc.h>
 
-// jemalloc reads this at its first allocation (before main).
+// jemalloc reads this at its first allocation (before main); MALLOC_CONF in
+// the environment overrides it, option by option.
 //
-// thp:always: jemalloc madvises its extents as transparent huge pages (a
-// kernel whose THP mode is "never" ignores it). The head's hot path writes
-// RocksDB memtables and grows its trial maps into fresh memory, and on
-// virtual machines whose guests pay dearly for a page fault (this project's
-// 2-core benchmark machine: 8% of the head's samples in exc_page_fault at
-// 10,000 one-iteration trials, most of them in MemTable::Add) a fault per
-// 2 MiB instead of per 4 KiB is most of what jemalloc gains there
-// (docs/benchmarks.md, "2026-12-06 (night)").
+// jemalloc's own defaults, except oversize_threshold:1048577: allocations
+// over 1 MiB (checkpoint chunks of 1 MiB plus their framing, whole messages
+// of a transfer) go to its oversize arena, which hands their pages back as
+// they are freed, as glibc's mmap'd chunks were. With the default threshold
+// (8 MiB) a 256 MiB restore raised the head's peak RSS by 44 MiB against
+// glibc's 30 (the 64 MiB bound of tests/e2e/large_checkpoint_e2e_test.cc);
+// with it, by 30.
 //
-// oversize_threshold:1048577: allocations over 1 MiB (checkpoint chunks of
-// 1 MiB plus their framing, whole messages of a transfer) go to jemalloc's
-// oversize arena, which hands their pages back as they are freed, as glibc's
-// mmap'd chunks did; with huge pages kept in every arena, a 256 MiB restore
-// raised the head's peak RSS by up to 68 MiB against the 64 MiB bound of
-// tests/e2e/large_checkpoint_e2e_test.cc (43-52 MiB with it, 30 with
-// glibc). The memtables' arena blocks (at most 1 MiB) stay in the normal
-// arenas, on huge pages.
-//
-// metadata_thp:auto: huge pages for jemalloc's own metadata once it needs
-// more than a few.
+// Not thp:always, although it measured best for CPU (the head's page faults
+// on fresh memory, RocksDB's memtables above all, were 8% of its samples at
+// 10,000 one-iteration trials on a VM whose faults are dear, and huge pages
+// take one per 2 MiB): it raised the head's peak RSS under a fleet of 10,000
+// live trials from 210 to 325 MiB for no CPU gain there. docs/deploy.md
+// tells how to opt in (MALLOC_CONF=thp:always); docs/benchmarks.md
+// ("against the floor", 2026-12-06 night) has the measurements.
 extern "C" {
 // NOLINTNEXTLINE: the name and type are jemalloc's interface
-const char* malloc_conf = "thp:always,oversize_threshold:1048577,metadata_thp:auto";
+const char* malloc_conf = "oversize_threshold:1048577";
 }
 #endif
 

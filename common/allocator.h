@@ -11,7 +11,8 @@
 
 namespace ztune {
 
-// "jemalloc 5.3.0-0-g54eaed1d8b56 (thp:always)" or "the C library's malloc".
+// "jemalloc 5.3.0-0-g54eaed1d8b56... (thp:default)" or "the C library's
+// malloc".
 // Thread-safe.
 std::string AllocatorDescription();
 
