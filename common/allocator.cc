@@ -32,6 +32,9 @@ const char* malloc_conf = "oversize_threshold:1048577";
 namespace ztune {
 
 std::string AllocatorDescription() {
+  // mallctl reads jemalloc's own settings: it answers whichever malloc the
+  // process's malloc() resolves to (tests/common/allocator_test.cc checks
+  // that it is jemalloc's).
 #ifdef ZTUNE_JEMALLOC
   const char* version = nullptr;
   size_t size = sizeof(version);
@@ -41,8 +44,11 @@ std::string AllocatorDescription() {
   const char* thp = nullptr;
   size = sizeof(thp);
   std::string out = std::string("jemalloc ") + version;
-  if (mallctl("opt.thp", &thp, &size, nullptr, 0) == 0 && thp != nullptr) {
-    out += std::string(" (thp:") + thp + ")";
+  size_t oversize = 0;
+  size_t oversize_size = sizeof(oversize);
+  if (mallctl("opt.thp", &thp, &size, nullptr, 0) == 0 && thp != nullptr &&
+      mallctl("opt.oversize_threshold", &oversize, &oversize_size, nullptr, 0) == 0) {
+    out += std::string(" (thp:") + thp + ", oversize_threshold:" + std::to_string(oversize) + ")";
   }
   return out;
 #else

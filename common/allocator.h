@@ -11,8 +11,8 @@
 
 namespace ztune {
 
-// "jemalloc 5.3.0-0-g54eaed1d8b56... (thp:default)" or "the C library's
-// malloc".
+// "jemalloc 5.3.0-0-g54eaed1d8b56... (thp:default, oversize_threshold:1048577)"
+// or "the C library's malloc".
 // Thread-safe.
 std::string AllocatorDescription();
 
