@@ -12,9 +12,10 @@
 // over 1 MiB (checkpoint chunks of 1 MiB plus their framing, whole messages
 // of a transfer) go to its oversize arena, which hands their pages back as
 // they are freed, as glibc's mmap'd chunks were. With the default threshold
-// (8 MiB) a 256 MiB restore raised the head's peak RSS by 44 MiB against
-// glibc's 30 (the 64 MiB bound of tests/e2e/large_checkpoint_e2e_test.cc);
-// with it, by 30.
+// (8 MiB) the heads of tests/e2e/large_checkpoint_e2e_test.cc (a 256 MiB
+// checkpoint uploaded and restored across head kills; bound: 64 MiB over the
+// RSS at start) peaked up to 44 MiB over start, against glibc's 30; with it,
+// up to 30.
 //
 // Not thp:always, although it measured best for CPU (the head's page faults
 // on fresh memory, RocksDB's memtables above all, were 8% of its samples at
