@@ -1,5 +1,6 @@
 #include "common/allocator.h"
 
+#include <optional>
 #include <string>
 
 #ifdef ZTUNE_JEMALLOC
@@ -21,7 +22,7 @@
 // on fresh memory, RocksDB's memtables above all, were 8% of its samples at
 // 10,000 one-iteration trials on a VM whose faults are dear, and huge pages
 // take one per 2 MiB): it raised the head's peak RSS under a fleet of 10,000
-// live trials from 210 to 325 MiB for no CPU gain there. docs/deploy.md
+// live trials from 223 MiB (these options) to 325 for no CPU gain there. docs/deploy.md
 // tells how to opt in (MALLOC_CONF=thp:always); docs/benchmarks.md
 // ("against the floor", 2026-12-06 night) has the measurements.
 extern "C" {
@@ -32,24 +33,33 @@ const char* malloc_conf = "oversize_threshold:1048577";
 
 namespace ztune {
 
+#ifdef ZTUNE_JEMALLOC
+namespace {
+
+// One of jemalloc's read-only settings, or nullopt.
+template <class T>
+std::optional<T> ReadMallctl(const char* name) {
+  T value{};
+  size_t size = sizeof(value);
+  if (mallctl(name, &value, &size, nullptr, 0) != 0) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+#endif
+
 std::string AllocatorDescription() {
   // mallctl reads jemalloc's own settings: it answers whichever malloc the
   // process's malloc() resolves to (tests/common/allocator_test.cc checks
   // that it is jemalloc's).
 #ifdef ZTUNE_JEMALLOC
-  const char* version = nullptr;
-  size_t size = sizeof(version);
-  if (mallctl("version", &version, &size, nullptr, 0) != 0 || version == nullptr) {
-    return "jemalloc (its version unreadable)";
-  }
-  const char* thp = nullptr;
-  size = sizeof(thp);
-  std::string out = std::string("jemalloc ") + version;
-  size_t oversize = 0;
-  size_t oversize_size = sizeof(oversize);
-  if (mallctl("opt.thp", &thp, &size, nullptr, 0) == 0 && thp != nullptr &&
-      mallctl("opt.oversize_threshold", &oversize, &oversize_size, nullptr, 0) == 0) {
-    out += std::string(" (thp:") + thp + ", oversize_threshold:" + std::to_string(oversize) + ")";
+  const std::optional<const char*> version = ReadMallctl<const char*>("version");
+  if (!version || *version == nullptr) return "jemalloc (its version unreadable)";
+  std::string out = std::string("jemalloc ") + *version;
+  const std::optional<const char*> thp = ReadMallctl<const char*>("opt.thp");
+  const std::optional<size_t> oversize = ReadMallctl<size_t>("opt.oversize_threshold");
+  if (thp && *thp != nullptr && oversize) {
+    out += std::string(" (thp:") + *thp + ", oversize_threshold:" + std::to_string(*oversize) + ")";
   }
   return out;
 #else
