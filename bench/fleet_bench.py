@@ -230,7 +230,8 @@ class Cluster:
              "--cpus", str(self.args.cpus), "--step-ms", str(self.args.step_ms),
              "--heartbeat-ms", str(self.args.heartbeat_ms), "--liveness", str(self.args.liveness),
              "--name-prefix", prefix, "--report-s", "2", "--stats-file", stats,
-             *(["--no-coalesce"] if self.args.no_coalesce else []), *extra],
+             *(["--no-coalesce"] if self.args.no_coalesce else []),
+             *(["--no-ack-trains"] if self.args.no_ack_trains else []), *extra],
             f"fleet-{prefix}.log")
         if self.fleet is None:
             self.fleet, self.fleet_stats, self.window_stats = proc, stats, []
@@ -326,11 +327,17 @@ def message_counts(start, end):
             start["commands"].get(sub, 0), end["commands"].get(sub, 0))
         return b - a
     trains = delta("commands", "TRAIN")
-    train_messages = trains - delta("coalesced_trains") + delta("commands", "TRAINS")
+    in_acks = delta("trains_in_acks")
+    # TRAIN and TRAINS messages, and the TRAINs they carried; those inside an
+    # ACK (docs/protocol.md §4.11) came in no message of their own.
+    train_messages = trains - delta("coalesced_trains") - in_acks + delta("commands", "TRAINS")
+    alone = trains - in_acks
     results = delta("results_sent") + delta("results_replayed")
     result_messages = delta("result_messages")
     return {"train_messages": train_messages,
-            "trains_per_message": round(trains / train_messages, 2) if train_messages else None,
+            "trains_per_message": round(alone / train_messages, 2) if train_messages else None,
+            "trains_in_acks": in_acks,
+            "acks": delta("commands", "ACK"),
             "result_messages": result_messages,
             "results_per_message": round(results / result_messages, 2) if result_messages else None}
 
@@ -507,6 +514,8 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the run directory (logs)")
     ap.add_argument("--no-coalesce", action="store_true",
                     help="the fleet announces no TRAINS/RESULTS: a message per TRAIN and RESULT")
+    ap.add_argument("--no-ack-trains", action="store_true",
+                    help="the fleet does not announce ack_trains: no TRAIN comes inside an ACK")
     args = ap.parse_args()
     c = Cluster(args)
     try:

@@ -442,7 +442,11 @@ int RunHeadStats(const CommandContext& ctx, bool json) {
                   ? " (" + count("commits_behind_loop") + " behind the loop)"
                   : std::string())
           << ", " << count("messages_in") << " messages in, " << count("result_batches")
-          << " result batches.\n"
+          << " result batches"
+          << (head.contains("trains_in_acks")
+                  ? ", " + count("trains_in_acks") + " TRAINs sent inside ACKs"
+                  : std::string())
+          << ".\n"
           << "Refused: " << count("malformed") << " malformed, " << count("unknown_senders")
           << " from unknown senders, " << count("unauthorized") << " unauthorized, "
           << count("rate_limited")

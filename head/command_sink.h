@@ -14,6 +14,10 @@ namespace ztune::head {
 enum class SendTiming {
   kNow,          // continues work only (TRAIN): need not wait for the commit
   kAfterCommit,  // depends on state that must be durable first (ACK, STOP, ...)
+  // A TRAIN after a result of a trial whose steps are long next to a commit:
+  // to a worker that takes TRAINs inside ACKs it waits for the commit and goes
+  // in the worker's ACK, one message where there were two; otherwise kNow.
+  kWithAck,
 };
 
 class CommandSink {

@@ -251,8 +251,10 @@ void Executor::ArmOldest(const TrialId& trial_id) {
   auto it = futures_.find(rid);
   CHECK(it != futures_.end());  // by_trial_ indexes futures_
   Future& f = it->second;
-  if (f.deadline != 0 || f.budget_ms <= 0) return;
-  f.deadline = clock_.NowMs() + f.budget_ms;
+  if (f.started_ms) return;
+  f.started_ms = clock_.NowMs();
+  if (f.budget_ms <= 0) return;
+  f.deadline = *f.started_ms + f.budget_ms;
   request_deadlines_.emplace(f.deadline, rid);
 }
 
@@ -299,10 +301,13 @@ std::vector<uint64_t> Executor::StopRidsOn(const WorkerId& worker_id) const {
 void Executor::Resend(uint64_t rid) {
   auto it = futures_.find(rid);
   CHECK(it != futures_.end());
-  if (Future& f = it->second; f.type != FutureType::kStop && f.deadline != 0) {
-    Unindex(rid, f);
-    f.deadline = clock_.NowMs() + f.budget_ms;
-    request_deadlines_.emplace(f.deadline, rid);
+  if (Future& f = it->second; f.type != FutureType::kStop && f.started_ms) {
+    f.started_ms = clock_.NowMs();
+    if (f.deadline != 0) {
+      Unindex(rid, f);
+      f.deadline = *f.started_ms + f.budget_ms;
+      request_deadlines_.emplace(f.deadline, rid);
+    }
   }
   sink_.SendToWorker(it->second.worker_id, protocol::Message{it->second.request, {}},
                      SendTiming::kAfterCommit);

@@ -42,6 +42,9 @@ struct Future {
   // clock starts when the CREATE before it is answered); 0 while not armed.
   TimeMs deadline = 0;
   TimeMs budget_ms = 0;     // a driver request's time to answer once armed; 0 = none
+  // A driver request: when it became the oldest of its trial (the worker
+  // could start on it), with or without a budget; nullopt before.
+  std::optional<TimeMs> started_ms;
   // kReset: the actor's key before the reset; a refusal answers under it.
   TrialId old_trial_id;
   uint64_t old_attempt = 0;

@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/check.h"
 #include "common/protocol/codec.h"
 #include "common/security/curve_socket.h"
 #include "common/zmq/socket_util.h"
@@ -109,6 +110,8 @@ Status HeadServer::Start() {
   // No worker is connected yet: what Load addressed to one cannot be sent.
   before_commit_.clear();
   after_commit_.clear();
+  held_trials_.clear();
+  held_this_turn_.clear();
 
   if (options_.security) {
     if (!security::CurveAvailable()) {
@@ -199,40 +202,111 @@ void HeadServer::SendToWorker(const WorkerId& worker_id, protocol::Message messa
                               SendTiming timing) {
   Outgoing out;
   out.worker_id = worker_id;
-  if (auto* train = std::get_if<protocol::Train>(&message.body)) {
-    const WorkerInfo* w = runner_.registry().FindAlive(worker_id);
-    if (w != nullptr && w->takes_trains) {
-      out.train = std::move(*train);
-      (timing == SendTiming::kNow ? before_commit_ : after_commit_).push_back(std::move(out));
-      return;
+  auto* train = std::get_if<protocol::Train>(&message.body);
+  auto* ack = std::get_if<protocol::Ack>(&message.body);
+  const WorkerInfo* w =
+      train != nullptr || ack != nullptr ? runner_.registry().FindAlive(worker_id) : nullptr;
+  // Both features: a TRAIN kept back may also go in a TRAINS (SendKept).
+  const bool takes_ack_trains = w != nullptr && w->takes_trains && w->takes_ack_trains;
+  if (timing == SendTiming::kWithAck) {
+    if (takes_ack_trains) {
+      timing = SendTiming::kAfterCommit;
+      ++held_trials_[train->trial_id];
+      held_this_turn_.push_back(train->trial_id);
+    } else {
+      timing = SendTiming::kNow;
     }
+  } else if (timing == SendTiming::kNow && !held_trials_.empty() && ForHeldActor(message.body)) {
+    timing = SendTiming::kAfterCommit;
+  }
+  std::vector<Outgoing>& queue = timing == SendTiming::kNow ? before_commit_ : after_commit_;
+  if (train != nullptr && w != nullptr && w->takes_trains) {
+    out.train = std::move(*train);
+    queue.push_back(std::move(out));
+    return;
+  }
+  if (ack != nullptr && takes_ack_trains) {
+    out.ack = std::move(*ack);
+    queue.push_back(std::move(out));
+    return;
   }
   out.streamed_payload = payloads_.SplitLargeRestore(message);
   if (out.streamed_payload != nullptr) out.streamed_rid = protocol::HeaderRid(message.body);
   out.frames = protocol::Encode(message);
-  (timing == SendTiming::kNow ? before_commit_ : after_commit_).push_back(std::move(out));
+  queue.push_back(std::move(out));
+}
+
+bool HeadServer::ForHeldActor(const protocol::Body& body) const {
+  return std::visit(
+      [this](const auto& b) {
+        using T = std::decay_t<decltype(b)>;
+        if constexpr (protocol::kIsActorCommand<T>) {
+          return held_trials_.contains(b.trial_id);
+        } else {
+          return false;
+        }
+      },
+      body);
+}
+
+void HeadServer::ReleaseHeld(std::vector<std::string>& trials) {
+  for (const std::string& id : trials) {
+    auto it = held_trials_.find(id);
+    CHECK(it != held_trials_.end() && it->second > 0);  // counted when held
+    if (--it->second == 0) held_trials_.erase(it);
+  }
+  trials.clear();
 }
 
 void HeadServer::SendQueued(std::vector<Outgoing>& queue) {
   std::vector<Outgoing> sending;
   sending.swap(queue);
-  // Per worker, its TRAINs not sent yet.
-  std::unordered_map<WorkerId, std::vector<protocol::Train>> trains;
+  // Per worker, what is kept back to go together: its TRAINs, and its ACK
+  // when it takes TRAINs inside one.
+  struct Kept {
+    std::optional<protocol::Ack> ack;
+    std::vector<protocol::Train> trains;
+  };
+  std::unordered_map<WorkerId, Kept> kept;
   for (auto& out : sending) {
     if (out.train) {
-      trains[out.worker_id].push_back(std::move(*out.train));
+      kept[out.worker_id].trains.push_back(std::move(*out.train));
       continue;
     }
-    if (!trains.empty()) {
-      if (auto it = trains.find(out.worker_id); it != trains.end() && !it->second.empty()) {
-        SendTrains(out.worker_id, it->second);
+    if (out.ack) {
+      std::optional<protocol::Ack>& slot = kept[out.worker_id].ack;
+      if (!slot) {
+        slot = std::move(*out.ack);
+      } else {
+        // Two ACKs in one queue (not made by one turn): one message.
+        protocol::ForEachAck(*out.ack,
+                             [&](const protocol::AckEntry& e) { slot->more.push_back(e); });
+      }
+      continue;
+    }
+    if (!kept.empty()) {
+      if (auto it = kept.find(out.worker_id); it != kept.end()) {
+        SendKept(out.worker_id, it->second.ack, it->second.trains);
+        kept.erase(it);
       }
     }
     SendOutgoing(out);
   }
-  for (auto& [worker, list] : trains) {
-    if (!list.empty()) SendTrains(worker, list);
+  for (auto& [worker, k] : kept) SendKept(worker, k.ack, k.trains);
+}
+
+void HeadServer::SendKept(const WorkerId& worker_id, std::optional<protocol::Ack>& ack,
+                          std::vector<protocol::Train>& trains) {
+  if (ack) {
+    const size_t inside = std::min(trains.size(), protocol::kMaxCoalesced);
+    ack->trains.assign(std::make_move_iterator(trains.begin()),
+                       std::make_move_iterator(trains.begin() + inside));
+    trains.erase(trains.begin(), trains.begin() + inside);
+    stats_.trains_in_acks += inside;
+    SendFramesToWorker(worker_id, protocol::Encode(protocol::Message{std::move(*ack), {}}));
+    ack.reset();
   }
+  if (!trains.empty()) SendTrains(worker_id, trains);
 }
 
 void HeadServer::SendTrains(const WorkerId& worker_id, std::vector<protocol::Train>& trains) {
@@ -430,6 +504,7 @@ Status HeadServer::Run(const std::atomic<bool>& stop) {
       if (results_dir_ != nullptr) results_dir_->Flush();
     }
     SendQueued(after_commit_);
+    ReleaseHeld(held_this_turn_);
     // What those sends queued that need not wait (a failed worker's trials
     // retried elsewhere) goes now, not a poll timeout later.
     SendQueued(before_commit_);

@@ -99,6 +99,7 @@ struct HeadStats {
   uint64_t unauthorized = 0;           // messages from keys not (or no longer) allowed
   uint64_t rate_limited = 0;           // messages and requests over their connection's budget
   uint64_t result_batches = 0;         // RESULT messages and batches inside RESULTS
+  uint64_t trains_in_acks = 0;         // TRAINs sent inside an ACK (SendTiming::kWithAck)
 };
 
 class HeadServer final : public CommandSink {
@@ -147,6 +148,9 @@ class HeadServer final : public CommandSink {
     // A TRAIN for a worker that takes TRAINS, not yet encoded (`frames`
     // empty): SendQueued sends a worker's TRAINs together.
     std::optional<protocol::Train> train;
+    // An ACK for a worker that takes TRAINs inside ACKs, not yet encoded:
+    // SendQueued puts the worker's TRAINs queued with it inside.
+    std::optional<protocol::Ack> ack;
     // A RESTORE whose payload is streamed after the header in `frames`.
     uint64_t streamed_rid = 0;
     std::unique_ptr<protocol::PayloadSource> streamed_payload;
@@ -258,6 +262,16 @@ class HeadServer final : public CommandSink {
   // `trains` (not empty) to `worker_id`: a TRAIN when there is one, else
   // TRAINS of at most kMaxCoalesced each. Empties `trains`.
   void SendTrains(const WorkerId& worker_id, std::vector<protocol::Train>& trains);
+  // What SendQueued has kept back for one worker: its ACK (when it takes
+  // TRAINs inside ACKs) and its TRAINs. Sends them, the TRAINs inside the
+  // ACK when there is one (those beyond kMaxCoalesced after it), and empties them.
+  void SendKept(const WorkerId& worker_id, std::optional<protocol::Ack>& ack,
+                std::vector<protocol::Train>& trains);
+  // Whether `body` is a command for an actor whose TRAIN waits for a commit
+  // (held_trials_): it must not overtake that TRAIN.
+  bool ForHeldActor(const protocol::Body& body) const;
+  // The TRAINs of `trials` that waited for a commit have been sent.
+  void ReleaseHeld(std::vector<std::string>& trials);
   void DropStreamsOfDeadWorkers();
   // Runs `job` on the store thread, sending heartbeats while it runs; logs
   // it (as `what` of `bytes`) when it took longer than one heartbeat interval.
@@ -279,6 +293,7 @@ class HeadServer final : public CommandSink {
     ResultsDir::Rows rows;
     uint64_t results = 0;  // result batches the turn handled
     TurnTimes::Micros oldest_unread = 0;
+    std::vector<std::string> held;  // trials whose TRAIN waits in after_commit
   };
   // Whether this turn must see its commit end before it ends: it answers a
   // client (replies, the dashboard's reads), has checkpoint files to remove,
@@ -360,6 +375,13 @@ class HeadServer final : public CommandSink {
   // calls fell by 62%, the head's CPU per result by 11%: docs/benchmarks.md).
   std::vector<Outgoing> before_commit_;
   std::vector<Outgoing> after_commit_;
+  // Trials with a TRAIN that waits for a commit to go in its worker's ACK
+  // (SendTiming::kWithAck), with how many such TRAINs are not sent yet: a
+  // later command for the actor waits for a commit too, so that it does not
+  // overtake the TRAIN. This turn's are also in held_this_turn_, one entry
+  // per TRAIN; CommitActions::held takes them over.
+  std::unordered_map<std::string, int> held_trials_;
+  std::vector<std::string> held_this_turn_;
   // Turns whose commits run behind the loop, oldest first.
   std::deque<CommitActions> commit_actions_;
   // Non-empty while a commit waits for disk space (WaitForSpace): why.

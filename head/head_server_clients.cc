@@ -186,6 +186,7 @@ Json HeadServer::HeadStatsReply(const Json& rid) const {
             {"commits_behind_loop", stats_.commits_behind_loop},
             {"messages_in", stats_.messages_in},
             {"result_batches", stats_.result_batches},
+            {"trains_in_acks", stats_.trains_in_acks},
             {"malformed", stats_.malformed},
             {"unknown_senders", stats_.unknown_senders},
             {"unauthorized", stats_.unauthorized},

@@ -108,6 +108,7 @@ void HeadServer::HandOverTurn(storage::WriteBatch batch, uint64_t results) {
   }
   CommitActions actions;
   actions.after_commit.swap(after_commit_);
+  actions.held.swap(held_this_turn_);
   if (results_dir_ != nullptr) actions.rows = results_dir_->TakeRows();
   actions.results = results;
   actions.oldest_unread = turn_times_.oldest_unread();
@@ -130,6 +131,7 @@ void HeadServer::RunCommitActions(CommitActions& actions) {
   // The turn's results are durable: now they may appear in the copy.
   if (results_dir_ != nullptr && !actions.rows.empty()) results_dir_->Write(actions.rows);
   SendQueued(actions.after_commit);
+  ReleaseHeld(actions.held);
   if (actions.results > 0) {
     turn_times_.Answered(TurnTimes::SteadyNow(), actions.results, actions.oldest_unread);
   }

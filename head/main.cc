@@ -84,6 +84,12 @@ int main(int argc, char** argv) {
                  "(0 = 2 x heartbeat-ms x liveness)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--train-with-ack-ms", options.runner.train_with_ack_ms,
+                 "a trial whose last TRAIN took at least this long gets its next one after the "
+                 "commit of the result, inside the ACK: one message instead of two to workers "
+                 "that take it (0 = never)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}));
   app.add_option("--max-trials-per-experiment", options.runner.max_trials_per_experiment,
                  "most trials one experiment may have (grid x num_samples, plus added trials)")
       ->capture_default_str()

@@ -154,6 +154,10 @@ struct Trial {
   // Iteration of the checkpoint the current actor was started from (0: from
   // scratch). Its first new result must be max(iteration, this) + 1.
   int64_t resume_iteration = 0;
+  // The last answered TRAIN's time, from when the worker could start on it to
+  // its RESULT (steps, the links, the head's queue): whether its next TRAIN
+  // may wait for the commit and go with the ACK (SendTiming::kWithAck).
+  TimeMs train_round_trip_ms = 0;
 
   // The trial record: everything persisted but `checkpoints` and
   // `error_log`, which are records of their own (head/trial_records.h).

@@ -289,11 +289,11 @@ void TrialLifecycle::ContinueTraining(Trial& t, SendTiming timing) {
   p_.executor.ContinueTraining(t, BufferFor(t), TimeoutsFor(t), timing);
 }
 
-void TrialLifecycle::ContinueOrPause(Trial& t) {
+void TrialLifecycle::ContinueOrPause(Trial& t, SendTiming train_timing) {
   if (t.pause_requested) {
     StartPause(t);
   } else {
-    ContinueTraining(t);
+    ContinueTraining(t, train_timing);
   }
 }
 

@@ -139,7 +139,8 @@ class TrialLifecycle {
   void ContinueTraining(Trial& t, SendTiming timing = SendTiming::kNow);
   // What a trial does when its TRAIN or SAVE completes without stopping:
   // pause if asked to, else train on.
-  void ContinueOrPause(Trial& t);
+  // `train_timing`: the TRAIN's, when it continues (a pause's SAVE goes now).
+  void ContinueOrPause(Trial& t, SendTiming train_timing = SendTiming::kNow);
   // A memory checkpoint, after which the trial releases its actor (PAUSED).
   void StartPause(Trial& t, SendTiming timing = SendTiming::kNow);
   // The pause's memory checkpoint is in: the attempt ends (its actor cached

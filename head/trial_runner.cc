@@ -231,7 +231,7 @@ void TrialRunner::FlushTo(storage::WriteBatch& batch) {
     if (!per_worker.empty() && per_worker.back().first == worker) {
       per_worker.back().second.more.push_back(protocol::AckEntry{trial_id.str(), attempt, seq});
     } else {
-      per_worker.emplace_back(worker, protocol::Ack{trial_id.str(), attempt, seq, {}});
+      per_worker.emplace_back(worker, protocol::Ack{trial_id.str(), attempt, seq, {}, {}});
     }
   }
   for (auto& [worker, ack] : per_worker) {

@@ -73,6 +73,11 @@ struct RunnerOptions {
   TimeMs insufficient_resources_warn_ms = 60'000;
   // Trials one experiment may have (grid x num_samples, plus added ones).
   uint64_t max_trials_per_experiment = 100'000;
+  // A trial whose last TRAIN took at least this long (Trial::
+  // train_round_trip_ms) gets its next TRAIN after the commit of the result,
+  // in the ACK (SendTiming::kWithAck): one message where there were two, for
+  // a wait of one commit, small next to such a step. 0: never.
+  TimeMs train_with_ack_ms = 500;
   CodeStoreOptions code;  // submitted project archives
   // An illegal phase change or a broken trial invariant aborts (CHECK) instead
   // of being logged and refused, and every trial is checked at each FlushTo:

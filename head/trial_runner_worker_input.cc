@@ -166,6 +166,7 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id, protocol::ResultB
   auto f = executor_.Take(batch.rid, Answer{true, trial_id, batch.attempt, worker_id},
                           &mismatch);
   if (!mismatch.empty()) peer_warnings_.Warn(mismatch + "; its results are kept as a replay");
+  if (f && f->started_ms) t->train_round_trip_ms = clock_.NowMs() - *f->started_ms;
   Experiment& e = book_.ExperimentOf(*t);
   BatchOutcome outcome = ResultProcessor::Process(t->trial_id, t->iteration, t->resume_iteration,
                                                   e.spec, std::move(batch.results));
@@ -272,7 +273,9 @@ void TrialRunner::HandleResultBatch(const WorkerId& worker_id, protocol::ResultB
   if (stop) {
     lifecycle_.FinishTrial(*t, TrialStatus::kTerminated);
   } else {
-    lifecycle_.ContinueOrPause(*t);
+    const bool long_steps =
+        options_.train_with_ack_ms > 0 && t->train_round_trip_ms >= options_.train_with_ack_ms;
+    lifecycle_.ContinueOrPause(*t, long_steps ? SendTiming::kWithAck : SendTiming::kNow);
   }
 }
 

@@ -48,6 +48,8 @@ bool WorkerRegistry::Register(const protocol::Register& r) {
   }
   w.takes_trains =
       std::find(r.features.begin(), r.features.end(), protocol::kFeatureTrains) != r.features.end();
+  w.takes_ack_trains = std::find(r.features.begin(), r.features.end(),
+                                 protocol::kFeatureAckTrains) != r.features.end();
   w.last_seen = clock_.NowMs();
   w.alive = true;
   return fresh;

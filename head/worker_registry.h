@@ -35,6 +35,8 @@ struct WorkerInfo {
   bool alive = false;
   // It announced protocol::kFeatureTrains: its TRAINs may go coalesced.
   bool takes_trains = false;
+  // It announced protocol::kFeatureAckTrains: TRAINs may go inside its ACKs.
+  bool takes_ack_trains = false;
 };
 
 class WorkerRegistry {

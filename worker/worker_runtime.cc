@@ -319,7 +319,7 @@ void WorkerRuntime::SendRegister() {
     if (auto rit = rids.find(d.key); rit != rids.end()) a.rids = rit->second;
     r.live_actors.push_back(std::move(a));
   }
-  r.features = {protocol::kFeatureTrains};
+  r.features = {protocol::kFeatureTrains, protocol::kFeatureAckTrains};
   // The first REGISTER of an incarnation at info; the resends at debug.
   spdlog::log(r.incarnation != last_logged_incarnation_ ? spdlog::level::info
                                                         : spdlog::level::debug,
@@ -376,6 +376,10 @@ void WorkerRuntime::HandleMessage(protocol::Message message) {
           HandleCreateActor(body);
         } else if constexpr (std::is_same_v<T, protocol::Ack>) {
           HandleAck(body);
+          // TRAINs that waited for the commit this ACK reports (kFeatureAckTrains).
+          for (protocol::Train& train : body.trains) {
+            RouteActorCommand(protocol::Message{std::move(train), {}});
+          }
         } else if constexpr (std::is_same_v<T, protocol::Trains>) {
           for (protocol::Train& train : body.trains) {
             RouteActorCommand(protocol::Message{std::move(train), {}});

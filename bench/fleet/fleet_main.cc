@@ -399,6 +399,7 @@ class Fleet {
                 {"epoch_changes", sum.epoch_changes},
                 {"commands", commands},
                 {"coalesced_trains", sum.coalesced_trains},
+                {"trains_in_acks", sum.trains_in_acks},
                 {"results_sent", sum.results_sent},
                 {"results_replayed", sum.results_replayed},
                 {"results_acked", sum.results_acked},
@@ -500,6 +501,9 @@ int main(int argc, char** argv) {
   bool no_coalesce = false;
   app.add_flag("--no-coalesce", no_coalesce,
                "one message per TRAIN and per RESULT, as a worker without TRAINS/RESULTS");
+  bool no_ack_trains = false;
+  app.add_flag("--no-ack-trains", no_ack_trains,
+               "do not announce ack_trains: every TRAIN comes in a TRAIN or TRAINS of its own");
   app.add_option("--name-prefix", o.name_prefix, "worker names are PREFIX0, PREFIX1, ...");
   app.add_option("--key", o.key_file, "the workers' key file (ztune keygen); one key for all");
   app.add_option("--head-key", o.head_key, "the head's public key, or a file holding it");
@@ -519,6 +523,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "step times, failures and worker ids");
   CLI11_PARSE(app, argc, argv);
   o.worker.coalesce = !no_coalesce;
+  o.worker.ack_trains = !no_ack_trains;
   if (!o.insecure && (o.key_file.empty() || o.head_key.empty())) {
     std::fprintf(stderr, "fleet: --key and --head-key are required (or --insecure)\n");
     return 2;

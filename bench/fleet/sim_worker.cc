@@ -34,6 +34,7 @@ void SimStats::Add(const SimStats& o) {
   epoch_changes += o.epoch_changes;
   for (const auto& [name, n] : o.commands) commands[name] += n;
   coalesced_trains += o.coalesced_trains;
+  trains_in_acks += o.trains_in_acks;
   results_sent += o.results_sent;
   results_replayed += o.results_replayed;
   results_acked += o.results_acked;
@@ -110,6 +111,7 @@ void SimWorker::SendRegister(TimeMs now, std::vector<protocol::Message>& out) {
   }
   m.trainables = options_.trainables;
   if (options_.coalesce) m.features = {protocol::kFeatureTrains};
+  if (options_.coalesce && options_.ack_trains) m.features.push_back(protocol::kFeatureAckTrains);
   for (const auto& [key, a] : actors_) {
     protocol::LiveActor live;
     live.trial_id = key.first;
@@ -449,6 +451,12 @@ void SimWorker::HandleMessage(protocol::Message message, TimeMs now,
           }
         } else if constexpr (std::is_same_v<T, protocol::Ack>) {
           protocol::ForEachAck(m, [&](const protocol::AckEntry& e) { HandleAck(e, now); });
+          // TRAINs that waited for this commit (kFeatureAckTrains), after it.
+          stats_.commands["TRAIN"] += m.trains.size();
+          stats_.trains_in_acks += m.trains.size();
+          for (protocol::Train& train : m.trains) {
+            HandleActorCommand(protocol::Message{std::move(train), {}}, now, out);
+          }
         } else if constexpr (std::is_same_v<T, protocol::Chunk>) {
           HandleChunk(m, std::move(message.payload), now, out);
         } else if constexpr (std::is_same_v<T, protocol::Credit>) {

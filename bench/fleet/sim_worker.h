@@ -57,6 +57,10 @@ struct SimWorkerOptions {
   // produces as one RESULTS to a head that takes them (docs/protocol.md
   // §4.12). false: one message per TRAIN and per batch, as an older worker.
   bool coalesce = true;
+  // With `coalesce`, as ztune-worker: announce that TRAINs may come inside an
+  // ACK (the head lets those of long steps wait for its commit:
+  // docs/protocol.md §4.11).
+  bool ack_trains = true;
   // Until REGISTERED says otherwise.
   int64_t heartbeat_ms = 1000;
   int64_t liveness = 3;
@@ -74,6 +78,7 @@ struct SimStats {
   // By command name; "TRAIN" counts every TRAIN, those inside a TRAINS too.
   std::map<std::string, uint64_t> commands;
   uint64_t coalesced_trains = 0;             // TRAINs that came inside a TRAINS
+  uint64_t trains_in_acks = 0;               // TRAINs that came inside an ACK
   uint64_t results_sent = 0;                 // first sends
   uint64_t results_replayed = 0;             // resent after a new registration
   uint64_t results_acked = 0;

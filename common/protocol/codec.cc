@@ -255,6 +255,13 @@ std::vector<std::string> EncodeBody(size_t index, const T& body, const std::stri
 // do in proportion to what the others may.
 Status CheckCoalesced(const Body& body) {
   size_t n = 0;
+  if (const auto* a = std::get_if<Ack>(&body)) {
+    // An ACK needs no TRAIN: the bound only.
+    if (a->trains.size() <= kMaxCoalesced) return Status::Ok();
+    return Status::InvalidArgument("ACK: " + std::to_string(a->trains.size()) +
+                                   " trains (at most " + std::to_string(kMaxCoalesced) +
+                                   " allowed)");
+  }
   if (const auto* t = std::get_if<Trains>(&body)) {
     n = t->trains.size();
   } else if (const auto* r = std::get_if<Results>(&body)) {

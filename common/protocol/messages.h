@@ -39,7 +39,10 @@ enum class Need { kRequired, kOptional };
 inline constexpr char kFeatureTrains[] = "trains";
 // The head decodes RESULTS (Results).
 inline constexpr char kFeatureResults[] = "results";
-// The most entries one TRAINS or RESULTS carries; more are refused whole.
+// The worker takes TRAINs inside an ACK (Ack::trains).
+inline constexpr char kFeatureAckTrains[] = "ack_trains";
+// The most entries one TRAINS, RESULTS or ACK's `trains` carries; more are
+// refused whole.
 inline constexpr size_t kMaxCoalesced = 4096;
 
 // ---- worker -> head ----
@@ -356,17 +359,24 @@ struct AckEntry {
 // One commit's acknowledgements for one worker: its own entry and `more`
 // (one message per worker and commit instead of one per actor: at one result
 // per batch, an ACK per actor was every other message the head sent).
+// `trains` (to a worker that announced kFeatureAckTrains; 0 to
+// kMaxCoalesced): TRAINs that waited for this commit, handled after the
+// acknowledgements as if each had come alone, in order. The head lets the
+// TRAIN of a trial with long steps wait for the commit, so that the TRAIN and
+// the ACK that each result brings back go as one message.
 struct Ack {
   std::string trial_id;
   uint64_t attempt = 0;
   uint64_t seq = 0;
   std::vector<AckEntry> more;
+  std::vector<Train> trains;
   template <class V>
   void Visit(V& v) {
     v("trial_id", trial_id, Need::kRequired);
     v("attempt", attempt, Need::kRequired);
     v("seq", seq, Need::kRequired);
     v("more", more, Need::kOptional);
+    v("trains", trains, Need::kOptional);
   }
 };
 

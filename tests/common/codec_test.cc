@@ -104,8 +104,8 @@ TEST(CodecTest, RoundTripsEveryHeadCommand) {
   EXPECT_EQ(r.new_trial_id, "u");
   EXPECT_EQ(RoundTrip(Stop{6, "t", 2, 1000}).kill_after_ms, 1000);
   EXPECT_EQ(RoundTrip(Export{7, "t", 2, {"json"}}).formats, std::vector<std::string>{"json"});
-  EXPECT_EQ(RoundTrip(Ack{"t", 2, 11, {}}).seq, 11u);
-  const Ack acks = RoundTrip(Ack{"t", 2, 11, {AckEntry{"u", 1, 3}, AckEntry{"v", 4, 9}}});
+  EXPECT_EQ(RoundTrip(Ack{"t", 2, 11, {}, {}}).seq, 11u);
+  const Ack acks = RoundTrip(Ack{"t", 2, 11, {AckEntry{"u", 1, 3}, AckEntry{"v", 4, 9}}, {}});
   std::vector<std::string> each;
   ForEachAck(acks, [&](const AckEntry& e) {
     each.push_back(e.trial_id + "/" + std::to_string(e.attempt) + "/" + std::to_string(e.seq));
@@ -429,6 +429,43 @@ TEST(CodecTest, RefusesEmptyAndOversizedCoalescedMessages) {
   EXPECT_NE(d.status().message().find("missing required field 'trains[1].trial_id'"),
             std::string::npos)
       << d.status().message();
+}
+
+// An ACK carries 0 to kMaxCoalesced TRAINs (kFeatureAckTrains); one from an
+// older head has none, and one with more, or a malformed one, is refused whole.
+TEST(CodecTest, AnAckCarriesTrainsWithinTheBound) {
+  Ack ack{"t", 2, 11, {AckEntry{"u", 1, 3}}, {Train{7, "t", 2, 1, 0}, Train{8, "u", 1, 4, 0.5}}};
+  const Ack d = RoundTrip(ack);
+  EXPECT_EQ(d.seq, 11u);
+  ASSERT_EQ(d.more.size(), 1u);
+  ASSERT_EQ(d.trains.size(), 2u);
+  EXPECT_EQ(d.trains[0].rid, 7u);
+  EXPECT_EQ(d.trains[1].trial_id, "u");
+  EXPECT_EQ(d.trains[1].buffer_length, 4);
+  EXPECT_DOUBLE_EQ(d.trains[1].buffer_time_s, 0.5);
+  // An older head's ACK, without the key.
+  auto frames = Encode(Message{Ack{"t", 2, 11, {}, {}}, {}});
+  frames[2] = JsonToMsgpack(Json{{"trial_id", "t"}, {"attempt", 2}, {"seq", 11}});
+  auto decoded = Decode(frames);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_TRUE(std::get<Ack>(decoded->body).trains.empty());
+  ack.trains.assign(kMaxCoalesced, Train{9, "t", 2, 1, 0});
+  EXPECT_EQ(RoundTrip(ack).trains.size(), kMaxCoalesced);
+  ack.trains.push_back(Train{10, "t", 2, 1, 0});
+  decoded = Decode(Encode(Message{ack, {}}));
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_NE(decoded.status().message().find("ACK: 4097 trains (at most 4096 allowed)"),
+            std::string::npos)
+      << decoded.status().message();
+  frames[2] = JsonToMsgpack(Json{{"trial_id", "t"},
+                                 {"attempt", 2},
+                                 {"seq", 11},
+                                 {"trains", Json::array({Json{{"rid", 1}, {"attempt", 1}}})}});
+  decoded = Decode(frames);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_NE(decoded.status().message().find("missing required field 'trains[0].trial_id'"),
+            std::string::npos)
+      << decoded.status().message();
 }
 
 }  // namespace

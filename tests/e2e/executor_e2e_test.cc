@@ -1,8 +1,8 @@
 // Executor features through the real binaries: force cleanup of a hung actor,
 // graceful stop, actor reuse (and its refusal), pause/resume from the CLI, a
-// killed worker, and a multi-bundle SPREAD request. One small cluster per test,
-// 50 ms heartbeats, everything observed through `ztune ... --json` and the
-// workers' per-trial logs.
+// killed worker, a multi-bundle SPREAD request, and TRAINs of long steps inside
+// ACKs. One small cluster per test, 50 ms heartbeats, everything observed
+// through `ztune ... --json` and the workers' per-trial logs.
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -456,6 +456,34 @@ TEST(ExecutorE2ETest, FrozenWorkerIsDeclaredDeadByHeartbeatAndFencedOnReturn) {
   }, seconds(5))) << cluster.CliJson("workers").dump(2) << cluster.Logs();
   EXPECT_EQ(cluster.CliJson("status " + exp)["resources"]["used"]["CPU"], 0);
   std::cerr << "[ frozen worker declared dead " << noticed_after << " s after SIGSTOP ]\n";
+}
+
+// --train-with-ack-ms below the steps -> after each result the head holds
+// the trial's next TRAIN for the commit and sends it inside its ACK, which
+// the worker runs -> both trials TERMINATED with iterations 1..8 once, and
+// head-stats counts the TRAINs that went inside ACKs: 7 per trial (those
+// after results 1 to 7), and at most the first TRAIN of each besides.
+TEST(ExecutorE2ETest, TrainsOfLongStepsGoInsideTheAcks) {
+  LocalCluster cluster("ack-trains");
+  cluster.StartHead({"--train-with-ack-ms", "5"});
+  cluster.StartWorker("a", 2);
+  ASSERT_TRUE(cluster.WaitForWorkers(1)) << cluster.Logs();
+  // Steps of 20 ms: every TRAIN's round trip is at least 4 x the threshold.
+  const std::string exp = Submit(cluster, R"({"trainable": "sleep", "num_samples": 2,
+      "param_space": {"sleep_s": 0.02}, "stop": {"training_iteration": 8}})");
+  ASSERT_FALSE(exp.empty()) << cluster.Logs();
+  ASSERT_TRUE(WaitFinished(cluster, exp)) << cluster.Logs();
+  for (int k = 0; k < 2; ++k) {
+    const std::string id = TrialId(exp, k);
+    Json t = GetTrial(cluster, id);
+    EXPECT_EQ(StatusOf(t), "TERMINATED") << cluster.Logs();
+    ExpectResultsOneToN(cluster, id, 8);
+  }
+  const Json stats = cluster.CliJson("head-stats");
+  ASSERT_TRUE(stats.is_object()) << cluster.Logs();
+  const int64_t in_acks = stats["head"]["trains_in_acks"].get<int64_t>();
+  EXPECT_GE(in_acks, 14) << stats.dump();
+  EXPECT_LE(in_acks, 16) << stats.dump();
 }
 
 // 4 x {CPU: 1} SPREAD on 4 one-CPU workers -> the first trial holds every

@@ -176,7 +176,7 @@ TEST_F(SimWorkerTest, UnacknowledgedResultsAreReplayedAfterANewRegistration) {
   Create(1, "t1");
   Deliver(protocol::Train{2, "t1", 1, 1, 0});
   AdvanceTo(now_ + kStepMs);
-  Deliver(protocol::Ack{"t1", 1, 1, {}});
+  Deliver(protocol::Ack{"t1", 1, 1, {}, {}});
   Deliver(protocol::Train{3, "t1", 1, 1, 0});
   AdvanceTo(now_ + kStepMs);
   EXPECT_EQ(sim_->stats().results_acked, 1u);
@@ -404,7 +404,8 @@ TEST_F(SimWorkerTest, FailingStepsAndUnknownTrainablesAreReported) {
 TEST_F(SimWorkerTest, TakesTrainsAndCoalescesResultsForAHeadThatTakesThem) {
   Make(Options());
   const protocol::Register reg = Register(1, {protocol::kFeatureResults});
-  EXPECT_EQ(reg.features, (std::vector<std::string>{protocol::kFeatureTrains}));
+  EXPECT_EQ(reg.features,
+            (std::vector<std::string>{protocol::kFeatureTrains, protocol::kFeatureAckTrains}));
   Create(1, "t1");
   Create(2, "t2");
   Create(3, "t3");
@@ -431,7 +432,7 @@ TEST_F(SimWorkerTest, TakesTrainsAndCoalescesResultsForAHeadThatTakesThem) {
   EXPECT_EQ(second[0].rid, 6u);
   ASSERT_EQ(second[0].results.size(), 2u);
   // Replayed after a new registration: unacknowledged batches as one RESULTS.
-  Deliver(protocol::Ack{"t1", 1, 1, {}});
+  Deliver(protocol::Ack{"t1", 1, 1, {}, {}});
   OfKind<protocol::Register>(Deliver(protocol::Disconnect{"unknown worker"}));
   auto replay = OfKind<protocol::Results>(Deliver(protocol::Registered{
       sim_->worker_id(), kHeartbeatMs, kLiveness, 2, {protocol::kFeatureResults}}));
@@ -442,6 +443,42 @@ TEST_F(SimWorkerTest, TakesTrainsAndCoalescesResultsForAHeadThatTakesThem) {
   EXPECT_EQ(sim_->stats().results_sent, 4u);
   EXPECT_EQ(sim_->stats().results_replayed, 3u);
   EXPECT_EQ(sim_->stats().result_messages, 3u) << "RESULTS, RESULT, RESULTS";
+}
+
+// TRAINs inside an ACK run after its acknowledgements, as if each had come
+// alone; --no-ack-trains leaves the feature out.
+TEST_F(SimWorkerTest, TakesTrainsInsideAnAck) {
+  Make(Options());
+  Register();
+  Create(1, "t1");
+  Create(2, "t2");
+  Deliver(protocol::Train{3, "t1", 1, 1, 0});
+  AdvanceTo(now_ + kStepMs);
+  EXPECT_TRUE(
+      Deliver(protocol::Ack{"t1",
+                            1,
+                            1,
+                            {},
+                            {protocol::Train{4, "t1", 1, 1, 0}, protocol::Train{5, "t2", 1, 1, 0}}})
+          .empty())
+      << "a step takes time";
+  EXPECT_EQ(sim_->stats().results_acked, 1u);
+  EXPECT_EQ(sim_->stats().trains_in_acks, 2u);
+  EXPECT_EQ(sim_->stats().commands.at("TRAIN"), 3u);
+  auto batches = OfKind<protocol::ResultBatch>(AdvanceTo(now_ + kStepMs));
+  std::map<uint64_t, protocol::ResultBatch> by_rid;
+  for (auto& b : batches) by_rid[b.rid] = b;
+  ASSERT_EQ(by_rid.size(), 2u);
+  ASSERT_EQ(by_rid[4].results.size(), 1u);
+  EXPECT_EQ(by_rid[4].results[0].seq, 2u);
+  ASSERT_EQ(by_rid[5].results.size(), 1u);
+  EXPECT_EQ(by_rid[5].results[0].seq, 1u);
+
+  SimWorkerOptions o = Options();
+  o.ack_trains = false;
+  Make(o);
+  now_ = kStart;
+  EXPECT_EQ(Register().features, std::vector<std::string>{protocol::kFeatureTrains});
 }
 
 TEST_F(SimWorkerTest, SendsSingleResultsToAHeadWithoutTheFeatureOrWhenToldNotToCoalesce) {

@@ -148,7 +148,13 @@ void Codec() {
   put("reset", p::Reset{36, "e0001_00000", 1, "e0001_00004", 1, Json{{"lr", 0.2}}});
   put("stop", p::Stop{37, "e0001_00000", 1, 600000});
   put("export", p::Export{38, "e0001_00000", 1, {"json", "onnx"}});
-  put("ack", p::Ack{"e0001_00000", 1, 3, {p::AckEntry{"e0001_00001", 2, 5}}});
+  put("ack", p::Ack{"e0001_00000", 1, 3, {p::AckEntry{"e0001_00001", 2, 5}}, {}});
+  put("ack_trains",
+      p::Ack{"e0001_00000",
+             1,
+             3,
+             {},
+             {p::Train{40, "e0001_00000", 1, 1, 0}, p::Train{41, "e0001_00001", 2, 1, 0}}});
   put("chunk", p::Chunk{14, 1048576}, std::string(300, '\x5a'));
   put("credit", p::Credit{14, 2097152, false});
   put("credit_cancel", p::Credit{14, 0, true});

@@ -457,6 +457,8 @@ TEST(HeadServerTest, AWorkerOverItsBudgetIsToldToRegisterAgainAndComesBack) {
 struct TrainTraffic {
   std::vector<size_t> trains_messages;  // entries of each TRAINS, in order
   size_t single_trains = 0;             // TRAIN messages
+  std::vector<size_t> ack_trains;       // TRAINs inside each ACK that had any, in order
+  size_t acks = 0;                      // ACK messages
   size_t stops = 0;
   std::vector<std::string> registered_features;
   Json head_stats;  // the head's `head_stats` reply once every trial stopped
@@ -467,11 +469,14 @@ struct TrainTraffic {
 // stopped: it answers CREATE_ACTOR and STOP, and holds each TRAIN until it
 // holds one for every trial not yet stopped, then answers all of them in one message
 // (RESULTS when the head announced it), so that every round of the 4 trials
-// reaches the head in one turn.
-TrainTraffic RunFourTrials(std::vector<std::string> features) {
+// reaches the head in one turn. With `answer_after_ms`, it answers a round
+// no sooner than that after its last TRAIN came (a step that long).
+TrainTraffic RunFourTrials(std::vector<std::string> features, TimeMs train_with_ack_ms = 500,
+                           int answer_after_ms = 0) {
   TrainTraffic traffic;
   HeadServerOptions options;
   options.runner.liveness = kLiveness;
+  options.runner.train_with_ack_ms = train_with_ack_ms;
   RunningHead head(options);
   EXPECT_TRUE(head.start_status().ok()) << head.start_status().ToString();
   if (!head.start_status().ok()) return traffic;
@@ -493,6 +498,7 @@ TrainTraffic RunFourTrials(std::vector<std::string> features) {
                   .ok());
   std::map<std::string, int64_t> iteration;  // live actors (by trial) -> iterations done
   std::vector<protocol::Train> held;
+  auto last_train = Clock::now();
   auto last_beat = Clock::now();
   const auto deadline = Clock::now() + std::chrono::seconds(30);
   while (traffic.stops < 4 && Clock::now() < deadline) {
@@ -508,9 +514,18 @@ TrainTraffic RunFourTrials(std::vector<std::string> features) {
       } else if (auto* t = std::get_if<protocol::Train>(&m.body)) {
         ++traffic.single_trains;
         held.push_back(*t);
+        last_train = Clock::now();
       } else if (auto* ts = std::get_if<protocol::Trains>(&m.body)) {
         traffic.trains_messages.push_back(ts->trains.size());
         held.insert(held.end(), ts->trains.begin(), ts->trains.end());
+        last_train = Clock::now();
+      } else if (auto* ack = std::get_if<protocol::Ack>(&m.body)) {
+        ++traffic.acks;
+        if (!ack->trains.empty()) {
+          traffic.ack_trains.push_back(ack->trains.size());
+          held.insert(held.end(), ack->trains.begin(), ack->trains.end());
+          last_train = Clock::now();
+        }
       } else if (const auto* stop = std::get_if<protocol::Stop>(&m.body)) {
         ++traffic.stops;
         iteration.erase(stop->trial_id);
@@ -521,6 +536,7 @@ TrainTraffic RunFourTrials(std::vector<std::string> features) {
     // A TRAIN for each trial not yet stopped (all 4 are created first: there
     // are CPUs for them all).
     if (held.empty() || held.size() < 4 - traffic.stops) continue;
+    if (Clock::now() - last_train < std::chrono::milliseconds(answer_after_ms)) continue;
     protocol::ResultsWriter results;
     for (const protocol::Train& t : held) {
       protocol::ResultBatch b;
@@ -566,6 +582,7 @@ TrainTraffic RunFourTrials(std::vector<std::string> features) {
 TEST(HeadServerTest, TrainsOfOneTurnGoToAWorkerInOneMessage) {
   const TrainTraffic t = RunFourTrials({protocol::kFeatureTrains});
   EXPECT_EQ(t.registered_features, std::vector<std::string>{protocol::kFeatureResults});
+  EXPECT_TRUE(t.ack_trains.empty());
   // Rounds 2 to 5: the round before reached the head in one RESULTS, so its
   // four TRAINs left in one turn. Round 1 follows the CREATE_ACTOR replies,
   // which may come in over several turns.
@@ -573,6 +590,43 @@ TEST(HeadServerTest, TrainsOfOneTurnGoToAWorkerInOneMessage) {
   const std::vector<size_t> last4(t.trains_messages.end() - 4, t.trains_messages.end());
   EXPECT_EQ(last4, (std::vector<size_t>{4, 4, 4, 4}));
   EXPECT_LE(t.single_trains, 4u);
+}
+
+// A worker that takes TRAINs inside ACKs gets those of a trial whose steps
+// take at least --train-with-ack-ms after the commit of the result, inside
+// the ACK of that commit: one message per round instead of two.
+TEST(HeadServerTest, TrainsOfLongStepsGoInsideTheAck) {
+  constexpr TimeMs kThresholdMs = 20;
+  // Each round is answered 2 x the threshold after its TRAINs came: the head
+  // measures at least that from its TRAINs to the results.
+  const TrainTraffic t = RunFourTrials({protocol::kFeatureTrains, protocol::kFeatureAckTrains},
+                                       kThresholdMs, 2 * kThresholdMs);
+  // Round 1 follows the CREATE_ACTOR replies, before any result: TRAINS or
+  // TRAINs of their own. Rounds 2 to 5 each follow a RESULTS read in one
+  // turn: their four TRAINs came inside that turn's ACK.
+  size_t alone = t.single_trains;
+  for (size_t n : t.trains_messages) alone += n;
+  EXPECT_EQ(alone, 4u);
+  EXPECT_EQ(t.ack_trains, (std::vector<size_t>{4, 4, 4, 4}));
+}
+
+// Without the feature, or with the threshold at 0, the same long steps get
+// their TRAINs ahead of the commit, in TRAINS of their own.
+TEST(HeadServerTest, TrainsGoAloneToAWorkerWithoutTheFeatureOrWithTheThresholdOff) {
+  constexpr TimeMs kThresholdMs = 20;
+  for (const bool feature : {false, true}) {
+    std::vector<std::string> features{protocol::kFeatureTrains};
+    if (feature) features.push_back(protocol::kFeatureAckTrains);
+    const TrainTraffic t = RunFourTrials(features, feature ? 0 : kThresholdMs, 2 * kThresholdMs);
+    SCOPED_TRACE(feature ? "threshold 0" : "no ack_trains");
+    EXPECT_TRUE(t.ack_trains.empty());
+    size_t alone = t.single_trains;
+    for (size_t n : t.trains_messages) alone += n;
+    EXPECT_EQ(alone, 20u);
+    // Rounds 1 to 4 acknowledged before the STOPs (the last round's ACK
+    // leaves after them, when the worker may have stopped reading).
+    EXPECT_GE(t.acks, 4u);
+  }
 }
 
 // `head_stats` counts the turns and what they read, and how long each result

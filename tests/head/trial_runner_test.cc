@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <gtest/gtest.h>
 
@@ -1335,6 +1336,57 @@ TEST_F(TrialRunnerTest, ResultsAreStoredWithoutTheTrialRecordAndARestartReadsThe
   ASSERT_TRUE(record.ok() && record->has_value());
   EXPECT_EQ(Json::parse(**record)["iteration"], 12);
   EXPECT_EQ(Json::parse(**record)["last_result"], results.back());
+}
+
+// A trial whose last TRAIN took at least train_with_ack_ms (from when the
+// worker could start on it to its RESULT) continues with SendTiming::kWithAck
+// (the server holds the TRAIN for the commit and sends it inside the ACK);
+// one that answered sooner continues with kNow.
+TEST_F(TrialRunnerTest, ATrialWhoseLastTrainTookLongGetsItsNextWithTheAck) {
+  RunnerOptions o = DefaultOptions();
+  o.train_with_ack_ms = 50;
+  Reset(o);
+  fleet_->Register("w1", 1);
+  Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 10}})");
+  // The timing of the TRAIN the last turn's answers made.
+  auto next_train_timing = [&]() -> std::optional<SendTiming> {
+    std::optional<SendTiming> timing;
+    for (const auto& sent : sink_.sent) {
+      if (std::holds_alternative<protocol::Train>(sent.message.body)) timing = sent.timing;
+    }
+    return timing;
+  };
+  // CREATE_ACTOR and the first TRAIN, answered in the same fake millisecond.
+  fleet_->Turn();
+  fleet_->Turn();
+  ASSERT_EQ(next_train_timing(), SendTiming::kNow);
+  // Answered a threshold after it was sent: the next waits for the ACK.
+  clock_.AdvanceMs(50);
+  fleet_->Turn();
+  ASSERT_EQ(next_train_timing(), SendTiming::kWithAck);
+  clock_.AdvanceMs(49);
+  fleet_->Turn();
+  ASSERT_EQ(next_train_timing(), SendTiming::kNow);
+}
+
+TEST_F(TrialRunnerTest, TrainWithAckMsZeroNeverHoldsATrain) {
+  RunnerOptions o = DefaultOptions();
+  o.train_with_ack_ms = 0;
+  Reset(o);
+  fleet_->Register("w1", 1);
+  Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 10}})");
+  fleet_->Turn();
+  fleet_->Turn();
+  fleet_->Heartbeat();
+  clock_.AdvanceMs(200);  // within the liveness window (100 ms x 3)
+  fleet_->Turn();
+  size_t trains = 0;
+  for (const auto& sent : sink_.sent) {
+    if (!std::holds_alternative<protocol::Train>(sent.message.body)) continue;
+    ++trains;
+    EXPECT_EQ(sent.timing, SendTiming::kNow);
+  }
+  EXPECT_EQ(trains, 1u);
 }
 
 }  // namespace

@@ -304,7 +304,7 @@ TEST_F(ProcessActorRuntimeTest, TrainsAndStopsWithTheGroupGoneByTheStopReply) {
     EXPECT_EQ(r["trial"], trial);
     EXPECT_EQ(r["trial_id"], trial);
   }
-  head_->Send(Ack{trial, 1, 3, {}});
+  head_->Send(Ack{trial, 1, 3, {}, {}});
 
   const auto [reply, reply_at, unused, unused_at] = StopAndAwait(trial, pgid, 5000, 0);
   EXPECT_TRUE(reply.ok) << reply.error;

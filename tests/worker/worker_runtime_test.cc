@@ -234,7 +234,7 @@ TEST_F(WorkerRuntimeTest, DrivesTheActorLifecycle) {
     }
     EXPECT_EQ(r["pid"], getpid());
   }
-  head_->Send(Ack{"t1", 1, 3, {}});
+  head_->Send(Ack{"t1", 1, 3, {}, {}});
 
   head_->Send(Save{3, "t1", 1, "memory"});
   std::string envelope;
@@ -475,7 +475,7 @@ TEST_F(WorkerRuntimeTest, ReRegistersAndResendsUnackedResultsAfterHeadSilence) {
   head_->Send(Train{3, "r", 1, 1, 60});
   auto b3 = head_->WaitBatch(3);
   ASSERT_TRUE(b3.has_value());
-  head_->Send(Ack{"r", 1, 1, {}});  // partial: seq 1 only
+  head_->Send(Ack{"r", 1, 1, {}, {}});  // partial: seq 1 only
 
   head_->silent = true;
   auto t0 = std::chrono::steady_clock::now();
@@ -501,7 +501,7 @@ TEST_F(WorkerRuntimeTest, ReRegistersAndResendsUnackedResultsAfterHeadSilence) {
   auto again3 = head_->WaitBatch(3);
   ASSERT_TRUE(again3.has_value());
   EXPECT_EQ(again3->results[0].seq, 3u);
-  head_->Send(Ack{"r", 1, 3, {}});
+  head_->Send(Ack{"r", 1, 3, {}, {}});
 
   // Actors kept running: training goes on across the reconnect.
   head_->Send(Train{4, "r", 1, 1, 60});
@@ -509,7 +509,7 @@ TEST_F(WorkerRuntimeTest, ReRegistersAndResendsUnackedResultsAfterHeadSilence) {
   ASSERT_TRUE(b4.has_value());
   EXPECT_EQ(b4->results[0].result.ToJson()["training_iteration"], 4);
   EXPECT_EQ(b4->results[0].seq, 4u);
-  head_->Send(Ack{"r", 1, 4, {}});
+  head_->Send(Ack{"r", 1, 4, {}, {}});
 
   size_t registers_before = head_->registers.size();
   head_->Send(Disconnect{"unknown worker"});
@@ -533,7 +533,8 @@ TEST_F(WorkerRuntimeTest, ReRegistersAndResendsUnackedResultsAfterHeadSilence) {
 // outbox replays in one message too.
 TEST_F(WorkerRuntimeTest, CoalescesResultsForAHeadThatTakesThem) {
   Start(/*liveness=*/6, /*head_takes_results=*/true);
-  EXPECT_EQ(first_register_.features, std::vector<std::string>{kFeatureTrains});
+  EXPECT_EQ(first_register_.features,
+            (std::vector<std::string>{kFeatureTrains, kFeatureAckTrains}));
   for (uint64_t i = 0; i < 3; ++i) Create(1 + i, "t" + std::to_string(i), 1, "noop");
   Trains trains;
   for (uint64_t i = 0; i < 3; ++i)
@@ -623,7 +624,7 @@ TEST_F(WorkerRuntimeTest, OneAckAcknowledgesSeveralActors) {
   ASSERT_TRUE(head_->WaitBatch(3).has_value());
   head_->Send(Train{4, "b", 1, 2, 60});
   ASSERT_TRUE(head_->WaitBatch(4).has_value());
-  head_->Send(Ack{"a", 1, 2, {AckEntry{"b", 1, 1}}});
+  head_->Send(Ack{"a", 1, 2, {AckEntry{"b", 1, 1}}, {}});
 
   head_->silent = true;
   auto reg = head_->WaitFor<Register>([](const Register& r) { return r.incarnation >= 2; },
@@ -646,6 +647,38 @@ TEST_F(WorkerRuntimeTest, OneAckAcknowledgesSeveralActors) {
     const auto* batch = std::get_if<ResultBatch>(&m.body);
     EXPECT_TRUE(batch == nullptr || batch->trial_id != "a") << "a's results were all acknowledged";
   }
+}
+
+// The TRAINs inside an ACK (kFeatureAckTrains) run after its
+// acknowledgements, each as if it had come alone, in order (a refusal too).
+TEST_F(WorkerRuntimeTest, RunsTheTrainsInsideAnAckAfterItsAcknowledgements) {
+  Start(/*liveness=*/3);
+  Create(1, "a", 1, "noop");
+  Create(2, "b", 1, "noop");
+  head_->Send(Train{3, "a", 1, 1, 0});
+  ASSERT_TRUE(head_->WaitBatch(3).has_value());
+  head_->Send(Ack{
+      "a", 1, 1, {}, {Train{4, "a", 1, 1, 0}, Train{5, "b", 1, 1, 0}, Train{6, "ghost", 1, 1, 0}}});
+  auto a = TakeBatch(4);
+  auto b = TakeBatch(5);
+  auto ghost = TakeBatch(6);
+  ASSERT_TRUE(a.has_value() && b.has_value() && ghost.has_value());
+  ASSERT_EQ(a->results.size(), 1u);
+  EXPECT_EQ(a->results[0].seq, 2u);
+  ASSERT_EQ(b->results.size(), 1u);
+  EXPECT_EQ(b->results[0].seq, 1u);
+  EXPECT_TRUE(ghost->failed);
+  EXPECT_NE(ghost->error.find("no actor for trial ghost attempt 1"), std::string::npos)
+      << ghost->error;
+  // The ACK itself took effect: a's seq 1 is acknowledged, b's is not.
+  head_->silent = true;
+  auto reg = head_->WaitFor<Register>([](const Register& r) { return r.incarnation >= 2; },
+                                      milliseconds(3000));
+  ASSERT_TRUE(reg.has_value());
+  std::map<std::string, uint64_t> acked;
+  for (const auto& live : reg->live_actors) acked[live.trial_id] = live.acked_seq;
+  EXPECT_EQ(acked["a"], 1u);
+  EXPECT_EQ(acked["b"], 0u);
 }
 
 // The head sends a request again, same rid, when the worker reconnected and
