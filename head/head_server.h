@@ -99,7 +99,9 @@ struct HeadStats {
   uint64_t unauthorized = 0;           // messages from keys not (or no longer) allowed
   uint64_t rate_limited = 0;           // messages and requests over their connection's budget
   uint64_t result_batches = 0;         // RESULT messages and batches inside RESULTS
-  uint64_t trains_in_acks = 0;         // TRAINs sent inside an ACK (SendTiming::kWithAck)
+  // TRAINs sent inside an ACK: those held for the commit (SendTiming::kWithAck)
+  // and those that waited for it anyway (a new actor's first).
+  uint64_t trains_in_acks = 0;
 };
 
 class HeadServer final : public CommandSink {
