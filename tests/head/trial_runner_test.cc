@@ -2,7 +2,7 @@
 
 #include <cmath>
 #include <limits>
-#include <optional>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -1338,55 +1338,55 @@ TEST_F(TrialRunnerTest, ResultsAreStoredWithoutTheTrialRecordAndARestartReadsThe
   EXPECT_EQ(Json::parse(**record)["last_result"], results.back());
 }
 
+// One quadratic trial on "w1" under a train_with_ack_ms, and the timings of
+// the TRAINs the runner sent.
+class TrainWithAckTest : public TrialRunnerTest {
+ protected:
+  // Its CREATE_ACTOR and first two TRAINs answered in the same fake
+  // millisecond.
+  void StartTrial(TimeMs train_with_ack_ms) {
+    RunnerOptions o = DefaultOptions();
+    o.train_with_ack_ms = train_with_ack_ms;
+    Reset(o);
+    fleet_->Register("w1", 1);
+    Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 10}})");
+    fleet_->Turn();
+    fleet_->Turn();
+  }
+  // Those the last turn's answers made (not yet answered).
+  std::vector<SendTiming> TrainTimings() const {
+    std::vector<SendTiming> timings;
+    for (const auto& sent : sink_.sent) {
+      if (std::holds_alternative<protocol::Train>(sent.message.body)) {
+        timings.push_back(sent.timing);
+      }
+    }
+    return timings;
+  }
+};
+
 // A trial whose last TRAIN took at least train_with_ack_ms (from when the
 // worker could start on it to its RESULT) continues with SendTiming::kWithAck
 // (the server holds the TRAIN for the commit and sends it inside the ACK);
 // one that answered sooner continues with kNow.
-TEST_F(TrialRunnerTest, ATrialWhoseLastTrainTookLongGetsItsNextWithTheAck) {
-  RunnerOptions o = DefaultOptions();
-  o.train_with_ack_ms = 50;
-  Reset(o);
-  fleet_->Register("w1", 1);
-  Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 10}})");
-  // The timing of the TRAIN the last turn's answers made.
-  auto next_train_timing = [&]() -> std::optional<SendTiming> {
-    std::optional<SendTiming> timing;
-    for (const auto& sent : sink_.sent) {
-      if (std::holds_alternative<protocol::Train>(sent.message.body)) timing = sent.timing;
-    }
-    return timing;
-  };
-  // CREATE_ACTOR and the first TRAIN, answered in the same fake millisecond.
-  fleet_->Turn();
-  fleet_->Turn();
-  ASSERT_EQ(next_train_timing(), SendTiming::kNow);
+TEST_F(TrainWithAckTest, ATrialWhoseLastTrainTookLongGetsItsNextWithTheAck) {
+  StartTrial(50);
+  ASSERT_EQ(TrainTimings(), std::vector<SendTiming>{SendTiming::kNow});
   // Answered a threshold after it was sent: the next waits for the ACK.
   clock_.AdvanceMs(50);
   fleet_->Turn();
-  ASSERT_EQ(next_train_timing(), SendTiming::kWithAck);
+  ASSERT_EQ(TrainTimings(), std::vector<SendTiming>{SendTiming::kWithAck});
   clock_.AdvanceMs(49);
   fleet_->Turn();
-  ASSERT_EQ(next_train_timing(), SendTiming::kNow);
+  ASSERT_EQ(TrainTimings(), std::vector<SendTiming>{SendTiming::kNow});
 }
 
-TEST_F(TrialRunnerTest, TrainWithAckMsZeroNeverHoldsATrain) {
-  RunnerOptions o = DefaultOptions();
-  o.train_with_ack_ms = 0;
-  Reset(o);
-  fleet_->Register("w1", 1);
-  Submit(R"({"trainable": "quadratic", "stop": {"training_iteration": 10}})");
-  fleet_->Turn();
-  fleet_->Turn();
+TEST_F(TrainWithAckTest, TrainWithAckMsZeroNeverHoldsATrain) {
+  StartTrial(0);
   fleet_->Heartbeat();
   clock_.AdvanceMs(200);  // within the liveness window (100 ms x 3)
   fleet_->Turn();
-  size_t trains = 0;
-  for (const auto& sent : sink_.sent) {
-    if (!std::holds_alternative<protocol::Train>(sent.message.body)) continue;
-    ++trains;
-    EXPECT_EQ(sent.timing, SendTiming::kNow);
-  }
-  EXPECT_EQ(trains, 1u);
+  EXPECT_EQ(TrainTimings(), std::vector<SendTiming>{SendTiming::kNow});
 }
 
 }  // namespace
