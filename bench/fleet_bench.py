@@ -402,7 +402,7 @@ def steady(args, c):
         "statuses": dict(statuses),
         "fleet_total": {k: fleet[k] for k in (
             "results_acked", "results_sent", "results_replayed", "silence_reconnects",
-            "disconnects_received", "send_failures", "undecodable", "refusals")},
+            "disconnects_received", "connection_cuts", "undecodable", "refusals")},
     }
 
 

@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
-  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev librocksdb-dev libspdlog-dev
+  libzmq3-dev libsodium-dev cppzmq-dev libmsgpack-cxx-dev librocksdb-dev libspdlog-dev
   nlohmann-json3-dev libcli11-dev libjemalloc-dev libcpp-httplib-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv python3-pip python3-setuptools python3-wheel
   python3-zmq python3-msgpack python3-numpy python3-sklearn python3-optuna

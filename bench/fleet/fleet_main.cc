@@ -3,8 +3,9 @@
 // speaking the protocol of docs/protocol.md. It stands in for a fleet of
 // machines on one host so that the head's limits can be measured
 // (docs/benchmarks.md, "Fleet"). Single-threaded: one epoll set over every
-// connection's ZMQ_FD (zmq_poll over a thousand sockets was 60% of its CPU),
-// and a heap of the simulated workers' timers.
+// connection's TCP socket, each spoken as ZMTP/CURVE by a ZmtpLink (no
+// libzmq socket per worker: bench/fleet/zmtp_link.h says why), and a heap of
+// the simulated workers' timers.
 //
 // Prints one JSON document at the end (and writes it to --stats-file every
 // --report-s while it runs): registrations, reconnects, results sent and
@@ -32,15 +33,15 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
-#include <zmq.hpp>
+#include <zmq.h>
 
 #include "bench/fleet/sim_worker.h"
+#include "bench/fleet/zmtp_link.h"
 #include "common/clock.h"
 #include "common/json.h"
 #include "common/protocol/codec.h"
 #include "common/security/curve_socket.h"
 #include "common/zmq/connection_monitor.h"
-#include "common/zmq/socket_util.h"
 
 namespace ztune::fleet {
 namespace {
@@ -71,11 +72,10 @@ struct FleetOptions {
 struct Slot {
   explicit Slot(SimWorker w) : sim(std::move(w)) {}
   SimWorker sim;
-  std::unique_ptr<zmq::socket_t> socket;  // null while disconnected
-  int fd = -1;                            // the socket's ZMQ_FD, in the fleet's epoll set
-  std::unique_ptr<zmqutil::ConnectionMonitor> monitor;  // with socket
-  int monitor_fd = -1;                                  // also in the epoll set
-  bool ready = false;                                   // in Fleet::ready_
+  std::unique_ptr<ZmtpLink> link;  // null while disconnected
+  // A refused TCP connect is tried again then (libzmq's 100 ms), with what
+  // the simulated worker sent meanwhile; -1: none waits.
+  TimeMs retry_at = -1;
   TimeMs scheduled = -1;  // the due time of this slot's live heap entry
 };
 
@@ -122,16 +122,24 @@ class Fleet {
         std::fprintf(stderr, "fleet: %s\n", keys.status().ToString().c_str());
         return 2;
       }
-      keys_ = *keys;
+      if (zmq_z85_decode(curve_.server, keys->server.z85().c_str()) == nullptr ||
+          zmq_z85_decode(curve_.public_key, keys->own.public_key.z85().c_str()) == nullptr ||
+          zmq_z85_decode(curve_.secret_key, keys->own.secret_z85.c_str()) == nullptr) {
+        std::fprintf(stderr, "fleet: the keys are not Z85\n");
+        return 2;
+      }
     }
+    auto address = ResolveTcpEndpoint(o_.head);
+    if (!address.ok()) {
+      std::fprintf(stderr, "fleet: %s\n", address.status().ToString().c_str());
+      return 2;
+    }
+    address_ = *address;
     epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
     if (epoll_fd_ < 0) {
       std::perror("fleet: epoll_create1");
       return 2;
     }
-    ctx_.set(zmq::ctxopt::io_threads, 1);
-    // Per worker: its DEALER, and its monitor's two PAIR ends.
-    ctx_.set(zmq::ctxopt::max_sockets, o_.workers * 3 + 64);
     started_ = clock_.NowMs();
     window_started_ = started_;
     for (int i = 0; i < o_.workers; ++i) {
@@ -165,32 +173,21 @@ class Fleet {
       }
       TimeMs timeout = 100;
       if (!timers_.empty()) timeout = std::clamp<TimeMs>(timers_.top().due - now, 0, 100);
-      if (!ready_.empty()) timeout = 0;
       epoll_event events[256];
       const int n = epoll_wait(epoll_fd_, events, 256, static_cast<int>(timeout));
       if (n < 0 && errno != EINTR) {
         std::perror("fleet: epoll_wait");
         return 1;
       }
-      for (int k = 0; k < n; ++k) {
-        const uint64_t tag = events[k].data.u64;
-        if (tag & kMonitorTag) {
-          Monitor(static_cast<size_t>(tag & ~kMonitorTag), clock_.NowMs());
-        } else {
-          MarkReady(static_cast<size_t>(tag));
-        }
-      }
       now = clock_.NowMs();
-      // Each ready connection once per pass, in turn; one that still has
-      // messages after its share stays ready for the next pass.
-      std::vector<size_t> ready;
-      ready.swap(ready_);
-      for (size_t i : ready) slots_[i].ready = false;
-      for (size_t i : ready) Read(i, now);
+      // Level-triggered: a connection with more than one read's worth waiting
+      // is reported again in the next pass, after the others had theirs.
+      for (int k = 0; k < n; ++k)
+        Read(static_cast<size_t>(events[k].data.u64), events[k].events, now);
       RunTimers(clock_.NowMs());
     }
     for (size_t i = 0; i < slots_.size(); ++i) {
-      if (!slots_[i].socket) continue;
+      if (!slots_[i].link || !slots_[i].link->ready()) continue;
       std::vector<protocol::Message> out;
       slots_[i].sim.Leave(out);
       Send(i, out);
@@ -206,49 +203,15 @@ class Fleet {
  private:
   bool Open(size_t i) {
     Slot& s = slots_[i];
-    try {
-      auto socket = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::dealer);
-      socket->set(zmq::sockopt::linger, 0);
-      socket->set(zmq::sockopt::routing_id, RoutingId(rng_));
-      socket->set(zmq::sockopt::maxmsgsize, protocol::kMaxFrameBytes);
-      // Unbounded queues: a simulated worker never drops a message it sent.
-      socket->set(zmq::sockopt::sndhwm, 0);
-      socket->set(zmq::sockopt::rcvhwm, 0);
-      if (!o_.insecure) {
-        const Status st = security::ApplyCurveClient(*socket, keys_);
-        if (!st.ok()) {
-          std::fprintf(stderr, "fleet: %s\n", st.ToString().c_str());
-          return false;
-        }
-      }
-      // As a real worker: a cut connection is seen at once (a head killed
-      // and restarted), not after heartbeat x liveness of silence.
-      auto monitor = zmqutil::ConnectionMonitor::Start(ctx_, *socket);
-      if (!monitor.ok()) {
-        std::fprintf(stderr, "fleet: %s\n", monitor.status().ToString().c_str());
-        return false;
-      }
-      socket->connect(o_.head);
-      s.fd = socket->get(zmq::sockopt::fd);
-      s.monitor = std::move(*monitor);
-      size_t len = sizeof s.monitor_fd;
-      zmq_getsockopt(s.monitor->handle(), ZMQ_FD, &s.monitor_fd, &len);
-      s.socket = std::move(socket);
-    } catch (const zmq::error_t& e) {
-      std::fprintf(stderr, "fleet: cannot connect to %s: %s\n", o_.head.c_str(), e.what());
+    auto link = ZmtpLink::Connect(address_, epoll_fd_, i, RoutingId(rng_),
+                                  o_.insecure ? nullptr : &curve_, protocol::kMaxFrameBytes);
+    if (!link.ok()) {
+      std::fprintf(stderr, "fleet: cannot connect to %s: %s\n", o_.head.c_str(),
+                   link.status().ToString().c_str());
       return false;
     }
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u64 = i;
-    epoll_event mon{};
-    mon.events = EPOLLIN;
-    mon.data.u64 = i | kMonitorTag;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, s.fd, &ev) != 0 ||
-        epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, s.monitor_fd, &mon) != 0) {
-      std::perror("fleet: epoll_ctl");
-      return false;
-    }
+    s.link = std::move(*link);
+    s.retry_at = s.link->closed() ? clock_.NowMs() + kConnectRetryMs : -1;
     std::vector<protocol::Message> out;
     s.sim.OnConnected(clock_.NowMs(), out);
     Send(i, out);
@@ -257,54 +220,47 @@ class Fleet {
   }
 
   void Close(size_t i) {
-    Slot& s = slots_[i];
-    if (!s.socket) return;
-    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, s.fd, nullptr);
-    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, s.monitor_fd, nullptr);
-    s.monitor.reset();  // before its socket
-    s.socket.reset();
+    slots_[i].link.reset();
+    slots_[i].retry_at = -1;
   }
 
-  void Monitor(size_t i, TimeMs now) {
+  // The connection ended: as a real worker, which sees it from its socket
+  // monitor at once (a head killed and restarted), not after heartbeat x
+  // liveness of silence.
+  void Cut(size_t i, TimeMs now) {
     Slot& s = slots_[i];
-    if (!s.monitor) return;
-    const zmqutil::ConnectionEvents events = s.monitor->Drain();
-    if (events.auth_failed && !auth_warned_) {
+    const ZmtpLink& link = *s.link;
+    if (link.auth_status() != 0 && !auth_warned_) {
       auth_warned_ = true;
       std::fprintf(stderr,
                    "fleet: the head refused the workers' key (ZAP status %d): is it in the "
                    "head's workers.allow?\n",
-                   events.auth_status);
+                   link.auth_status());
+    } else if (link.closed_in_handshake() && !handshake_warned_) {
+      handshake_warned_ = true;
+      std::fprintf(stderr, "fleet: the head closed a connection in its handshake (%s): %s\n",
+                   link.error().c_str(), zmqutil::ClosedInHandshakeHint(!o_.insecure).c_str());
     }
-    if (!events.disconnected) return;
-    if (s.sim.OnConnectionCut(now) == SimWorker::LinkAction::kClose) {
-      Close(i);
-      Schedule(i);
-    }
+    s.sim.OnConnectionCut(now);
+    Close(i);
+    Schedule(i);
   }
 
-  // ZeroMQ's ZMQ_FD only says that the socket's state may have changed: a
-  // connection is read until ZMQ_EVENTS says it holds nothing, and checked
-  // again after every send (which may take the signal for a message that
-  // arrived meanwhile).
-  void MarkReady(size_t i) {
-    Slot& s = slots_[i];
-    if (s.ready || !s.socket) return;
-    s.ready = true;
-    ready_.push_back(i);
-  }
-
-  bool Readable(Slot& s) {
-    try {
-      return (s.socket->get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
-    } catch (const zmq::error_t&) {
-      return false;
+  void Handle(size_t i, ZmtpLink::Outcome outcome, TimeMs now) {
+    switch (outcome) {
+      case ZmtpLink::Outcome::kOpen: break;
+      case ZmtpLink::Outcome::kRefused:
+        slots_[i].retry_at = now + kConnectRetryMs;
+        Schedule(i);
+        break;
+      case ZmtpLink::Outcome::kCut: Cut(i, now); break;
     }
   }
 
   void Schedule(size_t i) {
     Slot& s = slots_[i];
-    const TimeMs due = s.sim.NextTimerMs();
+    TimeMs due = s.sim.NextTimerMs();
+    if (s.retry_at >= 0) due = std::min(due, s.retry_at);
     if (due == s.scheduled) return;
     s.scheduled = due;
     timers_.push(Timer{due, i});
@@ -317,6 +273,15 @@ class Fleet {
       Slot& s = slots_[t.slot];
       if (t.due != s.scheduled) continue;  // superseded
       s.scheduled = -1;
+      if (s.link && s.retry_at >= 0 && s.retry_at <= now) {
+        const Status st = s.link->Reconnect();
+        if (!st.ok()) {
+          std::fprintf(stderr, "fleet: %s\n", st.ToString().c_str());
+          g_stop.store(true);
+          return;
+        }
+        s.retry_at = s.link->closed() ? now + kConnectRetryMs : -1;
+      }
       std::vector<protocol::Message> out;
       switch (s.sim.OnTimer(now, out)) {
         case SimWorker::LinkAction::kNone: Send(t.slot, out); break;
@@ -329,45 +294,35 @@ class Fleet {
     }
   }
 
-  void Read(size_t i, TimeMs now) {
-    // At most a few messages per connection per pass: no worker starves the
-    // others. Received until EAGAIN, which leaves ZMQ_FD armed for the next
-    // message, sends included: no ZMQ_EVENTS check per message (each costs
-    // libzmq two system calls, a large share of the fleet's CPU).
-    for (int n = 0;; ++n) {
-      Slot& s = slots_[i];
-      if (!s.socket) break;
-      if (n == 64) {
-        MarkReady(i);
-        break;
-      }
-      auto parts = zmqutil::RecvMultipart(*s.socket);
-      if (!parts.ok() || parts->empty()) break;
-      std::vector<std::string_view> frames;
-      for (auto& p : *parts) frames.emplace_back(static_cast<const char*>(p.data()), p.size());
-      auto message = protocol::Decode(frames);
-      if (!message.ok()) {
-        ++undecodable_;
-        continue;
-      }
-      std::vector<protocol::Message> out;
-      s.sim.OnMessage(std::move(*message), now, out);
-      Send(i, out, /*recheck=*/false);  // the next recv sees what arrived meanwhile
-    }
+  void Read(size_t i, uint32_t events, TimeMs now) {
+    Slot& s = slots_[i];
+    if (!s.link) return;
+    std::vector<protocol::Message> out;
+    const ZmtpLink::Outcome outcome =
+        s.link->OnEvents(events, [&](std::span<const std::string_view> frames) {
+          auto message = protocol::Decode(frames);
+          if (!message.ok()) {
+            ++undecodable_;
+            return;
+          }
+          s.sim.OnMessage(std::move(*message), now, out);
+          // Queued only: OnEvents writes them when it has read everything.
+          for (protocol::Message& m : out) s.link->Send(protocol::Encode(m));
+          out.clear();
+        });
+    Handle(i, outcome, now);
     Schedule(i);
   }
 
-  // `recheck`: look whether a message arrived meanwhile (a send may consume
-  // ZMQ_FD's signal for it), unless the caller receives next anyway.
-  void Send(size_t i, std::vector<protocol::Message>& out, bool recheck = true) {
+  void Send(size_t i, std::vector<protocol::Message>& out) {
     Slot& s = slots_[i];
-    for (protocol::Message& m : out) {
-      if (!s.socket) return;  // closed: the simulated worker re-sends after registering
-      const Status st = zmqutil::SendFrames(*s.socket, protocol::Encode(m));
-      if (!st.ok()) ++send_failures_;
+    if (!s.link) {
+      out.clear();  // closed: the simulated worker re-sends after registering
+      return;
     }
-    if (recheck && !out.empty() && s.socket && Readable(s)) MarkReady(i);
+    for (protocol::Message& m : out) s.link->Send(protocol::Encode(m));
     out.clear();
+    Handle(i, s.link->Flush(), clock_.NowMs());
   }
 
   Json Stats(TimeMs now) const {
@@ -411,7 +366,6 @@ class Fleet {
                 {"refusals", sum.refusals},
                 {"checkpoint_bytes_saved", sum.checkpoint_bytes_saved},
                 {"restores", sum.restores},
-                {"send_failures", send_failures_},
                 {"undecodable", undecodable_}};
   }
 
@@ -447,19 +401,17 @@ class Fleet {
   FleetOptions o_;
   std::mt19937_64 rng_;
   SteadyClock clock_;
-  zmq::context_t ctx_;
-  security::CurveClientKeys keys_;
+  sockaddr_in address_{};
+  CurveKeys curve_{};
   std::vector<Slot> slots_;
-  // epoll data: a slot index, with this bit for its monitor's descriptor.
-  static constexpr uint64_t kMonitorTag = uint64_t{1} << 63;
+  static constexpr TimeMs kConnectRetryMs = 100;
   bool auth_warned_ = false;
-  int epoll_fd_ = -1;          // every open connection's ZMQ_FD
-  std::vector<size_t> ready_;  // connections to read in the next pass
+  bool handshake_warned_ = false;
+  int epoll_fd_ = -1;  // every open connection's socket; data: the slot index
   std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
   TimeMs started_ = 0;
   TimeMs window_started_ = 0;  // ack latency and head silence are measured since
   int window_ = 0;             // windows started by SIGUSR1
-  uint64_t send_failures_ = 0;
   uint64_t undecodable_ = 0;
 };
 

@@ -110,7 +110,9 @@ class FleetTest(unittest.TestCase):
             stats = json.load(f)
         self.assertEqual(stats["epoch_changes"], WORKERS, stats)
         self.assertEqual(stats["undecodable"], 0, stats)
-        self.assertEqual(stats["send_failures"], 0, stats)
+        # Every simulated worker saw the kill -9 cut its connection (its
+        # socket closed, not heartbeats missed).
+        self.assertGreaterEqual(stats["connection_cuts"], WORKERS, stats)
         self.assertLessEqual(stats["silence_reconnects"], WORKERS, stats)
         self.assertGreaterEqual(stats["results_acked"], TRIALS * ITERATIONS // 2, stats)
         # Most TRAINs came inside ACKs (those after a checkpoint's SAVE, and
