@@ -6,8 +6,11 @@ while it runs. Prints one JSON document.
 
 Scenarios:
   steady   T trials run at once for --iterations steps of --step-ms. Once every
-           trial is RUNNING, two measurement windows of --window-s: the fleet
-           alone, then with a client that reads without pause. Per window:
+           trial is RUNNING, three measurement windows of --window-s: the fleet
+           alone, then with a client that reads without pause, then (phase
+           "spread", when the steps' jitter has spread the bursts the trials'
+           common start made; --iterations must outlast 3 windows) the fleet
+           alone again. Per window:
            ACK latency of results (the simulated worker's send to the head's
            ACK, i.e. arrival to durable commit plus both socket hops and the
            fleet's own queueing), results acknowledged per second, the longest
@@ -354,12 +357,15 @@ def steady(args, c):
     wait_for(lambda: counts(client, exp)[0].get("RUNNING", 0) == args.trials, 600,
              "every trial to run", interval_s=0.5)
     ramp_s = time.monotonic() - t0
-    # Window 1: the fleet alone. Window 2: the same with a client reading
-    # without pause. The fleet writes each window's figures when it ends.
+    # Window 1: the fleet alone, right after every trial started (their
+    # steps still end in the bursts their starts made). Window 2: the same
+    # with a client reading without pause. Window 3: the fleet alone again,
+    # once the steps' jitter has spread their ends. The fleet writes each
+    # window's figures when it ends.
     c.next_window()
     head_stats = client.head_stats()
     windows = []
-    for with_reads in (False, True):
+    for with_reads, phase in ((False, "start"), (True, "start"), (False, "spread")):
         reader = Reader(c, exp, args.trials) if with_reads else None
         if reader:
             reader.start()
@@ -368,7 +374,7 @@ def steady(args, c):
         head_threads0, fleet_threads0 = thread_times(c.head.pid), thread_times(c.fleet.pid)
         time.sleep(args.window_s)
         seconds = time.monotonic() - w0
-        window = {"client_reads": with_reads, "seconds": round(seconds, 2),
+        window = {"client_reads": with_reads, "phase": phase, "seconds": round(seconds, 2),
                   "head_cpu_s_per_s": round((proc_cpu_s(c.head.pid) - cpu0) / seconds, 3),
                   "head_threads_s_per_s": thread_share(
                       head_threads0, thread_times(c.head.pid), seconds),
