@@ -390,6 +390,8 @@ def steady(args, c):
         window["results_acked_per_s"] = round(
             (end["results_acked"] - start["results_acked"]) / end["window_s"])
         window.update({k: end[k] for k in ("ack_latency_ms", "max_head_silence_ms")})
+        # The most results the fleet sent in one 100 ms of the window.
+        window["peak_results_per_100ms"] = end.get("peak_results_per_100ms")
         window.update(message_counts(start, end))
         window.update({k: end[k] - start[k] for k in (
             "silence_reconnects", "disconnects_received")})

@@ -168,6 +168,7 @@ class Fleet {
         // each window's figures (the file's "window" counts them).
         WriteStats(Stats(now), ".window" + std::to_string(window_));
         for (Slot& slot : slots_) slot.sim.ResetWindow();
+        peak_results_per_bucket_ = 0;
         window_started_ = now;
         ++window_;
       }
@@ -307,7 +308,10 @@ class Fleet {
           }
           s.sim.OnMessage(std::move(*message), now, out);
           // Queued only: OnEvents writes them when it has read everything.
-          for (protocol::Message& m : out) s.link->Send(protocol::Encode(m));
+          for (protocol::Message& m : out) {
+            CountResults(m, now);
+            s.link->Send(protocol::Encode(m));
+          }
           out.clear();
         });
     Handle(i, outcome, now);
@@ -320,9 +324,32 @@ class Fleet {
       out.clear();  // closed: the simulated worker re-sends after registering
       return;
     }
-    for (protocol::Message& m : out) s.link->Send(protocol::Encode(m));
+    const TimeMs now = clock_.NowMs();
+    for (protocol::Message& m : out) {
+      CountResults(m, now);
+      s.link->Send(protocol::Encode(m));
+    }
     out.clear();
-    Handle(i, s.link->Flush(), clock_.NowMs());
+    Handle(i, s.link->Flush(), now);
+  }
+
+  // Results sent per 100 ms: how bursty the load the head sees is (steps
+  // that started together end together, within their jitter).
+  void CountResults(const protocol::Message& m, TimeMs now) {
+    uint64_t n = 0;
+    if (const auto* r = std::get_if<protocol::ResultBatch>(&m.body)) {
+      n = r->results.size();
+    } else if (const auto* rs = std::get_if<protocol::Results>(&m.body)) {
+      for (const protocol::ResultBatch& b : rs->batches) n += b.results.size();
+    }
+    if (n == 0) return;
+    const TimeMs bucket = now / kBurstBucketMs;
+    if (bucket != burst_bucket_) {
+      burst_bucket_ = bucket;
+      burst_count_ = 0;
+    }
+    burst_count_ += n;
+    peak_results_per_bucket_ = std::max(peak_results_per_bucket_, burst_count_);
   }
 
   Json Stats(TimeMs now) const {
@@ -361,6 +388,7 @@ class Fleet {
                 {"result_messages", sum.result_messages},
                 {"results_acked_per_s", elapsed_s > 0 ? sum.results_acked / elapsed_s : 0.0},
                 {"ack_latency_ms", Percentiles(std::move(sum.ack_latency_ms))},
+                {"peak_results_per_100ms", peak_results_per_bucket_},
                 {"max_head_silence_ms", sum.max_head_silence_ms},
                 {"step_failures", sum.step_failures},
                 {"refusals", sum.refusals},
@@ -413,6 +441,10 @@ class Fleet {
   TimeMs window_started_ = 0;  // ack latency and head silence are measured since
   int window_ = 0;             // windows started by SIGUSR1
   uint64_t undecodable_ = 0;
+  static constexpr TimeMs kBurstBucketMs = 100;
+  TimeMs burst_bucket_ = -1;
+  uint64_t burst_count_ = 0;              // results sent in burst_bucket_
+  uint64_t peak_results_per_bucket_ = 0;  // most in one bucket this window
 };
 
 // Each connection needs descriptors on both sides; the default soft limit
