@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "common/check.h"
+
 namespace ztune::head {
 
 PlacementGroupManager::PlacementGroupManager(ResourceLedger& ledger, const Clock& clock,
@@ -84,7 +86,7 @@ std::optional<uint64_t> PlacementGroupManager::TakeReady(const std::string& key,
   Group& g = groups_.at(id);
   g.state = State::kInUse;
   g.trial_id = trial_id;
-  ++in_use_count_;
+  EnterInUse(g);
   return id;
 }
 
@@ -92,7 +94,7 @@ void PlacementGroupManager::ReturnInUse(uint64_t group_id) {
   auto it = groups_.find(group_id);
   if (it == groups_.end()) return;
   if (it->second.state == State::kInUse) {
-    --in_use_count_;
+    LeaveInUse(it->second);
   } else if (it->second.state != State::kCached) {
     return;
   }
@@ -112,7 +114,7 @@ std::optional<uint64_t> PlacementGroupManager::AdoptInUse(const PlacementRequest
   g.state = State::kInUse;
   g.placement = placement;
   g.trial_id = trial_id;
-  ++in_use_count_;
+  EnterInUse(g);
   uint64_t id = g.id;
   groups_.emplace(id, std::move(g));
   return id;
@@ -121,7 +123,7 @@ std::optional<uint64_t> PlacementGroupManager::AdoptInUse(const PlacementRequest
 void PlacementGroupManager::MarkCached(uint64_t group_id) {
   auto it = groups_.find(group_id);
   if (it == groups_.end() || it->second.state != State::kInUse) return;
-  --in_use_count_;
+  LeaveInUse(it->second);
   it->second.state = State::kCached;
   it->second.trial_id.clear();
 }
@@ -129,7 +131,7 @@ void PlacementGroupManager::MarkCached(uint64_t group_id) {
 void PlacementGroupManager::AssignCached(uint64_t group_id, const TrialId& trial_id) {
   auto it = groups_.find(group_id);
   if (it == groups_.end() || it->second.state != State::kCached) return;
-  ++in_use_count_;
+  EnterInUse(it->second);
   it->second.state = State::kInUse;
   it->second.trial_id = trial_id;
 }
@@ -209,10 +211,32 @@ const PlacementGroupManager::Group* PlacementGroupManager::Find(uint64_t group_i
   return it == groups_.end() ? nullptr : &it->second;
 }
 
+void PlacementGroupManager::EnterInUse(const Group& g) {
+  ++in_use_count_;
+  ++in_use_shapes_[g.request.Total().amounts()];
+}
+
+void PlacementGroupManager::LeaveInUse(const Group& g) {
+  CHECK(in_use_count_ > 0);
+  --in_use_count_;
+  auto it = in_use_shapes_.find(g.request.Total().amounts());
+  CHECK(it != in_use_shapes_.end() && it->second > 0);
+  if (--it->second == 0) in_use_shapes_.erase(it);
+}
+
 ResourceSet PlacementGroupManager::OccupiedResources() const {
   ResourceSet r;
-  for (const auto& [id, g] : groups_) {
-    if (g.state == State::kInUse) r.Add(g.request.Total());
+  for (const auto& [amounts, count] : in_use_shapes_) {
+    // count copies of one shape, added as the groups' loop did (Add
+    // saturates): by doubling, so a status costs O(log groups) per shape.
+    ResourceSet one;
+    for (const auto& [name, amount] : amounts) one.SetFixed(name, amount);
+    for (int64_t n = count; n > 0; n >>= 1) {
+      if (n & 1) r.Add(one);
+      ResourceSet twice = one;
+      twice.Add(one);
+      one = std::move(twice);
+    }
   }
   return r;
 }

@@ -93,7 +93,10 @@ class PlacementGroupManager {
   const Group* Find(uint64_t group_id) const;
   // Request shapes with staging or ready groups.
   size_t NumPools() const { return pools_.size(); }
-  // Resources held by in-use groups (Ray's occupied_resources()).
+  // Resources held by in-use groups (Ray's occupied_resources()). From
+  // counts kept per request shape: every `status` asks, and summing over the
+  // groups took 8% of the loop with 10,000 trials running and a client
+  // reading (docs/benchmarks.md, fleet).
   ResourceSet OccupiedResources() const;
 
  private:
@@ -102,6 +105,9 @@ class PlacementGroupManager {
     std::deque<uint64_t> ready;
   };
   void RemoveNow(Group& g);
+  // A group becomes in use, or stops being in use (the counts below).
+  void EnterInUse(const Group& g);
+  void LeaveInUse(const Group& g);
   // Drops the pool of `it` once it has neither staging nor ready groups.
   void PruneIfEmpty(std::unordered_map<std::string, Pool>::iterator it);
 
@@ -115,6 +121,10 @@ class PlacementGroupManager {
   std::list<uint64_t> staging_order_;  // FIFO of staging group ids
   std::multimap<TimeMs, uint64_t> removals_;
   size_t in_use_count_ = 0;
+  // In-use groups by their request's total (fixed-point amounts): how many.
+  // Exact, unlike a running sum, which saturates (ResourceSet::Add) and
+  // could not be subtracted from again.
+  std::map<std::map<std::string, int64_t>, int64_t> in_use_shapes_;
   // Set when placing staging groups could succeed where it failed before.
   bool dirty_ = false;
 };

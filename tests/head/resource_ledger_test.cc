@@ -93,6 +93,37 @@ TEST(PlacementGroupManagerTest, StagesReadiesAndDelaysRemoval) {
   EXPECT_EQ(pg.NumInUse(), 0);
 }
 
+TEST(PlacementGroupManagerTest, OccupiedResourcesFollowGroupsInAndOutOfUse) {
+  ResourceLedger l;
+  FakeClock clock;
+  l.AddWorker("a", ResourceSet::FromDoubles({{"CPU", 64}, {"GPU", 2}}), {0, 1});
+  PlacementGroupManager pg(l, clock, PlacementGroupOptions{64, 2000});
+  auto small = Req(R"({"bundles": [{"CPU": 0.1}]})");
+  auto gpu = Req(R"({"bundles": [{"CPU": 1, "GPU": 1}]})");
+  for (int i = 0; i < 30; ++i) pg.Stage(small);
+  pg.Stage(gpu);
+  EXPECT_EQ(pg.Update(), 31);
+  std::vector<uint64_t> taken;
+  for (int i = 0; i < 30; ++i)
+    taken.push_back(*pg.TakeReady(small.Key(), TrialId("t" + std::to_string(i))));
+  // Thirty tenths are three CPUs exactly (fixed point), not 2.9999...
+  EXPECT_EQ(pg.OccupiedResources(), ResourceSet::FromDoubles({{"CPU", 3}}));
+  const uint64_t g = *pg.TakeReady(gpu.Key(), "g");
+  EXPECT_EQ(pg.OccupiedResources(), ResourceSet::FromDoubles({{"CPU", 4}, {"GPU", 1}}));
+  pg.MarkCached(g);  // a cached actor's group holds resources but is not in use
+  EXPECT_EQ(pg.OccupiedResources(), ResourceSet::FromDoubles({{"CPU", 3}}));
+  pg.MarkCached(g);  // not in use: nothing changes
+  EXPECT_EQ(pg.NumInUse(), 30);
+  pg.AssignCached(g, "g2");
+  EXPECT_EQ(pg.OccupiedResources(), ResourceSet::FromDoubles({{"CPU", 4}, {"GPU", 1}}));
+  for (uint64_t id : taken) pg.ReturnInUse(id);
+  pg.ReturnInUse(taken[0]);  // gone already: nothing changes
+  EXPECT_EQ(pg.OccupiedResources(), ResourceSet::FromDoubles({{"CPU", 1}, {"GPU", 1}}));
+  pg.ReturnInUse(g);
+  EXPECT_TRUE(pg.OccupiedResources().empty());
+  EXPECT_EQ(pg.NumInUse(), 0);
+}
+
 TEST(PlacementGroupManagerTest, ReadyGroupsOfADeadWorkerGoBackToStaging) {
   ResourceLedger l;
   FakeClock clock;
