@@ -612,7 +612,10 @@ void SimWorker::HandleAck(const protocol::AckEntry& m, TimeMs now) {
     }
     entries.pop_front();
   }
-  if (entries.empty()) outbox_.erase(it);
+  // A live actor's entry stays, empty, for its next batch: erased and made
+  // again per result it was a map node and a deque per result, 5% of the
+  // fleet's CPU. A gone actor's (stopped, or RESET to a new key) goes.
+  if (entries.empty() && a == actors_.end()) outbox_.erase(it);
 }
 
 // ---- actors ----
@@ -712,6 +715,7 @@ void SimWorker::Drain(const ActorKey& key, TimeMs now, std::vector<protocol::Mes
         moved.rids = std::move(a.rids);
         const uint64_t rid = reset->rid;
         actors_.erase(it);
+        if (auto o = outbox_.find(key); o != outbox_.end() && o->second.empty()) outbox_.erase(o);
         CHECK(actors_.emplace(new_key, std::move(moved)).second);
         Reply(rid, new_key, true, {}, Json{{"reset", true}}, {}, /*keep=*/true, out);
         for (const protocol::Message& later : behind)

@@ -16,7 +16,8 @@ namespace ztune::fleet {
 namespace {
 
 constexpr size_t kGreetingBytes = 64;
-constexpr size_t kReadChunk = 64 * 1024;
+// Room a read asks for at least; the buffer grows only for larger frames.
+constexpr size_t kReadChunk = 16 * 1024;
 // A frame's boxing: "\x07MESSAGE", the short nonce, the MAC and the flags byte.
 constexpr size_t kMessageOverhead = 8 + 8 + crypto_box_MACBYTES + 1;
 
@@ -98,8 +99,8 @@ Result<std::unique_ptr<ZmtpLink>> ZmtpLink::Connect(const sockaddr_in& address, 
 
 Status ZmtpLink::Reconnect() {
   CloseSocket();
-  in_.clear();
   in_pos_ = 0;
+  in_end_ = 0;
   out_.clear();
   out_pos_ = 0;
   message_.clear();
@@ -301,12 +302,19 @@ ZmtpLink::Outcome ZmtpLink::OnEvents(uint32_t events, const OnMessage& on_messag
   }
   if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
     while (true) {
-      const size_t had = in_.size();
-      in_.resize(had + kReadChunk);
-      const ssize_t n = ::recv(fd_, in_.data() + had, kReadChunk, MSG_DONTWAIT);
-      in_.resize(had + std::max<ssize_t>(n, 0));
+      if (in_.size() - in_end_ < kReadChunk) {
+        // Unparsed bytes to the front; the buffer grows (zero-filling only
+        // the growth) when a frame is larger than what is left.
+        std::memmove(in_.data(), in_.data() + in_pos_, in_end_ - in_pos_);
+        in_end_ -= in_pos_;
+        in_pos_ = 0;
+        if (in_.size() - in_end_ < kReadChunk) in_.resize(in_end_ + kReadChunk);
+      }
+      const size_t room = in_.size() - in_end_;
+      const ssize_t n = ::recv(fd_, in_.data() + in_end_, room, MSG_DONTWAIT);
       if (n > 0) {
-        if (static_cast<size_t>(n) < kReadChunk) break;
+        in_end_ += static_cast<size_t>(n);
+        if (static_cast<size_t>(n) < room) break;
         continue;
       }
       if (n == 0) {
@@ -325,7 +333,7 @@ ZmtpLink::Outcome ZmtpLink::OnEvents(uint32_t events, const OnMessage& on_messag
 
 bool ZmtpLink::Parse(const OnMessage& on_message) {
   while (state_ != State::kClosed) {
-    const std::string_view rest(in_.data() + in_pos_, in_.size() - in_pos_);
+    const std::string_view rest(in_.data() + in_pos_, in_end_ - in_pos_);
     if (state_ == State::kGreeting) {
       if (rest.size() < kGreetingBytes) break;
       const std::string_view mechanism = curve_ ? "CURVE" : "NULL";
@@ -367,13 +375,7 @@ bool ZmtpLink::Parse(const OnMessage& on_message) {
       return false;
     }
   }
-  if (in_pos_ == in_.size()) {
-    in_.clear();
-    in_pos_ = 0;
-  } else if (in_pos_ > kReadChunk) {
-    in_.erase(0, in_pos_);
-    in_pos_ = 0;
-  }
+  if (in_pos_ == in_end_) in_pos_ = in_end_ = 0;
   return true;
 }
 

@@ -127,8 +127,9 @@ class ZmtpLink {
   int fd_ = -1;
   State state_ = State::kClosed;
   uint32_t epoll_events_ = 0;  // as registered; 0: not in the epoll set
-  std::string in_;             // read, not yet parsed (from in_pos_)
+  std::string in_;             // a buffer: bytes read and not yet parsed are [in_pos_, in_end_)
   size_t in_pos_ = 0;
+  size_t in_end_ = 0;
   std::string out_;  // to write (from out_pos_)
   size_t out_pos_ = 0;
   std::vector<std::vector<std::string>> unsent_;  // messages waiting for the handshake's end
