@@ -186,7 +186,7 @@ bool ZmtpLink::SendHandshakeStart() {
   greeting[9] = 0x7f;
   greeting[10] = 3;
   greeting[11] = 1;
-  const std::string_view mechanism = curve_ ? "CURVE" : "NULL";
+  const std::string_view mechanism = MechanismName();
   std::memcpy(greeting.data() + 12, mechanism.data(), mechanism.size());
   out_.append(greeting);
   if (!curve_) {
@@ -199,8 +199,7 @@ bool ZmtpLink::SendHandshakeStart() {
   std::string hello(200, '\0');
   std::memcpy(hello.data(), "\x05HELLO\x01\x00", 8);
   uint8_t nonce[crypto_box_NONCEBYTES];
-  std::memcpy(nonce, "CurveZMQHELLO---", 16);
-  PutUint64(nonce + 16, nonce_++);
+  NextNonce("CurveZMQHELLO---", nonce);
   std::memcpy(hello.data() + 80, cn_public_, 32);
   std::memcpy(hello.data() + 112, nonce + 16, 8);
   const uint8_t zeros[64] = {};
@@ -213,17 +212,37 @@ bool ZmtpLink::SendHandshakeStart() {
   return true;
 }
 
-void ZmtpLink::AppendFrame(uint8_t flags, std::string_view body) {
-  if (body.size() > 255) {
+void ZmtpLink::AppendFrameHeader(uint8_t flags, size_t body_size) {
+  if (body_size > 255) {
     out_.push_back(static_cast<char>(flags | kLongFlag));
     uint8_t size[8];
-    PutUint64(size, body.size());
+    PutUint64(size, body_size);
     out_.append(reinterpret_cast<const char*>(size), 8);
   } else {
     out_.push_back(static_cast<char>(flags));
-    out_.push_back(static_cast<char>(body.size()));
+    out_.push_back(static_cast<char>(body_size));
   }
+}
+
+void ZmtpLink::AppendFrame(uint8_t flags, std::string_view body) {
+  AppendFrameHeader(flags, body.size());
   out_.append(body);
+}
+
+void ZmtpLink::NextNonce(const char (&prefix)[17], uint8_t (&nonce)[crypto_box_NONCEBYTES]) {
+  std::memcpy(nonce, prefix, 16);
+  PutUint64(nonce + 16, nonce_++);
+}
+
+bool ZmtpLink::OpenShortNonceBox(const char (&prefix)[17], std::string_view nonce_and_box) {
+  if (nonce_and_box.size() < 8 + crypto_box_MACBYTES) return false;
+  uint8_t nonce[crypto_box_NONCEBYTES];
+  std::memcpy(nonce, prefix, 16);
+  std::memcpy(nonce + 16, nonce_and_box.data(), 8);
+  const std::string_view box = nonce_and_box.substr(8);
+  plain_.resize(box.size() - crypto_box_MACBYTES);
+  return crypto_box_open_easy_afternm(Bytes(plain_), Bytes(box), box.size(), nonce, precomputed_) ==
+         0;
 }
 
 void ZmtpLink::AppendMessage(std::span<const std::string> frames) {
@@ -239,22 +258,13 @@ void ZmtpLink::AppendMessage(std::span<const std::string> frames) {
     plain_.assign(1, static_cast<char>(more));
     plain_.append(frames[i]);
     const size_t body_size = 16 + crypto_box_MACBYTES + plain_.size();
-    if (body_size > 255) {
-      out_.push_back(static_cast<char>(kLongFlag));
-      uint8_t size[8];
-      PutUint64(size, body_size);
-      out_.append(reinterpret_cast<const char*>(size), 8);
-    } else {
-      out_.push_back('\0');
-      out_.push_back(static_cast<char>(body_size));
-    }
+    AppendFrameHeader(0, body_size);
     const size_t body_at = out_.size();
     out_.resize(body_at + body_size);
     uint8_t* body = Bytes(out_) + body_at;
     std::memcpy(body, "\x07MESSAGE", 8);
     uint8_t nonce[crypto_box_NONCEBYTES];
-    std::memcpy(nonce, "CurveZMQMESSAGEC", 16);
-    PutUint64(nonce + 16, nonce_++);
+    NextNonce("CurveZMQMESSAGEC", nonce);
     std::memcpy(body + 8, nonce + 16, 8);
     crypto_box_easy_afternm(body + 16, Bytes(plain_), plain_.size(), nonce, precomputed_);
   }
@@ -336,7 +346,7 @@ bool ZmtpLink::Parse(const OnMessage& on_message) {
     const std::string_view rest(in_.data() + in_pos_, in_end_ - in_pos_);
     if (state_ == State::kGreeting) {
       if (rest.size() < kGreetingBytes) break;
-      const std::string_view mechanism = curve_ ? "CURVE" : "NULL";
+      const std::string_view mechanism = MechanismName();
       std::string want(20, '\0');
       std::memcpy(want.data(), mechanism.data(), mechanism.size());
       if (static_cast<uint8_t>(rest[0]) != 0xff || (rest[9] & 1) == 0 || rest[10] < 3) {
@@ -428,8 +438,7 @@ bool ZmtpLink::HandleCommand(std::string_view body) {
     std::memcpy(initiate.data(), "\x08INITIATE", 9);
     std::memcpy(initiate.data() + 9, cookie_, 96);
     uint8_t nonce2[crypto_box_NONCEBYTES];
-    std::memcpy(nonce2, "CurveZMQINITIATE", 16);
-    PutUint64(nonce2 + 16, nonce_++);
+    NextNonce("CurveZMQINITIATE", nonce2);
     std::memcpy(initiate.data() + 105, nonce2 + 16, 8);
     crypto_box_easy_afternm(Bytes(initiate) + 113, Bytes(inner), inner.size(), nonce2,
                             precomputed_);
@@ -441,12 +450,7 @@ bool ZmtpLink::HandleCommand(std::string_view body) {
     if (state_ != State::kReadyCommand || !StartsWith(body, "\x05READY") || body.size() < 30) {
       return false;
     }
-    uint8_t nonce[crypto_box_NONCEBYTES];
-    std::memcpy(nonce, "CurveZMQREADY---", 16);
-    std::memcpy(nonce + 16, body.data() + 6, 8);
-    plain_.resize(body.size() - 14 - crypto_box_MACBYTES);
-    if (crypto_box_open_easy_afternm(Bytes(plain_), Bytes(body) + 14, body.size() - 14, nonce,
-                                     precomputed_) != 0) {
+    if (!OpenShortNonceBox("CurveZMQREADY---", body.substr(6))) {
       error_ = "the head's READY does not open";
       return false;
     }
@@ -473,12 +477,7 @@ bool ZmtpLink::HandleFrame(uint8_t flags, std::string_view body, const OnMessage
       return false;
     }
     peer_nonce_ = nonce_value;
-    uint8_t nonce[crypto_box_NONCEBYTES];
-    std::memcpy(nonce, "CurveZMQMESSAGES", 16);
-    std::memcpy(nonce + 16, body.data() + 8, 8);
-    plain_.resize(body.size() - 16 - crypto_box_MACBYTES);
-    if (crypto_box_open_easy_afternm(Bytes(plain_), Bytes(body) + 16, body.size() - 16, nonce,
-                                     precomputed_) != 0) {
+    if (!OpenShortNonceBox("CurveZMQMESSAGES", body.substr(8))) {
       error_ = "a MESSAGE from the head that does not open";
       return false;
     }

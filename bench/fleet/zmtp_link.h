@@ -103,7 +103,14 @@ class ZmtpLink {
   // After the TCP connect: greeting and the first handshake command. False
   // (error_ set) if the server's key cannot be used.
   bool SendHandshakeStart();
+  void AppendFrameHeader(uint8_t flags, size_t body_size);
   void AppendFrame(uint8_t flags, std::string_view body);
+  // This side's next short nonce after a 16-byte prefix (CurveZMQ: counts up).
+  void NextNonce(const char (&prefix)[17], uint8_t (&nonce)[crypto_box_NONCEBYTES]);
+  // Opens a box sent with the shared key after its 8-byte short nonce (the
+  // head's READY and MESSAGE) into plain_; false if it does not open.
+  bool OpenShortNonceBox(const char (&prefix)[17], std::string_view nonce_and_box);
+  std::string_view MechanismName() const { return curve_ ? "CURVE" : "NULL"; }
   void AppendCommand(std::string_view body) { AppendFrame(kCommandFlag, body); }
   void AppendMessage(std::span<const std::string> frames);
   std::string Properties() const;

@@ -59,8 +59,9 @@ class ZmtpLinkTest : public ::testing::TestWithParam<bool> {
 
   bool curve() const { return GetParam(); }
 
-  // A ROUTER as the head binds it (CURVE server, or plain), on a free port.
-  void Bind(const std::string& zap_domain = "") {
+  // A ROUTER as the head binds it (CURVE server, or plain), on a free port
+  // unless `endpoint` names one (zmq::error_t if it is taken).
+  void Bind(const std::string& zap_domain = "", const std::string& endpoint = "tcp://127.0.0.1:*") {
     router_ = zmq::socket_t(ctx_, zmq::socket_type::router);
     router_.set(zmq::sockopt::linger, 0);
     router_.set(zmq::sockopt::rcvtimeo, 5000);
@@ -69,7 +70,7 @@ class ZmtpLinkTest : public ::testing::TestWithParam<bool> {
       router_.set(zmq::sockopt::curve_secretkey, server_pair_.secret_z85);
       if (!zap_domain.empty()) router_.set(zmq::sockopt::zap_domain, zap_domain);
     }
-    router_.bind("tcp://127.0.0.1:*");
+    router_.bind(endpoint);
     endpoint_ = router_.get(zmq::sockopt::last_endpoint);
   }
 
@@ -200,15 +201,8 @@ TEST_P(ZmtpLinkTest, NothingListeningIsRefusedAndRetriedWithWhatWaits) {
   EXPECT_NE(link_->error().find("connect"), std::string::npos) << link_->error();
   // A head on that port now: the message sent while refused arrives.
   close(held);
-  router_ = zmq::socket_t(ctx_, zmq::socket_type::router);
-  router_.set(zmq::sockopt::linger, 0);
-  router_.set(zmq::sockopt::rcvtimeo, 5000);
-  if (curve()) {
-    router_.set(zmq::sockopt::curve_server, 1);
-    router_.set(zmq::sockopt::curve_secretkey, server_pair_.secret_z85);
-  }
   try {
-    router_.bind(endpoint_);
+    Bind("", endpoint_);
   } catch (const zmq::error_t& e) {
     GTEST_SKIP() << "port taken meanwhile: " << e.what();
   }
