@@ -341,6 +341,7 @@ def message_counts(start, end):
             "trains_per_message": round(alone / train_messages, 2) if train_messages else None,
             "trains_in_acks": in_acks,
             "acks": delta("commands", "ACK"),
+            "heartbeats": delta("commands", "HEARTBEAT"),
             "result_messages": result_messages,
             "results_per_message": round(results / result_messages, 2) if result_messages else None}
 

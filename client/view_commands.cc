@@ -446,6 +446,9 @@ int RunHeadStats(const CommandContext& ctx, bool json) {
           << (head.contains("trains_in_acks")
                   ? ", " + count("trains_in_acks") + " TRAINs sent inside ACKs"
                   : std::string())
+          << (head.contains("heartbeats_sent")
+                  ? ", " + count("heartbeats_sent") + " heartbeats sent"
+                  : std::string())
           << ".\n"
           << "Refused: " << count("malformed") << " malformed, " << count("unknown_senders")
           << " from unknown senders, " << count("unauthorized") << " unauthorized, "

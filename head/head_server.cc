@@ -346,7 +346,9 @@ void HeadServer::SendFramesToWorker(const WorkerId& worker_id,
     return;
   }
   Status s = zmqutil::SendFrames(workers_, frames, route->second.routing_id);
-  if (!s.ok()) {
+  if (s.ok()) {
+    route->second.last_sent_ms = clock_.NowMs();
+  } else {
     // Between two connections of a reconnecting worker. Not a death: liveness
     // is judged by heartbeats, and what was lost is reconciled when it
     // registers again (TrialRunner::ReconcileAfterReconnect).
@@ -424,12 +426,22 @@ TimeMs HeadServer::NextPollMs() {
 }
 
 void HeadServer::SendHeartbeats() {
-  TimeMs now = clock_.NowMs();
-  if (now - last_heartbeat_sent_ < options_.runner.heartbeat_ms) return;
-  last_heartbeat_sent_ = now;
-  auto frames = protocol::Encode(protocol::Message{protocol::Heartbeat{}, {}});
+  const TimeMs now = clock_.NowMs();
+  if (now - last_heartbeat_round_ < HeartbeatRoundMs()) return;
+  last_heartbeat_round_ = now;
+  // Rounds a quarter interval apart: a worker last sent something at t is
+  // sent a HEARTBEAT by the first round at or after t + 7/8 interval, at the
+  // latest t + 9/8 (one per interval to an idle worker, as when every round
+  // went to all). The head's liveness promise is every heartbeat_ms x liveness.
+  const TimeMs quiet_ms = options_.runner.heartbeat_ms - options_.runner.heartbeat_ms / 8;
+  std::vector<std::string> frames;
   for (const auto& [id, w] : runner_.registry().workers()) {
-    if (w.alive) SendFramesToWorker(id, frames);
+    if (!w.alive) continue;
+    auto route = routes_.find(id);
+    if (route != routes_.end() && now - route->second.last_sent_ms < quiet_ms) continue;
+    if (frames.empty()) frames = protocol::Encode(protocol::Message{protocol::Heartbeat{}, {}});
+    SendFramesToWorker(id, frames);
+    ++stats_.heartbeats_sent;
   }
 }
 

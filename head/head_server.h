@@ -102,6 +102,8 @@ struct HeadStats {
   // TRAINs sent inside an ACK: those held for the commit (SendTiming::kWithAck)
   // and those that waited for it anyway (a new actor's first).
   uint64_t trains_in_acks = 0;
+  // HEARTBEATs sent: only to workers sent nothing else lately (SendHeartbeats).
+  uint64_t heartbeats_sent = 0;
 };
 
 class HeadServer final : public CommandSink {
@@ -173,6 +175,10 @@ class HeadServer final : public CommandSink {
   struct WorkerRoute {
     std::string routing_id;
     std::string key;
+    // When the last message to this connection was handed to ZeroMQ (clock_):
+    // any message is a sign of life, so a worker that got one lately needs no
+    // HEARTBEAT (SendHeartbeats).
+    TimeMs last_sent_ms = 0;
   };
 
   // What a drain of a socket read, and whether it stopped on an empty socket
@@ -278,11 +284,17 @@ class HeadServer final : public CommandSink {
   // Runs `job` on the store thread, sending heartbeats while it runs; logs
   // it (as `what` of `bytes`) when it took longer than one heartbeat interval.
   Status RunOffLoop(const std::function<Status()>& job, const char* what, size_t bytes);
-  // Once per heartbeat interval; also while a store operation runs off the
-  // loop, and on the heartbeat keeper's thread while the loop is inside a
-  // commit (sending touches no runner state; the keeper holds the socket
-  // then, and the loop touches nothing but the store).
+  // A round at most every HeartbeatRoundMs(): a HEARTBEAT to each live
+  // worker that was sent nothing for the last 7/8 of a heartbeat interval,
+  // so a silent worker hears from the head every interval (at most an eighth
+  // later) and a busy one, whose ACKs and TRAINs are signs of life enough, is
+  // sent none. Called at every turn's end; also while a store operation runs
+  // off the loop, and on the heartbeat keeper's thread while the loop is
+  // inside a commit (sending touches no runner state; the keeper holds the
+  // socket then, and the loop touches nothing but the store and routes_ is
+  // only read and stamped).
   void SendHeartbeats();
+  TimeMs HeartbeatRoundMs() const { return std::max<TimeMs>(1, options_.runner.heartbeat_ms / 4); }
   // Commits the turn's batch on the loop thread, with the heartbeats lent to
   // heartbeat_keeper_ meanwhile; logs it when it took longer than one
   // heartbeat interval. CHECK: no commit is outstanding in pipeline_.
@@ -403,7 +415,9 @@ class HeadServer final : public CommandSink {
   DashboardLogins* dashboard_logins_ = nullptr;
   // Requests that wait on the head (add_trial for a slot, wait_trials).
   ClientWaits client_waits_;
-  TimeMs last_heartbeat_sent_ = 0;
+  // The last heartbeat round (SendHeartbeats): at most one every quarter
+  // heartbeat interval.
+  TimeMs last_heartbeat_round_ = 0;
   // Unknown identity -> when it was last told to re-register: at most once
   // per heartbeat interval, so that a worker's queued messages after a head
   // restart do not each trigger a REGISTER of all its live actors.

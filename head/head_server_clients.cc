@@ -187,6 +187,7 @@ Json HeadServer::HeadStatsReply(const Json& rid) const {
             {"messages_in", stats_.messages_in},
             {"result_batches", stats_.result_batches},
             {"trains_in_acks", stats_.trains_in_acks},
+            {"heartbeats_sent", stats_.heartbeats_sent},
             {"malformed", stats_.malformed},
             {"unknown_senders", stats_.unknown_senders},
             {"unauthorized", stats_.unauthorized},

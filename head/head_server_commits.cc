@@ -15,7 +15,7 @@ Status HeadServer::RunOffLoop(const std::function<Status()>& job, const char* wh
   const TimeMs start = clock_.NowMs();
   store_thread_.Begin(job);
   while (true) {
-    const TimeMs next = last_heartbeat_sent_ + options_.runner.heartbeat_ms - clock_.NowMs();
+    const TimeMs next = last_heartbeat_round_ + HeartbeatRoundMs() - clock_.NowMs();
     if (std::optional<Status> s = store_thread_.Wait(std::max<TimeMs>(1, next))) {
       const TimeMs took = clock_.NowMs() - start;
       if (took > options_.runner.heartbeat_ms) {

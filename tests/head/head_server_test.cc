@@ -192,6 +192,114 @@ TEST(HeadServerTest, HeartbeatsKeepGoingWhileACommitIsSlow) {
   EXPECT_GT(server.stats().slow_store_operations, 0u);
 }
 
+// Any message is a sign of life (docs/protocol.md §3): a worker the head
+// keeps sending ACKs and TRAINs gets no HEARTBEAT while it does, and an idle
+// worker beside it gets one about every interval, never more often than
+// every 7/8 of one, and never a silence the liveness window would notice.
+TEST(HeadServerTest, HeartbeatsGoOnlyToWorkersTheHeadSentNothingElseLately) {
+  HeadServerOptions options;
+  options.runner.liveness = kLiveness;
+  RunningHead head(options);
+  ASSERT_TRUE(head.start_status().ok()) << head.start_status().ToString();
+  HeadServer& server = head.server();
+  zmq::socket_t busy = head.Dealer(server.worker_endpoint(), "conn-busy");
+  ASSERT_NO_FATAL_FAILURE(SendRegister(busy, "busy"));
+  ASSERT_TRUE(ReceiveUntil(busy, 10'000, IsRegistered));
+  zmq::socket_t client = head.Dealer(server.client_endpoint());
+  ASSERT_TRUE(
+      zmqutil::SendFrames(client, {protocol::kVersion,
+                                   R"({"op": "submit", "rid": 1, "spec": {"trainable": "noop",
+                                              "stop": {"training_iteration": 1000000}}})"})
+          .ok());
+  // The busy worker answers at once: every CREATE_ACTOR, and every TRAIN
+  // with one result; notes when each message came, and each HEARTBEAT.
+  int64_t iteration = 0;
+  auto play_busy = [&](std::vector<Clock::time_point>* heard,
+                       std::vector<Clock::time_point>* heartbeats) {
+    for (const auto& m : Receive(busy, 5, [](const protocol::Message&) { return true; })) {
+      const auto now = Clock::now();
+      if (heard) heard->push_back(now);
+      if (std::holds_alternative<protocol::Heartbeat>(m.body) && heartbeats) {
+        heartbeats->push_back(now);
+      }
+      if (const auto* c = std::get_if<protocol::CreateActor>(&m.body)) {
+        protocol::Reply ok{c->rid, c->trial_id, c->attempt, true, "", Json::object()};
+        ASSERT_TRUE(zmqutil::SendFrames(busy, protocol::Encode({ok, {}})).ok());
+      } else if (const auto* t = std::get_if<protocol::Train>(&m.body)) {
+        protocol::ResultBatch b;
+        b.rid = t->rid;
+        b.trial_id = t->trial_id;
+        b.attempt = t->attempt;
+        ++iteration;
+        b.results.push_back({static_cast<uint64_t>(iteration),
+                             protocol::RawResult::FromJson(
+                                 Json{{"training_iteration", iteration}, {"done", false}})});
+        ASSERT_TRUE(zmqutil::SendFrames(busy, protocol::Encode(b)).ok());
+      }
+    }
+  };
+  // Until the trial trains; then the idle worker comes (there is one trial:
+  // it stays on the busy worker).
+  const auto ramp_deadline = Clock::now() + std::chrono::seconds(20);
+  while (iteration < 5 && Clock::now() < ramp_deadline)
+    ASSERT_NO_FATAL_FAILURE(play_busy(nullptr, nullptr));
+  ASSERT_GE(iteration, 5) << "the trial never trained";
+  zmq::socket_t idle = head.Dealer(server.worker_endpoint(), "conn-idle");
+  ASSERT_NO_FATAL_FAILURE(SendRegister(idle, "idle"));
+  auto last_beat = Clock::now();
+  bool idle_registered = false;
+  std::vector<Clock::time_point> busy_heard, busy_heartbeats, idle_heartbeats;
+  constexpr int64_t kWindowMs = 15 * kHeartbeatMs;
+  const auto window_end = Clock::now() + std::chrono::milliseconds(kWindowMs);
+  const int64_t iterations_before = iteration;
+  while (Clock::now() < window_end) {
+    ASSERT_NO_FATAL_FAILURE(play_busy(&busy_heard, &busy_heartbeats));
+    if (Clock::now() - last_beat >= std::chrono::milliseconds(kHeartbeatMs)) {
+      ASSERT_TRUE(zmqutil::SendFrames(idle, protocol::Encode({protocol::Heartbeat{}, {}})).ok());
+      last_beat = Clock::now();
+    }
+    // What has come to the idle worker, without waiting.
+    for (auto parts = zmqutil::RecvMultipart(idle); parts.ok() && !parts->empty();
+         parts = zmqutil::RecvMultipart(idle)) {
+      std::vector<std::string> frames;
+      for (const auto& p : *parts) frames.push_back(p.to_string());
+      auto m = protocol::Decode(frames);
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      if (IsRegistered(*m)) idle_registered = true;
+      if (idle_registered && std::holds_alternative<protocol::Heartbeat>(m->body)) {
+        idle_heartbeats.push_back(Clock::now());
+      }
+    }
+  }
+  head.Stop();
+  ASSERT_TRUE(idle_registered);
+  ASSERT_GT(iteration - iterations_before, 100) << "the busy worker was not kept busy";
+  // Each HEARTBEAT to the busy worker (if any: a stall of its traffic) came
+  // after a silence of most of an interval; with heartbeats to every worker
+  // every interval, they came a few ms after an ACK or a TRAIN.
+  for (const auto& hb : busy_heartbeats) {
+    auto it = std::lower_bound(busy_heard.begin(), busy_heard.end(), hb);
+    ASSERT_NE(it, busy_heard.begin());
+    const int64_t quiet =
+        std::chrono::duration_cast<std::chrono::milliseconds>(hb - *std::prev(it)).count();
+    EXPECT_GE(quiet, kHeartbeatMs / 2)
+        << "a HEARTBEAT to a worker that was sent work " << quiet << " ms before";
+  }
+  EXPECT_LE(busy_heartbeats.size(), 2u) << "of " << busy_heard.size() << " messages";
+  // The idle worker: about one per interval, at most one per 7/8 of one.
+  ASSERT_GE(idle_heartbeats.size(), 2u);
+  int64_t longest = 0;
+  for (size_t i = 1; i < idle_heartbeats.size(); ++i) {
+    longest = std::max<int64_t>(longest, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                             idle_heartbeats[i] - idle_heartbeats[i - 1])
+                                             .count());
+  }
+  EXPECT_LT(longest, kHeartbeatMs * kLiveness);
+  EXPECT_LE(idle_heartbeats.size(), static_cast<size_t>(kWindowMs * 8 / (7 * kHeartbeatMs) + 2));
+  // Counted by the head (read after Stop()): at least what the two got.
+  EXPECT_GE(server.stats().heartbeats_sent, idle_heartbeats.size() + busy_heartbeats.size());
+}
+
 // Issue 8's reproductions on the client endpoint: each gets an error reply,
 // and the head answers the next valid request.
 TEST(HeadServerTest, HostileClientRequestsGetErrorsAndTheHeadLivesOn) {
