@@ -233,6 +233,8 @@ class Cluster:
              "--cpus", str(self.args.cpus), "--step-ms", str(self.args.step_ms),
              "--heartbeat-ms", str(self.args.heartbeat_ms), "--liveness", str(self.args.liveness),
              "--name-prefix", prefix, "--report-s", "2", "--stats-file", stats,
+             # Results sent per 100 ms (kept with --keep).
+             "--series-file", os.path.join(self.dir, f"fleet-{prefix}-series.txt"),
              *(["--no-coalesce"] if self.args.no_coalesce else []),
              *(["--no-ack-trains"] if self.args.no_ack_trains else []), *extra],
             f"fleet-{prefix}.log")
@@ -393,6 +395,8 @@ def steady(args, c):
         window.update({k: end[k] for k in ("ack_latency_ms", "max_head_silence_ms")})
         # The most results the fleet sent in one 100 ms of the window.
         window["peak_results_per_100ms"] = end.get("peak_results_per_100ms")
+        # How late the fleet ran its timers (steps ending late, and together).
+        window["fleet_timer_lateness_ms"] = end.get("timer_lateness_ms")
         window.update(message_counts(start, end))
         window.update({k: end[k] - start[k] for k in (
             "silence_reconnects", "disconnects_received")})

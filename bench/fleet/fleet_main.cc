@@ -66,6 +66,10 @@ struct FleetOptions {
   double duration_s = 0;  // 0: until SIGINT/SIGTERM
   double report_s = 5;
   std::string stats_file;
+  // Results sent per 100 ms, one line "MS COUNT" per 100 ms that sent any
+  // (MS from the fleet's start): the shape of the load, e.g. how a common
+  // start's steps end together and spread (docs/benchmarks.md, fleet).
+  std::string series_file;
   uint64_t seed = 1;
 };
 
@@ -140,6 +144,13 @@ class Fleet {
       std::perror("fleet: epoll_create1");
       return 2;
     }
+    if (!o_.series_file.empty()) {
+      series_ = std::fopen(o_.series_file.c_str(), "w");
+      if (series_ == nullptr) {
+        std::perror(("fleet: " + o_.series_file).c_str());
+        return 2;
+      }
+    }
     started_ = clock_.NowMs();
     window_started_ = started_;
     for (int i = 0; i < o_.workers; ++i) {
@@ -169,6 +180,7 @@ class Fleet {
         WriteStats(Stats(now), ".window" + std::to_string(window_));
         for (Slot& slot : slots_) slot.sim.ResetWindow();
         peak_results_per_bucket_ = 0;
+        timer_lateness_ms_.clear();
         window_started_ = now;
         ++window_;
       }
@@ -198,6 +210,10 @@ class Fleet {
     std::printf("%s\n", stats.dump(2).c_str());
     for (size_t i = 0; i < slots_.size(); ++i) Close(i);
     close(epoll_fd_);
+    if (series_ != nullptr) {
+      WriteSeriesBucket();
+      std::fclose(series_);
+    }
     return 0;
   }
 
@@ -274,6 +290,7 @@ class Fleet {
       Slot& s = slots_[t.slot];
       if (t.due != s.scheduled) continue;  // superseded
       s.scheduled = -1;
+      timer_lateness_ms_.push_back(static_cast<float>(now - t.due));
       if (s.link && s.retry_at >= 0 && s.retry_at <= now) {
         const Status st = s.link->Reconnect();
         if (!st.ok()) {
@@ -345,11 +362,20 @@ class Fleet {
     if (n == 0) return;
     const TimeMs bucket = now / kBurstBucketMs;
     if (bucket != burst_bucket_) {
+      if (series_ != nullptr) WriteSeriesBucket();
       burst_bucket_ = bucket;
       burst_count_ = 0;
     }
     burst_count_ += n;
     peak_results_per_bucket_ = std::max(peak_results_per_bucket_, burst_count_);
+  }
+
+  // The bucket that ends, as a line of --series-file.
+  void WriteSeriesBucket() {
+    if (burst_bucket_ < 0) return;
+    std::fprintf(series_, "%lld %llu\n",
+                 static_cast<long long>(burst_bucket_ * kBurstBucketMs - started_),
+                 static_cast<unsigned long long>(burst_count_));
   }
 
   Json Stats(TimeMs now) const {
@@ -389,6 +415,7 @@ class Fleet {
                 {"results_acked_per_s", elapsed_s > 0 ? sum.results_acked / elapsed_s : 0.0},
                 {"ack_latency_ms", Percentiles(std::move(sum.ack_latency_ms))},
                 {"peak_results_per_100ms", peak_results_per_bucket_},
+                {"timer_lateness_ms", Percentiles(timer_lateness_ms_)},
                 {"max_head_silence_ms", sum.max_head_silence_ms},
                 {"step_failures", sum.step_failures},
                 {"refusals", sum.refusals},
@@ -445,6 +472,11 @@ class Fleet {
   TimeMs burst_bucket_ = -1;
   uint64_t burst_count_ = 0;              // results sent in burst_bucket_
   uint64_t peak_results_per_bucket_ = 0;  // most in one bucket this window
+  FILE* series_ = nullptr;                // --series-file, open for the run
+  // How late each simulated worker's timer (a step's end, a heartbeat, a
+  // reconnect) ran this window: the fleet's own delay on the shared cores,
+  // which makes steps end later, and together, than simulated.
+  std::vector<float> timer_lateness_ms_;
 };
 
 // Each connection needs descriptors on both sides; the default soft limit
@@ -504,6 +536,9 @@ int main(int argc, char** argv) {
   app.add_option("--report-s", o.report_s, "progress line on stderr and stats file this often")
       ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--stats-file", o.stats_file, "the JSON statistics, rewritten every --report-s");
+  app.add_option("--series-file", o.series_file,
+                 "write the results sent per 100 ms here, one line \"MS COUNT\" per 100 ms "
+                 "that sent any, MS from the start");
   app.add_option("--seed", o.seed, "step times, failures and worker ids");
   CLI11_PARSE(app, argc, argv);
   o.worker.coalesce = !no_coalesce;
