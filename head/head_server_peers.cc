@@ -198,7 +198,10 @@ void HeadServer::HandleWorkerFrames(const std::string& routing_id, const std::st
                     ", which is no longer allowed, dropped");
     return;
   }
-  auto decoded = protocol::Decode(frames);
+  // A CHUNK's bytes go from the received frame to the checkpoint file; a
+  // REPLY's payload (a small checkpoint, a log page) is copied, as it is kept.
+  auto decoded = protocol::DecodeLeavingPayload(frames);
+  const std::string_view payload = frames.size() == 4 ? frames[3] : std::string_view();
   if (!decoded.ok()) {
     ++stats_.malformed;
     WarnRateLimited("malformed message from worker connection " + Printable(routing_id) +
@@ -231,6 +234,7 @@ void HeadServer::HandleWorkerFrames(const std::string& routing_id, const std::st
           runner_.HandleHeartbeat(identity);
         } else if constexpr (std::is_same_v<T, protocol::Reply>) {
           runner_.HandleHeartbeat(identity);
+          m.payload.assign(payload);
           if (log_relay_.Owns(body.rid)) {
             if (auto answer = log_relay_.OnReply(identity, body, m.payload)) {
               DeliverLogReply(answer->client, std::move(answer->reply));
@@ -248,7 +252,7 @@ void HeadServer::HandleWorkerFrames(const std::string& routing_id, const std::st
           }
         } else if constexpr (std::is_same_v<T, protocol::Chunk>) {
           runner_.HandleHeartbeat(identity);
-          payloads_.OnChunk(identity, body, m.payload);
+          payloads_.OnChunk(identity, body, payload);
         } else if constexpr (std::is_same_v<T, protocol::Credit>) {
           runner_.HandleHeartbeat(identity);
           if (Status s = payloads_.OnCredit(identity, body); !s.ok()) {

@@ -80,7 +80,7 @@ void PayloadStreams::OnReply(const WorkerId& worker_id, protocol::Message messag
 }
 
 void PayloadStreams::OnChunk(const WorkerId& worker_id, const protocol::Chunk& chunk,
-                             const std::string& bytes) {
+                             std::string_view bytes) {
   auto outcome = saves_.OnChunk(worker_id, chunk, bytes);
   if (auto* refusal = std::get_if<protocol::ChunkAssembler::Refusal>(&outcome)) {
     if (!refusal->header) {

@@ -66,8 +66,7 @@ class PayloadStreams {
   // payload is complete; others are delivered at once. Either way it ends
   // our RESTORE stream for that request, if one is still going.
   void OnReply(const WorkerId& worker_id, protocol::Message message);
-  void OnChunk(const WorkerId& worker_id, const protocol::Chunk& chunk,
-               const std::string& bytes);
+  void OnChunk(const WorkerId& worker_id, const protocol::Chunk& chunk, std::string_view bytes);
   // A refused credit (beyond what was sent, going backwards) is returned.
   Status OnCredit(const WorkerId& worker_id, const protocol::Credit& credit);
 

@@ -335,7 +335,8 @@ namespace {
 
 enum class Path { kInPlaceFirst, kGeneral };
 
-Result<Message> DecodeFrames(std::span<const std::string_view> frames, Path path) {
+Result<Message> DecodeFrames(std::span<const std::string_view> frames, Path path,
+                             bool copy_payload = true) {
   if (frames.size() < 3 || frames.size() > 4) {
     return Status::InvalidArgument("expected 3 or 4 frames, got " + std::to_string(frames.size()));
   }
@@ -366,8 +367,8 @@ Result<Message> DecodeFrames(std::span<const std::string_view> frames, Path path
     }
     m.body = std::move(body).value();
   }
-  if (frames.size() == 4) m.payload.assign(frames[3]);
-  if (std::holds_alternative<Chunk>(m.body) && m.payload.empty()) {
+  if (frames.size() == 4 && copy_payload) m.payload.assign(frames[3]);
+  if (std::holds_alternative<Chunk>(m.body) && (frames.size() < 4 || frames[3].empty())) {
     return Status::InvalidArgument("CHUNK: the payload frame is missing or empty");
   }
   RETURN_IF_ERROR(CheckCoalesced(m.body));
@@ -382,6 +383,10 @@ Result<Message> Decode(std::span<const std::string_view> frames) {
 
 Result<Message> DecodeGeneral(std::span<const std::string_view> frames) {
   return DecodeFrames(frames, Path::kGeneral);
+}
+
+Result<Message> DecodeLeavingPayload(std::span<const std::string_view> frames) {
+  return DecodeFrames(frames, Path::kInPlaceFirst, /*copy_payload=*/false);
 }
 
 Result<Message> Decode(const std::vector<std::string>& frames) {

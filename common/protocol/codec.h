@@ -51,6 +51,14 @@ Result<Message> Decode(std::span<const std::string_view> frames);
 // (results_in_place.h): the reference that path is tested against.
 Result<Message> DecodeGeneral(std::span<const std::string_view> frames);
 
+// Decode, checking the same, but the payload frame (frames[3]), if any, is
+// not copied into Message::payload: the caller reads it where it lies, as
+// long as `frames` live. For a receiver that consumes CHUNK bytes at once:
+// the copy of each megabyte into a fresh string, faulting its pages in, was
+// most of the head's loop during a checkpoint upload (docs/benchmarks.md,
+// "large checkpoints", 2026-12-07).
+Result<Message> DecodeLeavingPayload(std::span<const std::string_view> frames);
+
 // Convenience for tests: decode owned frames.
 Result<Message> Decode(const std::vector<std::string>& frames);
 

@@ -60,6 +60,42 @@ TEST(CodecTest, RoundTripsReplyWithPayload) {
   EXPECT_EQ(d.data["iteration"], 5);
 }
 
+// DecodeLeavingPayload checks what Decode checks and decodes the same
+// header, but leaves the payload frame to the caller.
+TEST(CodecTest, DecodeLeavingPayloadDoesNotCopyThePayloadAndChecksTheSame) {
+  const std::string bytes(70'000, 'x');
+  const std::vector<std::string> frames = Encode(Message{Chunk{9, 1 << 20}, bytes});
+  const std::vector<std::string_view> views(frames.begin(), frames.end());
+  auto left = DecodeLeavingPayload(views);
+  ASSERT_TRUE(left.ok()) << left.status().ToString();
+  EXPECT_TRUE(left->payload.empty());
+  const auto& chunk = std::get<Chunk>(left->body);
+  EXPECT_EQ(chunk.rid, 9u);
+  EXPECT_EQ(chunk.offset, 1u << 20);
+  ASSERT_EQ(views.size(), 4u);
+  EXPECT_EQ(views[3], bytes);
+  // A CHUNK without its bytes is malformed either way.
+  for (const size_t frame_count : {size_t{3}, size_t{4}}) {
+    std::vector<std::string_view> short_views(views.begin(), views.begin() + 3);
+    if (frame_count == 4) short_views.push_back(std::string_view());
+    EXPECT_FALSE(DecodeLeavingPayload(short_views).ok()) << frame_count;
+    EXPECT_FALSE(Decode(std::span<const std::string_view>(short_views)).ok()) << frame_count;
+  }
+  // Whatever Decode refuses, it refuses.
+  std::vector<std::string_view> bad = views;
+  bad[0] = "ZT9";
+  EXPECT_FALSE(DecodeLeavingPayload(bad).ok());
+  // A REPLY with a payload: the same header, the payload not copied.
+  const std::vector<std::string> reply =
+      Encode(Message{Reply{42, "t1", 3, true, "", Json{{"iteration", 5}}}, "ckpt"});
+  const std::vector<std::string_view> reply_views(reply.begin(), reply.end());
+  auto r = DecodeLeavingPayload(reply_views);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->payload.empty());
+  EXPECT_EQ(std::get<Reply>(r->body).rid, 42u);
+  EXPECT_EQ(std::get<Reply>(r->body).data["iteration"], 5);
+}
+
 TEST(CodecTest, RoundTripsResultBatch) {
   ResultBatch b;
   b.rid = 9;
