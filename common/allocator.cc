@@ -9,14 +9,20 @@
 // jemalloc reads this at its first allocation (before main); MALLOC_CONF in
 // the environment overrides it, option by option.
 //
-// jemalloc's own defaults, except oversize_threshold:1048577: allocations
-// over 1 MiB (checkpoint chunks of 1 MiB plus their framing, whole messages
-// of a transfer) go to its oversize arena, which hands their pages back as
-// they are freed, as glibc's mmap'd chunks were. With the default threshold
-// (8 MiB) the heads of tests/e2e/large_checkpoint_e2e_test.cc (a 256 MiB
-// checkpoint uploaded and restored across head kills; bound: 64 MiB over the
-// RSS at start) peaked up to 44 MiB over start, against glibc's 30; with it,
-// up to 30.
+// jemalloc's own defaults, except oversize_threshold:0: no oversize arena.
+// That arena hands a large allocation's pages back as soon as it is freed,
+// so each one faults fresh pages in; a checkpoint's chunks (ZeroMQ's buffer
+// for every 1 MiB CHUNK received, a little over 1 MiB) went there with the
+// threshold at 1 MiB + 1 (until 2026-12-07) and the head made a 1 GiB
+// checkpoint durable at 0.22-0.37 of the disk's speed, its I/O thread
+// faulting in every page; with the threshold at 0 (large allocations decay
+// as small ones do, their pages reused for 10 s) at 0.64-0.76, jemalloc's
+// default (8 MiB) alike. The cost is memory held for reuse: the heads of
+// tests/e2e/large_checkpoint_e2e_test.cc (a 256 MiB checkpoint uploaded and
+// restored across head kills; bound: 64 MiB over the RSS at start) peaked
+// 39-44 MiB over start in 7 runs (8 MiB: 39-49 in 6; 1 MiB + 1: 19-32), and
+// a head under 1,000 simulated workers the same 224 MiB (docs/benchmarks.md,
+// "large checkpoints", 2026-12-07).
 //
 // Not thp:always, although it measured best for CPU (the head's page faults
 // on fresh memory, RocksDB's memtables above all, were 8% of its samples at
@@ -27,7 +33,7 @@
 // ("against the floor", 2026-12-06 night) has the measurements.
 extern "C" {
 // NOLINTNEXTLINE: the name and type are jemalloc's interface
-const char* malloc_conf = "oversize_threshold:1048577";
+const char* malloc_conf = "oversize_threshold:0";
 }
 #endif
 

@@ -11,7 +11,7 @@
 
 namespace ztune {
 
-// "jemalloc 5.3.0-0-g54eaed1d8b56... (thp:default, oversize_threshold:1048577)"
+// "jemalloc 5.3.0-0-g54eaed1d8b56... (thp:default, oversize_threshold:0)"
 // or "the C library's malloc".
 // Thread-safe.
 std::string AllocatorDescription();

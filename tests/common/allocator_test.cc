@@ -32,9 +32,9 @@ size_t AllocatedBytes() {
 TEST(AllocatorTest, MallocIsJemallocsWithTheHeadsOptions) {
   const std::string description = AllocatorDescription();
   EXPECT_EQ(description.rfind("jemalloc 5.", 0), 0u) << description;
-  // malloc_conf of common/allocator.cc was read: allocations over 1 MiB go
-  // to the oversize arena, and huge pages are left to the kernel's default.
-  EXPECT_NE(description.find("(thp:default, oversize_threshold:1048577)"), std::string::npos)
+  // malloc_conf of common/allocator.cc was read: no oversize arena, and huge
+  // pages are left to the kernel's default.
+  EXPECT_NE(description.find("(thp:default, oversize_threshold:0)"), std::string::npos)
       << description;
 
   // And malloc() goes to it: 8 MiB held show in its count, and leave it.
