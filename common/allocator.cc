@@ -20,7 +20,7 @@
 // default (8 MiB) alike. The cost is memory held for reuse: the heads of
 // tests/e2e/large_checkpoint_e2e_test.cc (a 256 MiB checkpoint uploaded and
 // restored across head kills; bound: 64 MiB over the RSS at start) peaked
-// 39-44 MiB over start in 7 runs (8 MiB: 39-49 in 6; 1 MiB + 1: 19-32), and
+// 39-44 MiB over start in 7 runs (8 MiB: 38-49 in 6; 1 MiB + 1: 19-30), and
 // a head under 1,000 simulated workers the same 224 MiB (docs/benchmarks.md,
 // "large checkpoints", 2026-12-07).
 //
