@@ -14,7 +14,7 @@
 // so each one faults fresh pages in; a checkpoint's chunks (ZeroMQ's buffer
 // for every 1 MiB CHUNK received, a little over 1 MiB) went there with the
 // threshold at 1 MiB + 1 (until 2026-12-07) and the head made a 1 GiB
-// checkpoint durable at 0.22-0.37 of the disk's speed, its I/O thread
+// checkpoint durable at 0.19-0.37 of the disk's speed, its I/O thread
 // faulting in every page; with the threshold at 0 (large allocations decay
 // as small ones do, their pages reused for 10 s) at 0.64-0.76, jemalloc's
 // default (8 MiB) alike. The cost is memory held for reuse: the heads of

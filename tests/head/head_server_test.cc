@@ -82,6 +82,18 @@ void SendRegister(zmq::socket_t& s, const std::string& worker_id, uint64_t incar
   ASSERT_TRUE(zmqutil::SendFrames(s, protocol::Encode({reg, {}})).ok());
 }
 
+// The RESULT batch a worker answers TRAIN `t` with: one result, of `iteration`.
+protocol::ResultBatch OneResultFor(const protocol::Train& t, int64_t iteration) {
+  protocol::ResultBatch b;
+  b.rid = t.rid;
+  b.trial_id = t.trial_id;
+  b.attempt = t.attempt;
+  b.results.push_back(
+      {static_cast<uint64_t>(iteration),
+       protocol::RawResult::FromJson(Json{{"training_iteration", iteration}, {"done", false}})});
+  return b;
+}
+
 // A head on loopback with its loop on a thread, on `store` (its own
 // in-memory store when null); stopped and joined at scope exit (stats() and
 // run_status() may be read only after Stop()).
@@ -226,15 +238,8 @@ TEST(HeadServerTest, HeartbeatsGoOnlyToWorkersTheHeadSentNothingElseLately) {
         protocol::Reply ok{c->rid, c->trial_id, c->attempt, true, "", Json::object()};
         ASSERT_TRUE(zmqutil::SendFrames(busy, protocol::Encode({ok, {}})).ok());
       } else if (const auto* t = std::get_if<protocol::Train>(&m.body)) {
-        protocol::ResultBatch b;
-        b.rid = t->rid;
-        b.trial_id = t->trial_id;
-        b.attempt = t->attempt;
-        ++iteration;
-        b.results.push_back({static_cast<uint64_t>(iteration),
-                             protocol::RawResult::FromJson(
-                                 Json{{"training_iteration", iteration}, {"done", false}})});
-        ASSERT_TRUE(zmqutil::SendFrames(busy, protocol::Encode(b)).ok());
+        ASSERT_TRUE(
+            zmqutil::SendFrames(busy, protocol::Encode(OneResultFor(*t, ++iteration))).ok());
       }
     }
   };
@@ -652,14 +657,7 @@ TrainTraffic RunFourTrials(std::vector<std::string> features, TimeMs train_with_
     if (Clock::now() - last_train < std::chrono::milliseconds(answer_after_ms)) continue;
     protocol::ResultsWriter results;
     for (const protocol::Train& t : held) {
-      protocol::ResultBatch b;
-      b.rid = t.rid;
-      b.trial_id = t.trial_id;
-      b.attempt = t.attempt;
-      const int64_t it = ++iteration[t.trial_id];
-      b.results.push_back(
-          {static_cast<uint64_t>(it),
-           protocol::RawResult::FromJson(Json{{"training_iteration", it}, {"done", false}})});
+      const protocol::ResultBatch b = OneResultFor(t, ++iteration[t.trial_id]);
       if (head_takes_results) {
         results.Add(b);
       } else {
@@ -833,14 +831,7 @@ class OneTrialWorker {
     return std::get<protocol::Train>(m->body);
   }
   void Answer(const protocol::Train& t, int64_t iteration) {
-    protocol::ResultBatch b;
-    b.rid = t.rid;
-    b.trial_id = t.trial_id;
-    b.attempt = t.attempt;
-    b.results.push_back(
-        {static_cast<uint64_t>(iteration),
-         protocol::RawResult::FromJson(Json{{"training_iteration", iteration}, {"done", false}})});
-    EXPECT_TRUE(zmqutil::SendFrames(worker_, protocol::Encode(b)).ok());
+    EXPECT_TRUE(zmqutil::SendFrames(worker_, protocol::Encode(OneResultFor(t, iteration))).ok());
   }
   // Every message of a kind seen so far.
   template <class T>
