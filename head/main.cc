@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/allocator.h"
+#include "common/curve_buffers.h"
 #include "common/logging.h"
 #include "head/head_keys.h"
 #include "head/dashboard_server.h"
@@ -269,6 +270,7 @@ int main(int argc, char** argv) {
   }
   spdlog::info("memory allocator: {}", ztune::AllocatorDescription());
   if (!insecure) {
+    spdlog::info("CURVE buffers: {}", ztune::CurveBuffersDescription());
     auto pair = ztune::head::EnsureHeadKeyPair(key_base);
     if (!pair.ok()) {
       spdlog::critical("cannot start: {}", pair.status().ToString());

@@ -13,6 +13,7 @@
 #include <zmq.hpp>
 
 #include "common/clock.h"
+#include "common/curve_buffers.h"
 #include "common/logging.h"
 #include "worker/actor_runner.h"
 #include "worker/process_trainable.h"
@@ -168,6 +169,7 @@ int main(int argc, char** argv) {
         "role upload, as its own user ({})",
         options.python);
   }
+  if (options.curve) spdlog::info("CURVE buffers: {}", ztune::CurveBuffersDescription());
   SteadyClock clock;
   zmq::context_t context(1);
   int code = 0;
