@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <memory>
 
 #include "common/checkpoint/checkpoint_envelope.h"
 #include "common/check.h"
+#include "common/protocol/result_fields.h"
 
 namespace ztune::fleet {
 namespace {
@@ -173,11 +176,13 @@ SimWorker::LinkAction SimWorker::Timers(TimeMs now, std::vector<protocol::Messag
     return LinkAction::kOpen;
   }
   // Steps first: a result due now goes out before a heartbeat would.
-  std::vector<ActorKey> due;
-  for (const auto& [key, a] : actors_) {
-    if (a.step_due && *a.step_due <= now) due.push_back(key);
+  if (NextStepMs() <= now) {
+    std::vector<ActorKey> due;
+    for (const auto& [key, a] : actors_) {
+      if (a.step_due && *a.step_due <= now) due.push_back(key);
+    }
+    for (const ActorKey& key : due) Step(key, now, out);
   }
-  for (const ActorKey& key : due) Step(key, now, out);
 
   if (now - last_heard_ >= heartbeat_ms_ * liveness_) {
     // Paranoid Pirate: the head is presumed dead; a new connection after the
@@ -219,10 +224,18 @@ TimeMs SimWorker::NextTimerMs() const {
   TimeMs next = last_heard_ + heartbeat_ms_ * liveness_;
   next =
       std::min(next, (link_ == Link::kRegistering ? last_register_ : last_sent_) + heartbeat_ms_);
-  for (const auto& [key, a] : actors_) {
-    if (a.step_due) next = std::min(next, *a.step_due);
+  return std::min(next, NextStepMs());
+}
+
+TimeMs SimWorker::NextStepMs() const {
+  if (next_step_stale_) {
+    next_step_ = std::numeric_limits<TimeMs>::max();
+    for (const auto& [key, a] : actors_) {
+      if (a.step_due) next_step_ = std::min(next_step_, *a.step_due);
+    }
+    next_step_stale_ = false;
   }
-  return next;
+  return next_step_;
 }
 
 void SimWorker::Leave(std::vector<protocol::Message>& out) {
@@ -319,7 +332,7 @@ void SimWorker::Answered(uint64_t rid, const protocol::Message* kept) {
   auto it = accepted_.find(rid);
   if (it == accepted_.end()) return;
   it->second.answered = true;
-  if (kept != nullptr) it->second.answer = *kept;
+  if (kept != nullptr) it->second.answer = std::make_unique<protocol::Message>(*kept);
 }
 
 std::string SimWorker::NoActorError(const ActorKey& key) const {
@@ -658,6 +671,7 @@ void SimWorker::Drain(const ActorKey& key, TimeMs now, std::vector<protocol::Mes
         a.train_started = now;
         a.batch.clear();
         a.step_due = now + StepDuration();
+        StepsChanged();
       }
       return;  // stepping; Step() pops it when the batch is done
     }
@@ -715,6 +729,7 @@ void SimWorker::Drain(const ActorKey& key, TimeMs now, std::vector<protocol::Mes
         moved.rids = std::move(a.rids);
         const uint64_t rid = reset->rid;
         actors_.erase(it);
+        StepsChanged();
         if (auto o = outbox_.find(key); o != outbox_.end() && o->second.empty()) outbox_.erase(o);
         CHECK(actors_.emplace(new_key, std::move(moved)).second);
         Reply(rid, new_key, true, {}, Json{{"reset", true}}, {}, /*keep=*/true, out);
@@ -727,6 +742,7 @@ void SimWorker::Drain(const ActorKey& key, TimeMs now, std::vector<protocol::Mes
       // Later commands were refused ("is stopping"); the outbox goes with it.
       outbox_.erase(key);
       actors_.erase(it);
+      StepsChanged();
       Reply(rid, key, true, {}, Json::object(), {}, /*keep=*/true, out);
       return;
     } else if (auto* e = std::get_if<protocol::Export>(&m.body)) {
@@ -740,36 +756,42 @@ TimeMs SimWorker::StepDuration() {
   return std::max<TimeMs>(0, std::llround(static_cast<double>(options_.step_ms) * (1 + jitter)));
 }
 
-Json SimWorker::MakeResult(const ActorKey& key, Actor& a, double step_s) const {
-  // A score that depends on the config and improves with iterations, so that
-  // schedulers have something to compare: numeric config values near 0.5 are best.
-  double base = 0;
-  if (a.config.is_object()) {
-    for (const auto& [k, v] : a.config.items()) {
-      if (v.is_number()) base -= (v.get<double>() - 0.5) * (v.get<double>() - 0.5);
+protocol::RawResult SimWorker::MakeResult(const ActorKey& key, Actor& a, double step_s,
+                                          bool& done) const {
+  if (!a.base_score) {
+    // A score that depends on the config and improves with iterations, so that
+    // schedulers have something to compare: numeric config values near 0.5 are best.
+    double base = 0;
+    if (a.config.is_object()) {
+      for (const auto& [k, v] : a.config.items()) {
+        if (v.is_number()) base -= (v.get<double>() - 0.5) * (v.get<double>() - 0.5);
+      }
+      auto iters = a.config.find("iterations");
+      if (iters != a.config.end() && iters->is_number()) a.iterations_cap = iters->get<double>();
     }
+    a.base_score = base;
   }
-  const double score = base + 1.0 - 1.0 / static_cast<double>(1 + a.iteration);
-  Json r = Json::object();
-  r["score"] = score;
-  r["loss"] = -score;
-  r["done"] = false;
-  if (a.config.is_object()) {
-    auto iters = a.config.find("iterations");
-    if (iters != a.config.end() && iters->is_number() && a.iteration >= iters->get<double>()) {
-      r["done"] = true;
-    }
-  }
-  r["training_iteration"] = a.iteration;
-  r["time_this_iter_s"] = step_s;
-  r["time_total_s"] = a.time_total_s;
-  r["iterations_since_restore"] = a.iterations_since_restore;
-  r["time_since_restore"] = a.time_since_restore;
-  r["timestamp"] = static_cast<int64_t>(WallSeconds());
-  r["trial_id"] = key.first;
-  r["hostname"] = options_.host;
-  r["pid"] = options_.pid;
-  return r;
+  const double score = *a.base_score + 1.0 - 1.0 / static_cast<double>(1 + a.iteration);
+  done = a.iterations_cap && static_cast<double>(a.iteration) >= *a.iterations_cap;
+  // Packed without a JSON document (as a worker packs its auto-filled
+  // fields); sorted by key, as PackWithAutoFields requires.
+  using Field = protocol::AutoField;
+  const Field fields[] = {
+      {"done", done},
+      {"hostname", std::string_view(options_.host)},
+      {"iterations_since_restore", a.iterations_since_restore},
+      {"loss", -score},
+      {"pid", static_cast<int64_t>(options_.pid)},
+      {"score", score},
+      {"time_since_restore", a.time_since_restore},
+      {"time_this_iter_s", step_s},
+      {"time_total_s", a.time_total_s},
+      {"timestamp", static_cast<int64_t>(WallSeconds())},
+      {"training_iteration", a.iteration},
+      {"trial_id", std::string_view(key.first)},
+  };
+  static const Json kEmpty = Json::object();
+  return protocol::PackWithAutoFields(kEmpty, fields);
 }
 
 void SimWorker::Step(const ActorKey& key, TimeMs now, std::vector<protocol::Message>& out) {
@@ -793,15 +815,16 @@ void SimWorker::Step(const ActorKey& key, TimeMs now, std::vector<protocol::Mess
     ++a.iterations_since_restore;
     a.time_total_s += step_s;
     a.time_since_restore += step_s;
-    Json result = MakeResult(key, a, step_s);
-    const bool done = result["done"].get<bool>();
-    a.batch.push_back(protocol::ResultRecord{a.next_seq++, protocol::RawResult::FromJson(result)});
+    bool done = false;
+    protocol::RawResult result = MakeResult(key, a, step_s, done);
+    a.batch.push_back(protocol::ResultRecord{a.next_seq++, std::move(result)});
     const double elapsed_s = static_cast<double>(now - a.train_started) / 1000.0;
     batch_over =
         done || a.stopping ||
         static_cast<int64_t>(a.batch.size()) >= std::max<int64_t>(1, train.buffer_length) ||
         train.buffer_time_s <= 0 || elapsed_s >= train.buffer_time_s;
   }
+  StepsChanged();
   if (!batch_over) {
     a.step_due = now + StepDuration();
     return;
