@@ -236,7 +236,8 @@ class Cluster:
              # Results sent per 100 ms (kept with --keep).
              "--series-file", os.path.join(self.dir, f"fleet-{prefix}-series.txt"),
              *(["--no-coalesce"] if self.args.no_coalesce else []),
-             *(["--no-ack-trains"] if self.args.no_ack_trains else []), *extra],
+             *(["--no-ack-trains"] if self.args.no_ack_trains else []),
+             *(["--no-one-frame"] if self.args.no_one_frame else []), *extra],
             f"fleet-{prefix}.log")
         if self.fleet is None:
             self.fleet, self.fleet_stats, self.window_stats = proc, stats, []
@@ -529,6 +530,9 @@ def main():
                     help="the fleet announces no TRAINS/RESULTS: a message per TRAIN and RESULT")
     ap.add_argument("--no-ack-trains", action="store_true",
                     help="the fleet does not announce ack_trains: no TRAIN comes inside an ACK")
+    ap.add_argument("--no-one-frame", action="store_true",
+                    help="the fleet does not announce one_frame: version, command and header "
+                         "in frames of their own")
     args = ap.parse_args()
     c = Cluster(args)
     try:

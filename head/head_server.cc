@@ -345,7 +345,13 @@ void HeadServer::SendFramesToWorker(const WorkerId& worker_id,
     WarnRateLimited("send to worker '" + worker_id + "' dropped: it has no connection");
     return;
   }
-  Status s = zmqutil::SendFrames(workers_, frames, route->second.routing_id);
+  Status s;
+  if (route->second.one_frame) {
+    const protocol::OneFrameMessage joined(frames);
+    s = zmqutil::SendFrames(workers_, joined.frames(), route->second.routing_id);
+  } else {
+    s = zmqutil::SendFrames(workers_, frames, route->second.routing_id);
+  }
   if (s.ok()) {
     route->second.last_sent_ms = clock_.NowMs();
   } else {

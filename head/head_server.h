@@ -179,6 +179,9 @@ class HeadServer final : public CommandSink {
     // any message is a sign of life, so a worker that got one lately needs no
     // HEARTBEAT (SendHeartbeats).
     TimeMs last_sent_ms = 0;
+    // Its last REGISTER announced protocol::kFeatureOneFrame: what the head
+    // sends it goes in the one-frame layout.
+    bool one_frame = false;
   };
 
   // What a drain of a socket read, and whether it stopped on an empty socket

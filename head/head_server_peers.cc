@@ -2,6 +2,7 @@
 // connection registered as (worker ids bound to their key, routed by the
 // connection that registered last), the caller of a client request, and the
 // allow-lists behind both (docs/security.md). Head loop thread only.
+#include <algorithm>
 #include <unordered_set>
 
 #include <spdlog/spdlog.h>
@@ -94,6 +95,8 @@ bool HeadServer::AcceptRegister(const std::string& routing_id, const std::string
     connections_.erase(route->second.routing_id);
     route->second.routing_id = routing_id;
   }
+  route->second.one_frame = std::find(reg.features.begin(), reg.features.end(),
+                                      protocol::kFeatureOneFrame) != reg.features.end();
   connections_[routing_id] = worker_id;
   return true;
 }
@@ -201,7 +204,7 @@ void HeadServer::HandleWorkerFrames(const std::string& routing_id, const std::st
   // A CHUNK's bytes go from the received frame to the checkpoint file; a
   // REPLY's payload (a small checkpoint, a log page) is copied, as it is kept.
   auto decoded = protocol::DecodeLeavingPayload(frames);
-  const std::string_view payload = frames.size() == 4 ? frames[3] : std::string_view();
+  const std::string_view payload = protocol::PayloadFrame(frames);
   if (!decoded.ok()) {
     ++stats_.malformed;
     WarnRateLimited("malformed message from worker connection " + Printable(routing_id) +

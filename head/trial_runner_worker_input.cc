@@ -36,7 +36,7 @@ void TrialRunner::HandleRegister(const protocol::Register& reg) {
   registered.heartbeat_ms = options_.heartbeat_ms;
   registered.liveness = options_.liveness;
   registered.head_epoch = recovery_.epoch();
-  registered.features = {protocol::kFeatureResults};
+  registered.features = {protocol::kFeatureResults, protocol::kFeatureOneFrame};
   // Sent before anything below (re-attach TRAINs, STOPs): the worker holds
   // its replies and replays its outbox once it has this.
   sink_.SendToWorker(worker, protocol::Message{registered, {}}, SendTiming::kAfterCommit);

@@ -277,6 +277,7 @@ bool WorkerRuntime::ConnectionWasCut() {
 void WorkerRuntime::BeginRegistration(TimeMs now) {
   ++incarnation_;
   link_ = Link::kRegistering;
+  head_takes_one_frame_ = false;
   results_.Clear();  // the outbox replays them after REGISTERED
   SendRegister();
   next_register_at_ = now + heartbeat_ms_;
@@ -319,7 +320,7 @@ void WorkerRuntime::SendRegister() {
     if (auto rit = rids.find(d.key); rit != rids.end()) a.rids = rit->second;
     r.live_actors.push_back(std::move(a));
   }
-  r.features = {protocol::kFeatureTrains, protocol::kFeatureAckTrains};
+  r.features = {protocol::kFeatureTrains, protocol::kFeatureAckTrains, protocol::kFeatureOneFrame};
   // The first REGISTER of an incarnation at info; the resends at debug.
   spdlog::log(r.incarnation != last_logged_incarnation_ ? spdlog::level::info
                                                         : spdlog::level::debug,
@@ -415,6 +416,8 @@ void WorkerRuntime::HandleRegistered(const protocol::Registered& m) {
   link_ = Link::kRegistered;
   head_takes_results_ = std::find(m.features.begin(), m.features.end(),
                                   protocol::kFeatureResults) != m.features.end();
+  head_takes_one_frame_ = std::find(m.features.begin(), m.features.end(),
+                                    protocol::kFeatureOneFrame) != m.features.end();
   backoff_ms_ = std::min(heartbeat_ms_, options_.max_backoff_ms);
   spdlog::info("registered with head (epoch {}) as {} incarnation {}; heartbeat {} ms x {}",
                m.head_epoch, options_.worker_id, incarnation_, heartbeat_ms_, liveness_);

@@ -142,6 +142,8 @@ class WorkerRuntime {
   bool Send(const protocol::ResultBatch& batch);
   // Sends encoded frames, or, when one is over protocol::kMaxFrameBytes, the
   // failure that replaces `message()` (made only then).
+  // `frames` to the head, in the layout it announced (head_takes_one_frame_).
+  Status SendToHead(const std::vector<std::string>& frames);
   bool SendEncoded(const std::vector<std::string>& frames, const char* name,
                    const std::function<protocol::Message()>& message);
   // Sends now when registered, else holds the message until REGISTERED. A
@@ -282,6 +284,10 @@ class WorkerRuntime {
   std::deque<HeldReply> held_;  // replies made while not registered
   // The last REGISTERED announced protocol::kFeatureResults.
   bool head_takes_results_ = false;
+  // ... and protocol::kFeatureOneFrame: messages go in the one-frame layout
+  // (SendToHead) until the next registration begins (a REGISTER goes split,
+  // which every head reads).
+  bool head_takes_one_frame_ = false;
   // This pass's result batches, coalesced (QueueBatch), and when the first
   // of them was added.
   protocol::ResultsWriter results_;

@@ -42,6 +42,12 @@ constexpr size_t kMaxHeld = 10'000;
 constexpr size_t kCoalescedBytes = 1 << 20;
 }  // namespace
 
+Status WorkerRuntime::SendToHead(const std::vector<std::string>& frames) {
+  if (!head_takes_one_frame_) return zmqutil::SendFrames(*dealer_, frames);
+  const protocol::OneFrameMessage joined(frames);
+  return zmqutil::SendFrames(*dealer_, joined.frames());
+}
+
 bool WorkerRuntime::Send(const protocol::Message& message) {
   if (dealer_ == nullptr || shutting_down_) return false;
   return SendEncoded(protocol::Encode(message), protocol::CommandName(message.body),
@@ -69,7 +75,7 @@ bool WorkerRuntime::SendEncoded(const std::vector<std::string>& frames, const ch
     spdlog::warn("{}", error);
     return Send(OversizeReplacement(message(), error));
   }
-  Status s = zmqutil::SendFrames(*dealer_, frames);
+  Status s = SendToHead(frames);
   if (!s.ok()) {
     spdlog::warn("cannot send {} to the head: {}", name, s.ToString());
     return false;
@@ -114,7 +120,7 @@ void WorkerRuntime::FlushResults() {
     return;
   }
   const size_t n = results_.count();
-  Status s = zmqutil::SendFrames(*dealer_, results_.Finish());
+  Status s = SendToHead(results_.Finish());
   if (!s.ok()) {
     spdlog::warn("cannot send {} result batch(es) to the head: {}", n, s.ToString());
     return;

@@ -344,7 +344,13 @@ class Fleet {
     const TimeMs now = clock_.NowMs();
     for (protocol::Message& m : out) {
       CountResults(m, now);
-      s.link->Send(protocol::Encode(m));
+      std::vector<std::string> frames = protocol::Encode(m);
+      if (s.sim.sends_one_frame()) {
+        const protocol::OneFrameMessage joined(frames);
+        std::vector<std::string> one(joined.frames().begin(), joined.frames().end());
+        frames = std::move(one);
+      }
+      s.link->Send(frames);
     }
     out.clear();
     Handle(i, s.link->Flush(), now);
@@ -517,6 +523,10 @@ int main(int argc, char** argv) {
   bool no_coalesce = false;
   app.add_flag("--no-coalesce", no_coalesce,
                "one message per TRAIN and per RESULT, as a worker without TRAINS/RESULTS");
+  bool no_one_frame = false;
+  app.add_flag("--no-one-frame", no_one_frame,
+               "do not announce one_frame: every message goes as version, command and header "
+               "frames");
   bool no_ack_trains = false;
   app.add_flag("--no-ack-trains", no_ack_trains,
                "do not announce ack_trains: every TRAIN comes in a TRAIN or TRAINS of its own");
@@ -543,6 +553,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   o.worker.coalesce = !no_coalesce;
   o.worker.ack_trains = !no_ack_trains;
+  o.worker.one_frame = !no_one_frame;
   if (!o.insecure && (o.key_file.empty() || o.head_key.empty())) {
     std::fprintf(stderr, "fleet: --key and --head-key are required (or --insecure)\n");
     return 2;

@@ -115,6 +115,8 @@ void SimWorker::SendRegister(TimeMs now, std::vector<protocol::Message>& out) {
   m.trainables = options_.trainables;
   if (options_.coalesce) m.features = {protocol::kFeatureTrains};
   if (options_.coalesce && options_.ack_trains) m.features.push_back(protocol::kFeatureAckTrains);
+  if (options_.one_frame) m.features.push_back(protocol::kFeatureOneFrame);
+  head_takes_one_frame_ = false;  // a REGISTER goes split, which every head reads
   for (const auto& [key, a] : actors_) {
     protocol::LiveActor live;
     live.trial_id = key.first;
@@ -146,6 +148,9 @@ void SimWorker::HandleRegistered(const protocol::Registered& m, TimeMs now,
   head_takes_results_ =
       options_.coalesce && std::find(m.features.begin(), m.features.end(),
                                      protocol::kFeatureResults) != m.features.end();
+  head_takes_one_frame_ =
+      options_.one_frame && std::find(m.features.begin(), m.features.end(),
+                                      protocol::kFeatureOneFrame) != m.features.end();
   // SAVE replies cut off by the reconnect start over, unless the head
   // restarted: a new head never asked for them (docs/protocol.md §7.1).
   if (!head_restarted) {

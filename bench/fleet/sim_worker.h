@@ -61,6 +61,9 @@ struct SimWorkerOptions {
   // ACK (the head lets those of long steps wait for its commit:
   // docs/protocol.md §4.11).
   bool ack_trains = true;
+  // As ztune-worker: announce the one-frame layout (kFeatureOneFrame), and
+  // send in it to a head that announced it too.
+  bool one_frame = true;
   // Until REGISTERED says otherwise.
   int64_t heartbeat_ms = 1000;
   int64_t liveness = 3;
@@ -127,6 +130,9 @@ class SimWorker {
 
   const std::string& worker_id() const { return worker_id_; }
   bool registered() const { return link_ == Link::kRegistered; }
+  // What it sends goes in the one-frame layout (the head announced it at the
+  // REGISTERED of this registration).
+  bool sends_one_frame() const { return head_takes_one_frame_; }
   uint64_t incarnation() const { return incarnation_; }
   size_t actor_count() const { return actors_.size(); }
   // Sum of the iterations every hosted actor completed.
@@ -247,6 +253,7 @@ class SimWorker {
   uint64_t head_epoch_ = 0;
   bool have_epoch_ = false;
   bool head_takes_results_ = false;  // the last REGISTERED announced kFeatureResults
+  bool head_takes_one_frame_ = false;  // ... and kFeatureOneFrame (this registration)
   TimeMs last_heard_ = 0;
   TimeMs last_sent_ = 0;
   TimeMs last_register_ = 0;

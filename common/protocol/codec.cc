@@ -1,6 +1,7 @@
 #include "common/protocol/codec.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -8,6 +9,7 @@
 
 #include <msgpack.hpp>
 
+#include "common/check.h"
 #include "common/protocol/msgpack_io.h"
 #include "common/protocol/results_in_place.h"
 #include "common/utf8.h"
@@ -335,8 +337,29 @@ namespace {
 
 enum class Path { kInPlaceFirst, kGeneral };
 
+bool IsOneFrame(std::span<const std::string_view> frames) {
+  return !frames.empty() && frames[0].substr(0, sizeof(kVersionOneFrame) - 1) == kVersionOneFrame;
+}
+
 Result<Message> DecodeFrames(std::span<const std::string_view> frames, Path path,
                              bool copy_payload = true) {
+  // The one-frame layout is read as the split one it joins.
+  std::array<std::string_view, 4> split;
+  if (IsOneFrame(frames)) {
+    if (frames.size() > 2) {
+      return Status::InvalidArgument("expected 1 or 2 frames in the one-frame layout, got " +
+                                     std::to_string(frames.size()));
+    }
+    constexpr size_t kPrefix = sizeof(kVersionOneFrame) - 1;
+    if (frames[0].size() < kPrefix + 1) {
+      return Status::InvalidArgument("one-frame message without a command byte");
+    }
+    split[0] = kVersion;
+    split[1] = frames[0].substr(kPrefix, 1);
+    split[2] = frames[0].substr(kPrefix + 1);
+    if (frames.size() == 2) split[3] = frames[1];
+    frames = std::span<const std::string_view>(split.data(), frames.size() + 2);
+  }
   if (frames.size() < 3 || frames.size() > 4) {
     return Status::InvalidArgument("expected 3 or 4 frames, got " + std::to_string(frames.size()));
   }
@@ -387,6 +410,21 @@ Result<Message> DecodeGeneral(std::span<const std::string_view> frames) {
 
 Result<Message> DecodeLeavingPayload(std::span<const std::string_view> frames) {
   return DecodeFrames(frames, Path::kInPlaceFirst, /*copy_payload=*/false);
+}
+
+OneFrameMessage::OneFrameMessage(std::span<const std::string> frames) : count_(frames.size() - 2) {
+  CHECK(frames.size() == 3 || frames.size() == 4);
+  head_.reserve(sizeof(kVersionOneFrame) - 1 + frames[1].size() + frames[2].size());
+  head_.append(kVersionOneFrame);
+  head_.append(frames[1]);
+  head_.append(frames[2]);
+  views_[0] = head_;
+  if (frames.size() == 4) views_[1] = frames[3];
+}
+
+std::string_view PayloadFrame(std::span<const std::string_view> frames) {
+  const size_t at = IsOneFrame(frames) ? 1 : 3;
+  return frames.size() > at ? frames[at] : std::string_view();
 }
 
 Result<Message> Decode(const std::vector<std::string>& frames) {

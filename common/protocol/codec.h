@@ -6,6 +6,7 @@
 // Stateless and thread-safe.
 #pragma once
 
+#include <array>
 #include <span>
 #include <string>
 #include <string_view>
@@ -42,22 +43,47 @@ class ResultsWriter {
   size_t count_ = 0;
 };
 
+// `frames` (as Encode makes them: version, command, header, payload) in the
+// one-frame layout (kFeatureOneFrame), to send: kVersionOneFrame, the command
+// byte and the header joined in one frame, then the payload frame as it is.
+// Views into itself and `frames`: it outlives neither and does not move.
+class OneFrameMessage {
+ public:
+  // Precondition: frames.size() is 3 or 4.
+  explicit OneFrameMessage(std::span<const std::string> frames);
+  OneFrameMessage(const OneFrameMessage&) = delete;
+  OneFrameMessage& operator=(const OneFrameMessage&) = delete;
+
+  std::span<const std::string_view> frames() const { return {views_.data(), count_}; }
+
+ private:
+  std::string head_;
+  std::array<std::string_view, 2> views_;
+  size_t count_;
+};
+
 // Validates the version, the command byte, the header (a msgpack map whose
 // required keys are present with the right types; unknown keys ignored) and the
-// frame count. InvalidArgument names what is wrong; never throws.
+// frame count. Either layout: [kVersion, command, header, payload?] or
+// [kVersionOneFrame + command + header, payload?]. InvalidArgument names what
+// is wrong; never throws.
 Result<Message> Decode(std::span<const std::string_view> frames);
 
 // Decode without its in-place path for RESULT and RESULTS headers
 // (results_in_place.h): the reference that path is tested against.
 Result<Message> DecodeGeneral(std::span<const std::string_view> frames);
 
-// Decode, checking the same, but the payload frame (frames[3]), if any, is
+// Decode, checking the same, but the payload frame (PayloadFrame), if any, is
 // not copied into Message::payload: the caller reads it where it lies, as
 // long as `frames` live. For a receiver that consumes CHUNK bytes at once:
 // the copy of each megabyte into a fresh string, faulting its pages in, was
 // most of the head's loop during a checkpoint upload (docs/benchmarks.md,
 // "large checkpoints", 2026-12-07).
 Result<Message> DecodeLeavingPayload(std::span<const std::string_view> frames);
+
+// The payload frame of a message Decode accepted (frames[3] in the split
+// layout, frames[1] in the one-frame one), or an empty view.
+std::string_view PayloadFrame(std::span<const std::string_view> frames);
 
 // Convenience for tests: decode owned frames.
 Result<Message> Decode(const std::vector<std::string>& frames);

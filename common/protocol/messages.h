@@ -22,6 +22,10 @@
 namespace ztune::protocol {
 
 inline constexpr char kVersion[] = "ZTUNE1";
+// The first 6 bytes of a message in the one-frame layout (kFeatureOneFrame):
+// version, command byte and header in one frame, the payload (if any) in a
+// second.
+inline constexpr char kVersionOneFrame[] = "ZTUNE2";
 // The largest frame either side of the worker link accepts (ZMQ_MAXMSGSIZE);
 // a bigger one closes the connection. Checkpoints travel in 1 MiB chunks, so
 // only a result batch or a reply with a huge `data` could exceed it: the
@@ -41,6 +45,12 @@ inline constexpr char kFeatureTrains[] = "trains";
 inline constexpr char kFeatureResults[] = "results";
 // The worker takes TRAINs inside an ACK (Ack::trains).
 inline constexpr char kFeatureAckTrains[] = "ack_trains";
+// The peer decodes messages in the one-frame layout (kVersionOneFrame), which
+// each side then sends it: with CURVE every frame is a box of its own, and
+// ZeroMQ handles each frame apart; two frames fewer per message took 15% off
+// the head's CPU per result under 1,000 simulated workers (docs/benchmarks.md,
+// "fleet", 2026-12-07 afternoon).
+inline constexpr char kFeatureOneFrame[] = "one_frame";
 // The most entries one TRAINS, RESULTS or ACK's `trains` carries; more are
 // refused whole.
 inline constexpr size_t kMaxCoalesced = 4096;

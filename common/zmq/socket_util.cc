@@ -2,6 +2,8 @@
 
 #include <poll.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -74,6 +76,19 @@ Result<SocketWait> WaitReadable(std::span<void* const> sockets, int fd, long tim
 }
 
 Status SendFrames(zmq::socket_t& socket, const std::vector<std::string>& frames,
+                  std::string_view routing_id) {
+  // Without an allocation for the usual message (4 frames at most).
+  std::array<std::string_view, 8> few;
+  if (frames.size() <= few.size()) {
+    std::copy(frames.begin(), frames.end(), few.begin());
+    return SendFrames(socket, std::span<const std::string_view>(few.data(), frames.size()),
+                      routing_id);
+  }
+  std::vector<std::string_view> views(frames.begin(), frames.end());
+  return SendFrames(socket, std::span<const std::string_view>(views), routing_id);
+}
+
+Status SendFrames(zmq::socket_t& socket, std::span<const std::string_view> frames,
                   std::string_view routing_id) {
   auto send = [&socket](std::string_view frame, zmq::send_flags flags) {
     return RetryInterrupted(

@@ -20,6 +20,8 @@ namespace ztune::zmqutil {
 // ROUTER_MANDATORY) or EAGAIN; IOError otherwise.
 Status SendFrames(zmq::socket_t& socket, const std::vector<std::string>& frames,
                   std::string_view routing_id = {});
+Status SendFrames(zmq::socket_t& socket, std::span<const std::string_view> frames,
+                  std::string_view routing_id = {});
 
 // Receives one whole multipart message without blocking. An empty vector means
 // nothing was ready. IOError on a socket error (ETERM included).

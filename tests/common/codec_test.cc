@@ -12,6 +12,14 @@ T RoundTrip(const T& body, const std::string& payload = {}) {
   EXPECT_TRUE(decoded.ok()) << decoded.status().ToString();
   EXPECT_EQ(decoded->payload, payload);
   EXPECT_TRUE(std::holds_alternative<T>(decoded->body));
+  // The one-frame layout of the same message decodes to the same.
+  const OneFrameMessage joined(frames);
+  EXPECT_EQ(joined.frames().size(), payload.empty() ? 1u : 2u);
+  auto from_one = Decode(joined.frames());
+  EXPECT_TRUE(from_one.ok()) << from_one.status().ToString();
+  if (decoded.ok() && from_one.ok()) {
+    EXPECT_EQ(Encode(*from_one), Encode(*decoded));
+  }
   return std::get<T>(decoded->body);
 }
 
@@ -179,6 +187,56 @@ TEST(CodecTest, RoundTripsSubmittedCodeMessages) {
   EXPECT_STREQ(CommandName(Body{CodePage{}}), "CODE");
   EXPECT_STREQ(CommandNameByByte(18), "FETCH_CODE");
   EXPECT_STREQ(CommandNameByByte(19), "CODE");
+}
+
+// The one-frame layout: kVersionOneFrame, the command byte and the header
+// in one frame, the payload in a second; read by Decode as the split layout.
+TEST(CodecTest, TheOneFrameLayoutJoinsVersionCommandAndHeader) {
+  const std::vector<std::string> split = Encode(Message{Chunk{9, 1 << 20}, "bytes"});
+  const OneFrameMessage joined(split);
+  ASSERT_EQ(joined.frames().size(), 2u);
+  EXPECT_EQ(joined.frames()[0], std::string(kVersionOneFrame) + split[1] + split[2]);
+  EXPECT_EQ(joined.frames()[1], "bytes");
+  EXPECT_EQ(joined.frames()[1].data(), split[3].data());  // a view, not a copy
+  EXPECT_EQ(PayloadFrame(joined.frames()), "bytes");
+  const std::vector<std::string_view> split_views(split.begin(), split.end());
+  EXPECT_EQ(PayloadFrame(split_views), "bytes");
+  auto left = DecodeLeavingPayload(joined.frames());
+  ASSERT_TRUE(left.ok()) << left.status().ToString();
+  EXPECT_TRUE(left->payload.empty());
+  EXPECT_EQ(std::get<Chunk>(left->body).offset, 1u << 20);
+  auto copied = Decode(joined.frames());
+  ASSERT_TRUE(copied.ok());
+  EXPECT_EQ(copied->payload, "bytes");
+
+  const std::vector<std::string> beat = Encode(Message{Heartbeat{}, {}});
+  const OneFrameMessage one_beat(beat);
+  ASSERT_EQ(one_beat.frames().size(), 1u);
+  EXPECT_EQ(PayloadFrame(one_beat.frames()), "");
+}
+
+TEST(CodecTest, RejectsMalformedOneFrameMessages) {
+  const std::vector<std::string> split = Encode(Message{Heartbeat{}, {}});
+  const std::string head = std::string(kVersionOneFrame) + split[1] + split[2];
+  auto error = [](std::vector<std::string> frames) {
+    auto m = Decode(frames);
+    return m.ok() ? std::string("decoded") : m.status().message();
+  };
+  EXPECT_EQ(error({head}), "decoded");
+  EXPECT_NE(error({kVersionOneFrame}).find("without a command byte"), std::string::npos);
+  EXPECT_NE(error({head, "payload", "more"}).find("1 or 2 frames"), std::string::npos);
+  EXPECT_NE(error({std::string(kVersionOneFrame) + "\x7f" + split[2]}).find("unknown command"),
+            std::string::npos);
+  EXPECT_NE(error({std::string(kVersionOneFrame) + split[1]}), "decoded");  // no header
+  EXPECT_NE(error({std::string(kVersionOneFrame) + split[1] + "\xc1"}), "decoded");
+  // The split layout's version with a header joined to it is neither.
+  EXPECT_NE(error({std::string(kVersion) + split[1] + split[2]}).find("expected 3 or 4 frames"),
+            std::string::npos);
+  // A CHUNK needs its bytes in this layout too.
+  const std::vector<std::string> chunk = Encode(Message{Chunk{9, 0}, "x"});
+  const std::string chunk_head = std::string(kVersionOneFrame) + chunk[1] + chunk[2];
+  EXPECT_NE(error({chunk_head}).find("payload frame"), std::string::npos);
+  EXPECT_NE(error({chunk_head, ""}).find("payload frame"), std::string::npos);
 }
 
 TEST(CodecTest, RejectsWrongFrameCount) {

@@ -405,7 +405,8 @@ TEST_F(SimWorkerTest, TakesTrainsAndCoalescesResultsForAHeadThatTakesThem) {
   Make(Options());
   const protocol::Register reg = Register(1, {protocol::kFeatureResults});
   EXPECT_EQ(reg.features,
-            (std::vector<std::string>{protocol::kFeatureTrains, protocol::kFeatureAckTrains}));
+            (std::vector<std::string>{protocol::kFeatureTrains, protocol::kFeatureAckTrains,
+                                      protocol::kFeatureOneFrame}));
   Create(1, "t1");
   Create(2, "t2");
   Create(3, "t3");
@@ -478,7 +479,28 @@ TEST_F(SimWorkerTest, TakesTrainsInsideAnAck) {
   o.ack_trains = false;
   Make(o);
   now_ = kStart;
-  EXPECT_EQ(Register().features, std::vector<std::string>{protocol::kFeatureTrains});
+  EXPECT_EQ(Register().features,
+            (std::vector<std::string>{protocol::kFeatureTrains, protocol::kFeatureOneFrame}));
+}
+
+// As ztune-worker: it announces the one-frame layout, sends in it once a
+// REGISTERED announced it too, and starts each registration split; with
+// one_frame off (--no-one-frame) it neither announces nor sends it.
+TEST_F(SimWorkerTest, SendsTheOneFrameLayoutOnlyToAHeadThatAnnouncedIt) {
+  Make(Options());
+  EXPECT_FALSE(sim_->sends_one_frame());
+  Register(1, {protocol::kFeatureResults, protocol::kFeatureOneFrame});
+  EXPECT_TRUE(sim_->sends_one_frame());
+  Register(2, {protocol::kFeatureResults});
+  EXPECT_FALSE(sim_->sends_one_frame());
+
+  SimWorkerOptions o = Options();
+  o.one_frame = false;
+  Make(o);
+  now_ = kStart;
+  const protocol::Register reg = Register(1, {protocol::kFeatureOneFrame});
+  EXPECT_EQ(std::count(reg.features.begin(), reg.features.end(), protocol::kFeatureOneFrame), 0);
+  EXPECT_FALSE(sim_->sends_one_frame());
 }
 
 TEST_F(SimWorkerTest, SendsSingleResultsToAHeadWithoutTheFeatureOrWhenToldNotToCoalesce) {
@@ -491,7 +513,11 @@ TEST_F(SimWorkerTest, SendsSingleResultsToAHeadWithoutTheFeatureOrWhenToldNotToC
     const protocol::Register reg =
         Register(1, coalesce ? std::vector<std::string>{}
                              : std::vector<std::string>{protocol::kFeatureResults});
-    EXPECT_EQ(reg.features.empty(), !coalesce);
+    const std::vector<std::string> announced =
+        coalesce ? std::vector<std::string>{protocol::kFeatureTrains, protocol::kFeatureAckTrains,
+                                            protocol::kFeatureOneFrame}
+                 : std::vector<std::string>{protocol::kFeatureOneFrame};
+    EXPECT_EQ(reg.features, announced);
     Create(1, "t1");
     Create(2, "t2");
     Deliver(protocol::Train{3, "t1", 1, 1, 0});

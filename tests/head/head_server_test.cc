@@ -599,15 +599,26 @@ TrainTraffic RunFourTrials(std::vector<std::string> features, TimeMs train_with_
   EXPECT_TRUE(head.start_status().ok()) << head.start_status().ToString();
   if (!head.start_status().ok()) return traffic;
   zmq::socket_t worker = head.Dealer(head.server().worker_endpoint(), "conn-w");
+  const std::vector<std::string> features_copy = features;
   SendRegister(worker, "w-1", 1, 4, std::move(features));
   bool head_takes_results = false;
+  bool one_frame = false;  // what the worker sends goes in the one-frame layout
   for (const auto& m : Receive(worker, 10'000, IsRegistered)) {
     if (const auto* r = std::get_if<protocol::Registered>(&m.body)) {
       traffic.registered_features = r->features;
       head_takes_results = std::find(r->features.begin(), r->features.end(),
                                      protocol::kFeatureResults) != r->features.end();
+      one_frame = std::find(r->features.begin(), r->features.end(), protocol::kFeatureOneFrame) !=
+                      r->features.end() &&
+                  std::find(features_copy.begin(), features_copy.end(),
+                            protocol::kFeatureOneFrame) != features_copy.end();
     }
   }
+  auto send = [&](const std::vector<std::string>& frames) {
+    if (!one_frame) return zmqutil::SendFrames(worker, frames).ok();
+    const protocol::OneFrameMessage joined(frames);
+    return zmqutil::SendFrames(worker, joined.frames()).ok();
+  };
   zmq::socket_t client = head.Dealer(head.server().client_endpoint());
   EXPECT_TRUE(zmqutil::SendFrames(client, {protocol::kVersion,
                                            R"({"op": "submit", "rid": 1, "spec": {
@@ -621,14 +632,14 @@ TrainTraffic RunFourTrials(std::vector<std::string> features, TimeMs train_with_
   const auto deadline = Clock::now() + std::chrono::seconds(30);
   while (traffic.stops < 4 && Clock::now() < deadline) {
     if (Clock::now() - last_beat >= std::chrono::milliseconds(kHeartbeatMs)) {
-      EXPECT_TRUE(zmqutil::SendFrames(worker, protocol::Encode({protocol::Heartbeat{}, {}})).ok());
+      EXPECT_TRUE(send(protocol::Encode({protocol::Heartbeat{}, {}})));
       last_beat = Clock::now();
     }
     for (auto& m : Receive(worker, 10, [](const protocol::Message&) { return true; })) {
       if (const auto* c = std::get_if<protocol::CreateActor>(&m.body)) {
         iteration[c->trial_id] = 0;
         protocol::Reply ok{c->rid, c->trial_id, c->attempt, true, "", Json::object()};
-        EXPECT_TRUE(zmqutil::SendFrames(worker, protocol::Encode({ok, {}})).ok());
+        EXPECT_TRUE(send(protocol::Encode({ok, {}})));
       } else if (auto* t = std::get_if<protocol::Train>(&m.body)) {
         ++traffic.single_trains;
         held.push_back(*t);
@@ -648,7 +659,7 @@ TrainTraffic RunFourTrials(std::vector<std::string> features, TimeMs train_with_
         ++traffic.stops;
         iteration.erase(stop->trial_id);
         protocol::Reply ok{stop->rid, stop->trial_id, stop->attempt, true, "", Json::object()};
-        EXPECT_TRUE(zmqutil::SendFrames(worker, protocol::Encode({ok, {}})).ok());
+        EXPECT_TRUE(send(protocol::Encode({ok, {}})));
       }
     }
     // A TRAIN for each trial not yet stopped (all 4 are created first: there
@@ -661,12 +672,12 @@ TrainTraffic RunFourTrials(std::vector<std::string> features, TimeMs train_with_
       if (head_takes_results) {
         results.Add(b);
       } else {
-        EXPECT_TRUE(zmqutil::SendFrames(worker, protocol::Encode(b)).ok());
+        EXPECT_TRUE(send(protocol::Encode(b)));
       }
     }
     held.clear();
     if (!results.empty()) {
-      EXPECT_TRUE(zmqutil::SendFrames(worker, results.Finish()).ok());
+      EXPECT_TRUE(send(results.Finish()));
     }
   }
   EXPECT_EQ(traffic.stops, 4u) << "the trials did not all run to their end";
@@ -692,7 +703,8 @@ TrainTraffic RunFourTrials(std::vector<std::string> features, TimeMs train_with_
 // message; results coalesced in a RESULTS are each handled as if alone.
 TEST(HeadServerTest, TrainsOfOneTurnGoToAWorkerInOneMessage) {
   const TrainTraffic t = RunFourTrials({protocol::kFeatureTrains});
-  EXPECT_EQ(t.registered_features, std::vector<std::string>{protocol::kFeatureResults});
+  EXPECT_EQ(t.registered_features,
+            (std::vector<std::string>{protocol::kFeatureResults, protocol::kFeatureOneFrame}));
   EXPECT_TRUE(t.ack_trains.empty());
   // Rounds 2 to 5: the round before reached the head in one RESULTS, so its
   // four TRAINs left in one turn. Round 1 follows the CREATE_ACTOR replies,
@@ -719,6 +731,94 @@ TEST(HeadServerTest, TrainsOfLongStepsGoInsideTheAck) {
   for (size_t n : t.trains_messages) alone += n;
   EXPECT_EQ(alone, 4u);
   EXPECT_EQ(t.ack_trains, (std::vector<size_t>{4, 4, 4, 4}));
+}
+
+// A worker that announces the one-frame layout gets everything in it, and
+// the head reads it from the worker (here its TRAINs' RESULTS, replies and
+// heartbeats): the trials run as in the split layout.
+TEST(HeadServerTest, AWorkerThatAnnouncesOneFrameTrainsInThatLayout) {
+  constexpr TimeMs kThresholdMs = 20;
+  const TrainTraffic t = RunFourTrials(
+      {protocol::kFeatureTrains, protocol::kFeatureAckTrains, protocol::kFeatureOneFrame},
+      kThresholdMs, 2 * kThresholdMs);
+  EXPECT_EQ(t.ack_trains, (std::vector<size_t>{4, 4, 4, 4}));
+  ASSERT_TRUE(t.head_stats.value("ok", false)) << t.head_stats.dump();
+  EXPECT_EQ(t.head_stats["head"]["malformed"], 0) << t.head_stats.dump();
+}
+
+// The next message `s` receives within `wait_ms`, as its raw frames; none if
+// nothing came.
+std::vector<std::string> ReceiveFrames(zmq::socket_t& s, int64_t wait_ms) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(wait_ms);
+  while (Clock::now() < deadline) {
+    zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(20));
+    auto parts = zmqutil::RecvMultipart(s);
+    if (!parts.ok() || parts->empty()) continue;
+    std::vector<std::string> frames;
+    for (const zmq::message_t& part : *parts) frames.push_back(part.to_string());
+    return frames;
+  }
+  return {};
+}
+
+// Receives on `s` until a REGISTERED (within 10 s), expecting every message
+// in the one-frame layout (`one_frame`) or in the split one.
+bool ReceiveRegisteredIn(zmq::socket_t& s, bool one_frame) {
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (Clock::now() < deadline) {
+    const std::vector<std::string> frames = ReceiveFrames(s, 1'000);
+    if (frames.empty()) continue;
+    if (one_frame) {
+      EXPECT_EQ(frames.size(), 1u);
+      EXPECT_EQ(frames[0].substr(0, 6), protocol::kVersionOneFrame);
+    } else {
+      EXPECT_EQ(frames.size(), 3u);
+      EXPECT_EQ(frames[0], protocol::kVersion);
+    }
+    auto m = protocol::Decode(frames);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    if (m.ok() && IsRegistered(*m)) return true;
+  }
+  return false;
+}
+
+// The head sends the one-frame layout only to a worker that announced it,
+// and reads it from any worker; a one-frame message without its command byte
+// is malformed and dropped.
+TEST(HeadServerTest, OneFrameLayoutGoesOnlyToWorkersThatAnnounceIt) {
+  HeadServerOptions options;
+  options.runner.liveness = kLiveness;
+  RunningHead head(options);
+  ASSERT_TRUE(head.start_status().ok()) << head.start_status().ToString();
+  zmq::socket_t one = head.Dealer(head.server().worker_endpoint(), "conn-one");
+  zmq::socket_t split = head.Dealer(head.server().worker_endpoint(), "conn-split");
+  SendRegister(one, "w-one", 1, 1, {protocol::kFeatureOneFrame});
+  SendRegister(split, "w-split", 1, 1, {});
+  EXPECT_TRUE(ReceiveRegisteredIn(one, true));
+  EXPECT_TRUE(ReceiveRegisteredIn(split, false));
+
+  // Its REGISTER again, in the one-frame layout: answered as the first was.
+  protocol::Register reg;
+  reg.worker_id = "w-one";
+  reg.incarnation = 1;
+  reg.pid = 4242;
+  reg.host = "test-host";
+  reg.resources = {{"CPU", 1.0}};
+  reg.trainables = {"noop"};
+  reg.features = {protocol::kFeatureOneFrame};
+  const std::vector<std::string> frames = protocol::Encode({reg, {}});
+  const protocol::OneFrameMessage joined(frames);
+  ASSERT_TRUE(zmqutil::SendFrames(one, joined.frames()).ok());
+  EXPECT_TRUE(ReceiveRegisteredIn(one, true));
+
+  ASSERT_TRUE(zmqutil::SendFrames(one, std::vector<std::string>{protocol::kVersionOneFrame}).ok());
+  // One connection's messages are handled in order: once the REGISTER after
+  // it is answered, the bad one was handled.
+  ASSERT_TRUE(zmqutil::SendFrames(one, joined.frames()).ok());
+  EXPECT_TRUE(ReceiveRegisteredIn(one, true));
+  head.Stop();
+  EXPECT_EQ(head.server().stats().malformed, 1u);
 }
 
 // Without the feature, or with the threshold at 0, the same long steps get

@@ -68,6 +68,13 @@ class FakeHead {
   bool auto_register = true;
   // REGISTERED announces protocol::kFeatureResults: the worker may coalesce.
   bool takes_results = false;
+  // REGISTERED announces protocol::kFeatureOneFrame, and what Send sends goes
+  // in that layout. Either way a message in it before that REGISTERED, or a
+  // REGISTER in it, fails the test.
+  bool takes_one_frame = false;
+  // Messages received in each layout (heartbeats included).
+  size_t one_frame_messages = 0;
+  size_t split_messages = 0;
   // The batches of every RESULTS received, one entry per message (each
   // batch is also returned by Recv on its own, in order).
   std::vector<std::vector<uint64_t>> results_rids;
@@ -80,8 +87,14 @@ class FakeHead {
 
   template <class Body>
   void Send(const Body& body, std::string payload = {}) {
-    auto s = zmqutil::SendFrames(router_, protocol::Encode(protocol::Message{body, payload}),
-                                 worker_);
+    const std::vector<std::string> frames = protocol::Encode(protocol::Message{body, payload});
+    Status s;
+    if (takes_one_frame) {
+      const protocol::OneFrameMessage joined(frames);
+      s = zmqutil::SendFrames(router_, joined.frames(), worker_);
+    } else {
+      s = zmqutil::SendFrames(router_, frames, worker_);
+    }
     EXPECT_TRUE(s.ok()) << s.ToString();
   }
   void SendRaw(const std::vector<std::string>& frames) {
@@ -91,7 +104,9 @@ class FakeHead {
     const std::string id = registers.empty() ? worker_ : registers.back().worker_id;
     protocol::Registered r{id, heartbeat_ms_, liveness_, 1, {}};
     if (takes_results) r.features = {protocol::kFeatureResults};
+    if (takes_one_frame) r.features.push_back(protocol::kFeatureOneFrame);
     Send(r);
+    registered_ = true;
   }
 
   // Receives one message (handling heartbeats and registration per the
@@ -127,9 +142,20 @@ class FakeHead {
       for (const auto& p : *parts) frames.emplace_back(static_cast<const char*>(p.data()), p.size());
       worker_ = frames[0];
       frames.erase(frames.begin());
+      const bool one_frame = frames[0].rfind(protocol::kVersionOneFrame, 0) == 0;
       auto m = protocol::Decode(frames);
       EXPECT_TRUE(m.ok()) << m.status().ToString();
       if (!m.ok()) continue;
+      if (one_frame) {
+        ++one_frame_messages;
+        EXPECT_TRUE(takes_one_frame && registered_)
+            << "the one-frame layout to a head that did not announce it";
+        EXPECT_FALSE(std::holds_alternative<protocol::Register>(m->body))
+            << "a REGISTER in the one-frame layout, which an older head cannot read";
+      } else {
+        ++split_messages;
+      }
+      if (std::holds_alternative<protocol::Register>(m->body)) registered_ = false;
       if (std::holds_alternative<protocol::Heartbeat>(m->body)) {
         ++heartbeats;
         if (!silent) Send(protocol::Heartbeat{});
@@ -208,6 +234,8 @@ class FakeHead {
   std::chrono::steady_clock::time_point last_beat_{};
   std::string worker_;
   std::deque<protocol::Message> unpacked_;  // batches of a RESULTS not yet returned
+  // A REGISTERED answered the last REGISTER received.
+  bool registered_ = false;
   int64_t heartbeat_ms_;
   int64_t liveness_;
 };

@@ -33,6 +33,7 @@ class WorkerRuntimeTest : public ::testing::Test {
              int64_t coalesce_wait_us = 60'000'000) {
     head_ = std::make_unique<FakeHead>(context_, kHeartbeatMs, liveness);
     head_->takes_results = head_takes_results;
+    head_->takes_one_frame = head_takes_one_frame_;
     WorkerOptions o = head_->WorkerOptionsFor(dir_.path());
     // A whole pass by default: what is coalesced does not depend on timing.
     o.coalesce_wait_us = coalesce_wait_us;
@@ -58,6 +59,9 @@ class WorkerRuntimeTest : public ::testing::Test {
     worker_.reset();
     head_.reset();
   }
+
+  // The fake head of the next Start announces the one-frame layout.
+  bool head_takes_one_frame_ = false;
 
   // ---- chunked transfers (common/protocol/chunked_transfer.h) ----
 
@@ -527,6 +531,33 @@ TEST_F(WorkerRuntimeTest, ReRegistersAndResendsUnackedResultsAfterHeadSilence) {
   }
 }
 
+// To a head that announced the one-frame layout, everything after REGISTERED
+// goes in it (and what the head sends in it is read); each new registration
+// starts split, which any head reads. To a head that did not, nothing does
+// (FakeHead checks that in every test).
+TEST_F(WorkerRuntimeTest, SendsTheOneFrameLayoutToAHeadThatAnnouncedIt) {
+  head_takes_one_frame_ = true;
+  Start();
+  Create(1, "t", 1, "noop");
+  head_->Send(Train{2, "t", 1, 1, 0});
+  auto b = head_->WaitBatch(2);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->results[0].result.ToJson()["training_iteration"], 1);
+  EXPECT_GE(head_->one_frame_messages, 2u);  // the CREATE_ACTOR's REPLY and the batch
+  const size_t split_before = head_->split_messages;
+
+  head_->Send(Disconnect{"register again"});
+  auto reg = head_->WaitFor<Register>(
+      [&](const Register& r) { return r.incarnation > first_register_.incarnation; });
+  ASSERT_TRUE(reg.has_value());
+  EXPECT_GT(head_->split_messages, split_before);  // that REGISTER
+  const size_t one_before = head_->one_frame_messages;
+  head_->Send(Train{3, "t", 1, 1, 0});
+  auto b3 = head_->WaitBatch(3);
+  ASSERT_TRUE(b3.has_value());
+  EXPECT_GT(head_->one_frame_messages, one_before);
+}
+
 // TRAINS from the head: each TRAIN runs as if it had come alone. To a head
 // that announced RESULTS, the batches one pass made go in one message, in
 // order, and before any later answer (a REPLY never overtakes a batch); the
@@ -534,7 +565,7 @@ TEST_F(WorkerRuntimeTest, ReRegistersAndResendsUnackedResultsAfterHeadSilence) {
 TEST_F(WorkerRuntimeTest, CoalescesResultsForAHeadThatTakesThem) {
   Start(/*liveness=*/6, /*head_takes_results=*/true);
   EXPECT_EQ(first_register_.features,
-            (std::vector<std::string>{kFeatureTrains, kFeatureAckTrains}));
+            (std::vector<std::string>{kFeatureTrains, kFeatureAckTrains, kFeatureOneFrame}));
   for (uint64_t i = 0; i < 3; ++i) Create(1 + i, "t" + std::to_string(i), 1, "noop");
   Trains trains;
   for (uint64_t i = 0; i < 3; ++i)
