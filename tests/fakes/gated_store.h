@@ -4,6 +4,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -16,8 +17,10 @@ class GatedStore final : public storage::Store {
   Status Commit(const storage::WriteBatch& batch) override {
     std::unique_lock<std::mutex> lock(mu_);
     ++entered_;
+    const bool gated = !holds_ || holds_(batch);
+    if (gated && !open_) ++held_;
     cv_.notify_all();
-    cv_.wait(lock, [&] { return open_; });
+    cv_.wait(lock, [&] { return open_ || !gated; });
     if (refuse_) return Status::ResourceExhausted("disk full (test)");
     if (fail_) return Status::IOError("injected (test)");
     committed_sizes_.push_back(batch.size());
@@ -48,6 +51,17 @@ class GatedStore final : public storage::Store {
     std::lock_guard<std::mutex> lock(mu_);
     fail_ = fail;
   }
+  // Only commits for which `holds` is true wait at a closed gate (all when
+  // null).
+  void SetHolds(std::function<bool(const storage::WriteBatch&)> holds) {
+    std::lock_guard<std::mutex> lock(mu_);
+    holds_ = std::move(holds);
+  }
+  // Waits until `n` commits have been stopped at the closed gate so far.
+  void AwaitHeld(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return held_ >= n; });
+  }
   // Waits until `n` commits have entered Commit (at the gate or past it).
   void AwaitEntered(int n) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -70,6 +84,8 @@ class GatedStore final : public storage::Store {
   bool refuse_ = false;
   bool fail_ = false;
   int entered_ = 0;
+  int held_ = 0;
+  std::function<bool(const storage::WriteBatch&)> holds_;
   std::vector<size_t> committed_sizes_;
   storage::InMemoryStore base_;
 };

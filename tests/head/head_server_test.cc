@@ -19,6 +19,7 @@
 #include "common/zmq/socket_util.h"
 #include "storage/fault_injecting_store.h"
 #include "storage/in_memory_store.h"
+#include "storage/keys.h"
 #include "tests/fakes/gated_store.h"
 #include "tests/fakes/peer_messages.h"
 
@@ -1017,13 +1018,19 @@ class OneTrialHeadTest : public ::testing::Test {
 TEST_F(OneTrialHeadTest, TrainsGoOnWhileACommitIsHeldAndAcksWaitForIt) {
   const size_t acks_before = w_->Count<protocol::Ack>();
 
-  // The disk stalls from here: result 1's commit is held.
-  const int entered = store_.entered();
+  // The disk stalls from here for result 1's commit. Only that one: the
+  // commit of the turn that sent TRAIN 1 went behind the loop and may not
+  // have reached the store yet on a loaded machine (held, it would stand in
+  // front of result 1's).
+  const std::string result1 = storage::ResultKey(train1_->trial_id, 1);
+  store_.SetHolds([result1](const storage::WriteBatch& b) {
+    return b.NewestWrite(storage::Family::kResults, result1) != nullptr;
+  });
   store_.SetOpen(false);
   w_->Answer(*train1_, 1);
   const std::optional<protocol::Train> train2 = w_->NextTrain();
   ASSERT_TRUE(train2) << "no TRAIN after result 1";
-  store_.AwaitEntered(entered + 1);
+  store_.AwaitHeld(1);
   // Result 2 while result 1's commit is still held: the loop handles it.
   w_->Answer(*train2, 2);
   ASSERT_TRUE(w_->NextTrain()) << "no TRAIN after result 2: the loop waited for result 1's commit";
