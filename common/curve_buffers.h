@@ -8,8 +8,8 @@
 // munlock, mprotect and munmap, whose TLB shootdown interrupts the process's
 // other cores; about 54 us a pair on a VM whose syscalls are dear. A head
 // that 1,000 workers connect to at once (its start, or its restart) did that
-// 6,000 times on its one ZeroMQ I/O thread, 12% of that thread's samples
-// while they registered; with these buffers on the heap 1,000 simulated
+// 6,000 times on its one ZeroMQ I/O thread: 12% of that thread's samples
+// over the first 13 s of a 1,000-worker run (their registration included); with these buffers on the heap 1,000 simulated
 // workers re-attached to a restarted head in 0.6 of the time
 // (docs/benchmarks.md, "fleet", 2026-12-07 afternoon). The guard pages and
 // the lock protect little there: the secrets those buffers hold for a moment
