@@ -449,6 +449,10 @@ int RunHeadStats(const CommandContext& ctx, bool json) {
           << (head.contains("heartbeats_sent")
                   ? ", " + count("heartbeats_sent") + " heartbeats sent"
                   : std::string())
+          << (head.contains("worker_sends_dropped")
+                  ? ", " + count("worker_sends_dropped") +
+                        " messages to workers dropped (no connection)"
+                  : std::string())
           << ".\n"
           << "Refused: " << count("malformed") << " malformed, " << count("unknown_senders")
           << " from unknown senders, " << count("unauthorized") << " unauthorized, "

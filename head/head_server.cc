@@ -338,12 +338,13 @@ void HeadServer::DropStreamsOfDeadWorkers() {
   }
 }
 
-void HeadServer::SendFramesToWorker(const WorkerId& worker_id,
+bool HeadServer::SendFramesToWorker(const WorkerId& worker_id,
                                     const std::vector<std::string>& frames) {
   auto route = routes_.find(worker_id);
   if (route == routes_.end() || route->second.routing_id.empty()) {
+    ++stats_.worker_sends_dropped;
     WarnRateLimited("send to worker '" + worker_id + "' dropped: it has no connection");
-    return;
+    return false;
   }
   Status s;
   if (route->second.one_frame) {
@@ -352,15 +353,17 @@ void HeadServer::SendFramesToWorker(const WorkerId& worker_id,
   } else {
     s = zmqutil::SendFrames(workers_, frames, route->second.routing_id);
   }
-  if (s.ok()) {
-    route->second.last_sent_ms = clock_.NowMs();
-  } else {
+  if (!s.ok()) {
     // Between two connections of a reconnecting worker. Not a death: liveness
     // is judged by heartbeats, and what was lost is reconciled when it
     // registers again (TrialRunner::ReconcileAfterReconnect).
+    ++stats_.worker_sends_dropped;
     WarnRateLimited("send to worker '" + worker_id + "' failed (" + s.message() +
                     "); it is judged by its heartbeats");
+    return false;
   }
+  route->second.last_sent_ms = clock_.NowMs();
+  return true;
 }
 
 void HeadServer::SendFramesToConnection(const std::string& routing_id,
@@ -446,8 +449,7 @@ void HeadServer::SendHeartbeats() {
     auto route = routes_.find(id);
     if (route != routes_.end() && now - route->second.last_sent_ms < quiet_ms) continue;
     if (frames.empty()) frames = protocol::Encode(protocol::Message{protocol::Heartbeat{}, {}});
-    SendFramesToWorker(id, frames);
-    ++stats_.heartbeats_sent;
+    if (SendFramesToWorker(id, frames)) ++stats_.heartbeats_sent;
   }
 }
 

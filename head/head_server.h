@@ -104,6 +104,10 @@ struct HeadStats {
   uint64_t trains_in_acks = 0;
   // HEARTBEATs sent: only to workers sent nothing else lately (SendHeartbeats).
   uint64_t heartbeats_sent = 0;
+  // Messages to workers dropped: the worker had no connection (detached, or
+  // between two of its connections) or the socket refused the send. Not
+  // counted in the figures above.
+  uint64_t worker_sends_dropped = 0;
 };
 
 class HeadServer final : public CommandSink {
@@ -260,7 +264,9 @@ class HeadServer final : public CommandSink {
   // The caller of a client request; nullopt (answered with an error) when
   // its key is no longer allowed.
   std::optional<ClientCaller> CallerOf(const std::string& key) const;
-  void SendFramesToWorker(const WorkerId& worker_id, const std::vector<std::string>& frames);
+  // Whether the frames went to the worker's connection (dropped, counted and
+  // warned about, when it has none or the socket refuses them).
+  bool SendFramesToWorker(const WorkerId& worker_id, const std::vector<std::string>& frames);
   void SendFramesToConnection(const std::string& routing_id,
                               const std::vector<std::string>& frames);
   // Sends an Outgoing: its frames, then starts streaming its payload if any.

@@ -188,6 +188,7 @@ Json HeadServer::HeadStatsReply(const Json& rid) const {
             {"result_batches", stats_.result_batches},
             {"trains_in_acks", stats_.trains_in_acks},
             {"heartbeats_sent", stats_.heartbeats_sent},
+            {"worker_sends_dropped", stats_.worker_sends_dropped},
             {"malformed", stats_.malformed},
             {"unknown_senders", stats_.unknown_senders},
             {"unauthorized", stats_.unauthorized},

@@ -144,6 +144,9 @@ Json HeadStats() {
           {"commits_behind_loop", 90},
           {"messages_in", 7000},
           {"result_batches", 6000},
+          {"trains_in_acks", 40},
+          {"heartbeats_sent", 33},
+          {"worker_sends_dropped", 4},
           {"malformed", 2},
           {"unknown_senders", 0},
           {"unauthorized", 0},
@@ -394,7 +397,8 @@ TEST_F(CommandsTest, HumanTablesRender) {
   ASSERT_FALSE(head_lines.empty());
   EXPECT_EQ(head_lines[0],
             "Head up 12.5 s: 5000 turns, 120 commits (90 behind the loop), 7000 messages in, "
-            "6000 result batches.");
+            "6000 result batches, 40 TRAINs sent inside ACKs, 33 heartbeats sent, 4 messages to "
+            "workers dropped (no connection).");
   EXPECT_TRUE(HasLine(head_lines, "result_wait  120    0.7  41.5  45")) << out_.str();
   EXPECT_TRUE(HasLine(head_lines, "commit       120    0.7  3.58  6.66")) << out_.str();
   out_.str("");

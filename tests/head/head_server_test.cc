@@ -571,6 +571,43 @@ TEST(HeadServerTest, AWorkerOverItsBudgetIsToldToRegisterAgainAndComesBack) {
   EXPECT_GE(head.server().stats().rate_limited, 1u);
 }
 
+// A worker detached for flooding stays alive (its heartbeats judge it) but
+// has no connection: what the head would send it is dropped, and counted as
+// dropped, not as sent. Every HEARTBEAT counted as sent reached the worker.
+TEST(HeadServerTest, SendsToAWorkerWithoutAConnectionAreCountedDroppedNotSent) {
+  constexpr double kBurst = 50;
+  HeadServerOptions options;
+  options.worker_limits = PeerLimits{{200, kBurst}, {}};
+  options.runner.liveness = 1000;  // detached, it is not judged dead while the test runs
+  RunningHead head(options);
+  ASSERT_TRUE(head.start_status().ok()) << head.start_status().ToString();
+  zmq::socket_t flooder = head.Dealer(head.server().worker_endpoint(), "conn-flood");
+  SendRegister(flooder, "w-flood");
+  size_t heard = 0;
+  bool detached = false;
+  auto count = [&](const std::vector<protocol::Message>& messages) {
+    for (const auto& m : messages) {
+      if (std::holds_alternative<protocol::Heartbeat>(m.body)) ++heard;
+      if (std::holds_alternative<protocol::Disconnect>(m.body)) detached = true;
+    }
+  };
+  count(Receive(flooder, 10'000, IsRegistered));
+  const auto heartbeat = protocol::Encode({protocol::Heartbeat{}, {}});
+  for (int i = 0; i < 10 * kBurst; ++i) ASSERT_TRUE(zmqutil::SendFrames(flooder, heartbeat).ok());
+  count(Receive(flooder, 10'000, [](const protocol::Message& m) {
+    return std::holds_alternative<protocol::Disconnect>(m.body);
+  }));
+  ASSERT_TRUE(detached);
+  // Several heartbeat rounds find the worker alive and without a connection.
+  count(Receive(flooder, 5 * kHeartbeatMs));
+  head.Stop();
+  // What the stopped loop queued is delivered by ZeroMQ's I/O thread.
+  count(Receive(flooder, 10 * kHeartbeatMs));
+  const HeadStats& stats = head.server().stats();
+  EXPECT_EQ(stats.heartbeats_sent, heard);
+  EXPECT_GE(stats.worker_sends_dropped, 1u);
+}
+
 // What the head sent a scripted worker that runs every trial of an experiment
 // to its end (TrainsToAWorker).
 struct TrainTraffic {
