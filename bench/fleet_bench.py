@@ -197,8 +197,13 @@ class Cluster:
         return p
 
     def start_head(self):
+        # --head-nice: the head's threads (and the RocksDB threads it starts)
+        # get the cores before the fleet and the reader, as a head on a
+        # machine of its own would; the fleet's ACK latency then also holds
+        # the fleet's own waits for a core, the head's result_wait does not.
+        nice = ["nice", "-n", str(self.args.head_nice)] if self.args.head_nice else []
         self.head = self.spawn(
-            [HEAD, "--data-dir", self.data,
+            [*nice, HEAD, "--data-dir", self.data,
              "--worker-endpoint", f"tcp://127.0.0.1:{self.worker_port}",
              "--client-endpoint", f"tcp://127.0.0.1:{self.client_port}",
              "--workers-allow", os.path.join(self.keys, "workers.allow"),
@@ -533,6 +538,8 @@ def main():
     ap.add_argument("--no-one-frame", action="store_true",
                     help="the fleet does not announce one_frame: version, command and header "
                          "in frames of their own")
+    ap.add_argument("--head-nice", type=int, default=0,
+                    help="run the head under nice -n N (negative: before the fleet; needs root)")
     args = ap.parse_args()
     c = Cluster(args)
     try:
@@ -543,6 +550,7 @@ def main():
     doc = {"scenario": args.scenario, "workers": args.workers, "cpus_per_worker": args.cpus,
            "trials": args.trials, "step_ms": args.step_ms, "iterations": args.iterations,
            "heartbeat_ms": args.heartbeat_ms, "liveness": args.liveness,
+           "head_nice": args.head_nice,
            "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d"), **result}
     if args.keep:
         doc["run_dir"] = c.dir
