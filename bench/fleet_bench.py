@@ -35,7 +35,10 @@ Scenarios:
 
 Usage: bench/fleet_bench.py steady --workers 1000 --cpus 10 --trials 10000 \\
            --step-ms 1000 --iterations 40
-Binaries from build/release (ZTUNE_BUILD_DIR overrides).
+On a machine of 4 or more cores, --head-cpus 0-1 --fleet-cpus 2-3 keeps the
+head apart from the fleet (and from this benchmark and its reader), as a head
+with the machines it serves elsewhere would be; --head-nice N runs it under
+nice -n N. Binaries from build/release (ZTUNE_BUILD_DIR overrides).
 """
 import argparse
 import collections
@@ -189,10 +192,14 @@ class Cluster:
         with open(os.path.join(self.keys, name + ".pub")) as f:
             return next(l.split("=", 1)[1].strip() for l in f if l.startswith("public-key"))
 
-    def spawn(self, args, log):
+    def spawn(self, args, log, cpus=None):
+        """Starts `args` logging to `log`; on the CPUs in `cpus` (a set of
+        ints) when given, and on this process's otherwise."""
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
         with open(os.path.join(self.dir, log), "ab") as f:
             p = subprocess.Popen(args, stdout=f, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, start_new_session=True)
+                                 stdin=subprocess.DEVNULL, start_new_session=True,
+                                 preexec_fn=pin)
         self.procs.append(p)
         return p
 
@@ -210,7 +217,7 @@ class Cluster:
              "--clients-allow", os.path.join(self.keys, "clients.allow"),
              "--heartbeat-ms", str(self.args.heartbeat_ms), "--liveness", str(self.args.liveness),
              "--max-trials-per-experiment", str(max(100000, self.args.trials))],
-            "head.log")
+            "head.log", cpus=self.args.head_cpus)
         started = time.monotonic()
         wait_for(lambda: self.try_client(), 60, "the head to serve")
         return time.monotonic() - started
@@ -243,7 +250,7 @@ class Cluster:
              *(["--no-coalesce"] if self.args.no_coalesce else []),
              *(["--no-ack-trains"] if self.args.no_ack_trains else []),
              *(["--no-one-frame"] if self.args.no_one_frame else []), *extra],
-            f"fleet-{prefix}.log")
+            f"fleet-{prefix}.log", cpus=self.args.fleet_cpus)
         if self.fleet is None:
             self.fleet, self.fleet_stats, self.window_stats = proc, stats, []
         return proc
@@ -517,6 +524,24 @@ def storm(args, c):
                 "silence_reconnects", "disconnects_received", "refusals")}}
 
 
+def cpu_list(text):
+    """A set of CPU numbers from taskset's list syntax ("0-1,4"), each one this
+    process may run on."""
+    cpus = set()
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a CPU list such as 0-1,4")
+    allowed = os.sched_getaffinity(0)
+    if not cpus or not cpus <= allowed:
+        raise argparse.ArgumentTypeError(
+            f"CPUs {sorted(cpus - allowed) or text} are not among this machine's "
+            f"{sorted(allowed)}")
+    return cpus
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("scenario", choices=["steady", "restart", "storm"])
@@ -540,7 +565,15 @@ def main():
                          "in frames of their own")
     ap.add_argument("--head-nice", type=int, default=0,
                     help="run the head under nice -n N (negative: before the fleet; needs root)")
+    ap.add_argument("--head-cpus", type=cpu_list, default=None,
+                    help="CPUs the head runs on (as taskset -c: 0-1,4); default any")
+    ap.add_argument("--fleet-cpus", type=cpu_list, default=None,
+                    help="CPUs the fleets, and this benchmark with its reader, run on: on a "
+                         "machine of 4+ cores, apart from --head-cpus, the fleet stands apart "
+                         "from the head as the machines it simulates would; default any")
     args = ap.parse_args()
+    if args.fleet_cpus:
+        os.sched_setaffinity(0, args.fleet_cpus)  # the reader is a client machine too
     c = Cluster(args)
     try:
         run = {"steady": steady, "restart": restart, "storm": storm}[args.scenario]
@@ -551,6 +584,8 @@ def main():
            "trials": args.trials, "step_ms": args.step_ms, "iterations": args.iterations,
            "heartbeat_ms": args.heartbeat_ms, "liveness": args.liveness,
            "head_nice": args.head_nice,
+           "head_cpus": sorted(args.head_cpus) if args.head_cpus else None,
+           "fleet_cpus": sorted(args.fleet_cpus) if args.fleet_cpus else None,
            "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d"), **result}
     if args.keep:
         doc["run_dir"] = c.dir
