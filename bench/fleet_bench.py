@@ -250,7 +250,7 @@ class Cluster:
              *(["--no-coalesce"] if self.args.no_coalesce else []),
              *(["--no-ack-trains"] if self.args.no_ack_trains else []),
              *(["--no-one-frame"] if self.args.no_one_frame else []), *extra],
-            f"fleet-{prefix}.log", cpus=self.args.fleet_cpus)
+            f"fleet-{prefix}.log")  # on --fleet-cpus: this process's, inherited
         if self.fleet is None:
             self.fleet, self.fleet_stats, self.window_stats = proc, stats, []
         return proc
@@ -534,10 +534,12 @@ def cpu_list(text):
             cpus.update(range(int(lo), int(hi or lo) + 1))
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not a CPU list such as 0-1,4")
+    if not cpus:
+        raise argparse.ArgumentTypeError(f"'{text}' names no CPU")
     allowed = os.sched_getaffinity(0)
-    if not cpus or not cpus <= allowed:
+    if not cpus <= allowed:
         raise argparse.ArgumentTypeError(
-            f"CPUs {sorted(cpus - allowed) or text} are not among this machine's "
+            f"CPUs {sorted(cpus - allowed)} are not among this machine's "
             f"{sorted(allowed)}")
     return cpus
 
@@ -573,7 +575,8 @@ def main():
                          "from the head as the machines it simulates would; default any")
     args = ap.parse_args()
     if args.fleet_cpus:
-        os.sched_setaffinity(0, args.fleet_cpus)  # the reader is a client machine too
+        # The reader is a client machine too; the fleets inherit it.
+        os.sched_setaffinity(0, args.fleet_cpus)
     c = Cluster(args)
     try:
         run = {"steady": steady, "restart": restart, "storm": storm}[args.scenario]
